@@ -1,0 +1,204 @@
+//! The library API: load a DL program from a file or a string, check it (diagnostics as values),
+//! and run its top-level statements. The CLI, the REPL and the tests use exactly this.
+
+use crate::exec::Executor;
+use crate::runtime::format::format_tensor;
+use crate::runtime::tensor::Tensor;
+use dlc_language::eval::{Host, Mode, ModelSummary, Session, Value};
+use dlc_language::ir::Graph;
+use dlc_language::syntax::ast::ItemKind;
+use dlc_language::{Diagnostic, SourceMap};
+use std::path::{Path, PathBuf};
+
+/// What one `print` call showed: its text and the tensors it printed.
+#[derive(Clone, Debug)]
+pub struct Printed {
+    pub text: String,
+    pub tensors: Vec<Tensor>,
+}
+
+#[derive(Default)]
+pub struct RunOutput {
+    pub printed: Vec<Printed>,
+}
+
+/// The runtime side of the front end's [`Host`]: reads user modules next to the main file,
+/// executes printed values, and records what was printed.
+pub struct RuntimeHost {
+    pub root: Option<PathBuf>,
+    pub exec: Executor,
+    pub out: RunOutput,
+    /// Print to stdout as well as recording (the CLI); tests only record.
+    pub echo: bool,
+}
+
+impl RuntimeHost {
+    pub fn new(root: Option<PathBuf>, echo: bool) -> RuntimeHost {
+        RuntimeHost { root, exec: Executor::new(0), out: RunOutput::default(), echo }
+    }
+
+    /// A value as `print` shows it.
+    pub fn show(&mut self, g: &Graph, v: &Value, tensors: &mut Vec<Tensor>) -> Result<String, String> {
+        Ok(match v {
+            Value::Tensor(n) => {
+                let t = self.exec.eval(g, *n).map_err(|e| e.to_string())?;
+                let s = format_tensor(&t);
+                tensors.push(t);
+                s
+            }
+            Value::Int(i) => i.to_string(),
+            Value::Float(f) => python_float(*f),
+            Value::Bool(b) => b.to_string(),
+            Value::Str(s) => s.to_string(),
+            Value::Auto => "auto".into(),
+            Value::Dim(d) => d.to_string(),
+            Value::DType(d) => d.to_string(),
+            Value::Type(t) => t.to_string(),
+            Value::Tuple(items) => {
+                let parts: Result<Vec<String>, String> = items.iter().map(|x| self.show(g, x, tensors)).collect();
+                let parts = parts?;
+                if parts.len() == 1 {
+                    format!("({},)", parts[0])
+                } else {
+                    format!("({})", parts.join(", "))
+                }
+            }
+            Value::Record(items) => {
+                let mut parts = vec![];
+                for (k, x) in items.iter() {
+                    parts.push(format!("{k}: {}", self.show(g, x, tensors)?));
+                }
+                format!("({})", parts.join(", "))
+            }
+            Value::Model(m) => format!("<model {}>", m.decl.name.name),
+            Value::Func(f) => format!("<fn {}>", f.name()),
+            Value::Init(i) => i.describe(),
+            Value::Pipeline(p) => format!("<data {} |> {}>", p.source, p.stages.join(" |> ")),
+            Value::Grads(m) => format!("<gradients of {}>", m.decl.name.name),
+        })
+    }
+}
+
+/// Python's repr of a float: shortest round-trip digits, always with a `.` or exponent.
+pub fn python_float(f: f64) -> String {
+    if f.is_nan() {
+        return "nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    let a = f.abs();
+    if a != 0.0 && !(1e-4..1e16).contains(&a) {
+        let s = format!("{f:e}");
+        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let m = if m.contains('.') { m.to_string() } else { m.to_string() };
+        let (sign, digits) = match e.strip_prefix('-') {
+            Some(d) => ('-', d),
+            None => ('+', e),
+        };
+        return format!("{m}e{sign}{digits:0>2}");
+    }
+    let s = format!("{f}");
+    if s.contains('.') {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+impl Host for RuntimeHost {
+    fn load_module(&mut self, path: &[String]) -> Option<(String, String)> {
+        let mut p = self.root.clone().unwrap_or_else(|| PathBuf::from("."));
+        for part in path {
+            p.push(part);
+        }
+        p.set_extension("dl");
+        let text = std::fs::read_to_string(&p).ok()?;
+        Some((p.display().to_string(), text))
+    }
+
+    fn print(&mut self, g: &Graph, values: &[Value]) -> Result<(), String> {
+        let mut tensors = vec![];
+        let mut parts = vec![];
+        for v in values {
+            parts.push(self.show(g, v, &mut tensors)?);
+        }
+        let text = parts.join(" ");
+        if self.echo {
+            println!("{text}");
+        }
+        self.out.printed.push(Printed { text, tensors });
+        Ok(())
+    }
+}
+
+/// A checked (and possibly run) program.
+pub struct Program {
+    pub session: Session,
+    pub host: RuntimeHost,
+    pub ok: bool,
+    /// Whether the program has `train`/`evaluate`/`infer` recipes (checked, not run yet).
+    pub recipes: Vec<String>,
+}
+
+impl Program {
+    /// Type-check a program without running anything.
+    pub fn check(name: &str, text: &str, root: Option<&Path>) -> Program {
+        let mut session = Session::new(Mode::Check);
+        let mut host = RuntimeHost::new(root.map(|p| p.to_path_buf()), false);
+        let ok = session.run_source(name, text, &mut host);
+        let recipes = recipe_names(&session);
+        Program { session, host, ok, recipes }
+    }
+
+    /// Check, then run the top-level statements (printing when `echo`).
+    pub fn run(name: &str, text: &str, root: Option<&Path>, echo: bool) -> Program {
+        let checked = Program::check(name, text, root);
+        if !checked.ok {
+            return checked;
+        }
+        let mut session = Session::new(Mode::Run);
+        let mut host = RuntimeHost::new(root.map(|p| p.to_path_buf()), echo);
+        let ok = session.run_source(name, text, &mut host);
+        let recipes = checked.recipes;
+        Program { session, host, ok, recipes }
+    }
+
+    pub fn load_file(path: &Path, run: bool) -> std::io::Result<Program> {
+        let text = std::fs::read_to_string(path)?;
+        let root = path.parent().map(|p| p.to_path_buf());
+        let name = path.display().to_string();
+        Ok(if run { Program::run(&name, &text, root.as_deref(), true) } else { Program::check(&name, &text, root.as_deref()) })
+    }
+
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        self.session.diagnostics()
+    }
+    pub fn sources(&self) -> &SourceMap {
+        &self.session.t.sources
+    }
+    pub fn models(&self) -> &[ModelSummary] {
+        &self.session.summaries
+    }
+    pub fn output(&self) -> &RunOutput {
+        &self.host.out
+    }
+}
+
+fn recipe_names(s: &Session) -> Vec<String> {
+    // Recipes are items of the main file; the sources of the main module are the first non-std file.
+    let mut out = vec![];
+    for f in &s.t.sources.files {
+        if f.name.starts_with('<') {
+            continue;
+        }
+        let (prog, _) = dlc_language::syntax::parse(dlc_language::FileId(0), &f.text);
+        for it in prog.items {
+            if let ItemKind::Recipe(r) = it.kind {
+                out.push(r.kind.keyword().to_string());
+            }
+        }
+        break;
+    }
+    out
+}

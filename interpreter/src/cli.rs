@@ -1,0 +1,159 @@
+//! Subcommands: check, run, repl.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use dlc::render::{render, to_json};
+use dlc::Program;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+const EXAMPLES: &str = "\
+Examples:
+  dlc run examples/hello.dl          run a program's top-level statements
+  dlc check examples/mnist_mlp.dl    type-check shapes and dtypes; summarise models
+  dlc check --json bad.dl            diagnostics as JSON, for editors and tools
+  dlc run examples/gelu.dl --dump=ir print the graph IR the program lowers to
+  dlc repl                           interactive session (:help inside)";
+
+#[derive(Parser)]
+#[command(name = "dlc", version, about = "Compiler and runtime for DL, a declarative language for deep-learning training scripts", after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Parse and type-check a file; print diagnostics, or a summary of its models.
+    Check {
+        file: PathBuf,
+        /// Print diagnostics (or the summary) as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a file, then run its top-level statements.
+    Run {
+        file: PathBuf,
+        /// Print an intermediate form: the syntax tree or the graph IR.
+        #[arg(long, value_enum)]
+        dump: Option<Dump>,
+    },
+    /// Start an interactive session.
+    Repl,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Dump {
+    Ast,
+    Ir,
+}
+
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Check { file, json } => check(&file, json),
+        Cmd::Run { file, dump } => run(&file, dump),
+        Cmd::Repl => crate::repl::run(),
+    }
+}
+
+fn read_error(file: &std::path::Path, e: std::io::Error) -> i32 {
+    eprintln!("error: cannot read `{}`: {e}", file.display());
+    1
+}
+
+fn report(p: &Program) -> usize {
+    let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let mut errors = 0;
+    for d in p.diagnostics() {
+        eprint!("{}", render(d, p.sources(), color));
+        if d.is_error() {
+            errors += 1;
+        }
+    }
+    errors
+}
+
+fn check(file: &std::path::Path, json: bool) -> i32 {
+    let start = std::time::Instant::now();
+    let p = match Program::load_file(file, false) {
+        Ok(p) => p,
+        Err(e) => return read_error(file, e),
+    };
+    let elapsed = start.elapsed();
+    if json {
+        let diags: Vec<_> = p.diagnostics().iter().map(|d| to_json(d, p.sources())).collect();
+        let out = serde_json::json!({
+            "file": file.display().to_string(),
+            "ok": p.ok,
+            "diagnostics": diags,
+            "models": p.models(),
+            "check_ms": elapsed.as_secs_f64() * 1e3,
+        });
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        return if p.ok { 0 } else { 1 };
+    }
+    let errors = report(&p);
+    if errors > 0 {
+        eprintln!("error: could not check `{}`: {errors} error{}", file.display(), if errors == 1 { "" } else { "s" });
+        return 1;
+    }
+    println!("{}: ok ({:.1} ms)", file.display(), elapsed.as_secs_f64() * 1e3);
+    for m in p.models() {
+        println!("model {}: {} parameters", m.name, group_digits(m.total));
+        for (path, ty) in &m.params {
+            println!("  {path:<32} {ty}");
+        }
+    }
+    for r in &p.recipes {
+        println!("{r} recipe: checked");
+    }
+    0
+}
+
+fn run(file: &std::path::Path, dump: Option<Dump>) -> i32 {
+    if let Some(Dump::Ast) = dump {
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) => return read_error(file, e),
+        };
+        let (prog, _) = dlc_language::syntax::parse(dlc_language::FileId(0), &text);
+        println!("{prog:#?}");
+        return 0;
+    }
+    let p = match Program::load_file(file, true) {
+        Ok(p) => p,
+        Err(e) => return read_error(file, e),
+    };
+    let errors = report(&p);
+    if errors > 0 {
+        eprintln!("error: could not run `{}`: {errors} error{}", file.display(), if errors == 1 { "" } else { "s" });
+        return 1;
+    }
+    if let Some(Dump::Ir) = dump {
+        let g = p.session.graph();
+        let roots: Vec<_> = (0..g.len() as u32).map(dlc_language::ir::NodeId).collect();
+        print!("{}", dlc_language::ir::print::dump(g, &roots));
+    }
+    if !p.recipes.is_empty() {
+        eprintln!(
+            "note: {} recipe(s) type-checked ({}), but this version of dlc does not execute training, evaluation or inference yet",
+            p.recipes.len(),
+            p.recipes.join(", ")
+        );
+        eprintln!("      nothing was trained and no checkpoint was written");
+        return 2;
+    }
+    0
+}
+
+pub fn group_digits(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

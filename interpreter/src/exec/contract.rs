@@ -1,0 +1,238 @@
+//! Contractions and windows: matmul (the gemm crate), conv2d (im2col + gemm), pooling, take.
+
+use crate::runtime::tensor::{Data, Tensor};
+use crate::runtime::RuntimeError;
+use dlc_language::ir::PoolKind;
+use dlc_language::types::rules::Conv2dAttrs;
+use gemm::Parallelism;
+use std::sync::Arc;
+
+fn parallelism(flops: usize) -> Parallelism {
+    // Threads only pay off for products of some size.
+    if flops >= 1 << 20 {
+        Parallelism::Rayon(rayon::current_num_threads())
+    } else {
+        Parallelism::None
+    }
+}
+
+/// dst[m×n] = lhs[m×k] @ rhs[k×n], all row-major and contiguous.
+fn gemm_f32(m: usize, n: usize, k: usize, lhs: &[f32], rhs: &[f32], dst: &mut [f32]) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        dst.iter_mut().for_each(|d| *d = 0.0);
+        return;
+    }
+    // SAFETY: the slices hold m*k, k*n and m*n elements, with the strides given (row-major).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            lhs.as_ptr(),
+            1,
+            k as isize,
+            rhs.as_ptr(),
+            1,
+            n as isize,
+            0.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            parallelism(m * n * k),
+        )
+    }
+}
+
+fn gemm_f64(m: usize, n: usize, k: usize, lhs: &[f64], rhs: &[f64], dst: &mut [f64]) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        dst.iter_mut().for_each(|d| *d = 0.0);
+        return;
+    }
+    // SAFETY: as in gemm_f32.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            lhs.as_ptr(),
+            1,
+            k as isize,
+            rhs.as_ptr(),
+            1,
+            n as isize,
+            0.0f64,
+            1.0f64,
+            false,
+            false,
+            false,
+            parallelism(m * n * k),
+        )
+    }
+}
+
+/// Batched [.., M, K] @ [.., K, N] with identical batch dims.
+pub fn matmul(a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
+    let r = a.shape.len();
+    let (m, k, n) = (a.shape[r - 2], a.shape[r - 1], b.shape[r - 1]);
+    let batch: usize = a.shape[..r - 2].iter().product();
+    let data = match (&a.data, &b.data) {
+        (Data::F32(x), Data::F32(y)) => {
+            let mut out = vec![0f32; batch * m * n];
+            for i in 0..batch {
+                gemm_f32(m, n, k, &x[i * m * k..(i + 1) * m * k], &y[i * k * n..(i + 1) * k * n], &mut out[i * m * n..(i + 1) * m * n]);
+            }
+            let d = a.dtype;
+            if d != dlc_language::types::DType::F32 {
+                out.iter_mut().for_each(|v| *v = crate::runtime::tensor::round_f32(d, *v));
+            }
+            Data::F32(Arc::new(out))
+        }
+        (Data::F64(x), Data::F64(y)) => {
+            let mut out = vec![0f64; batch * m * n];
+            for i in 0..batch {
+                gemm_f64(m, n, k, &x[i * m * k..(i + 1) * m * k], &y[i * k * n..(i + 1) * k * n], &mut out[i * m * n..(i + 1) * m * n]);
+            }
+            Data::F64(Arc::new(out))
+        }
+        (Data::I64(x), Data::I64(y)) => {
+            let mut out = vec![0i64; batch * m * n];
+            for bi in 0..batch {
+                for i in 0..m {
+                    for p in 0..k {
+                        let av = x[bi * m * k + i * k + p];
+                        for j in 0..n {
+                            out[bi * m * n + i * n + j] =
+                                out[bi * m * n + i * n + j].wrapping_add(av.wrapping_mul(y[bi * k * n + p * n + j]));
+                        }
+                    }
+                }
+            }
+            Data::I64(Arc::new(out))
+        }
+        _ => return Err(RuntimeError::Unsupported("matmul on mixed storage".into())),
+    };
+    Ok(Tensor { dtype: a.dtype, shape, data })
+}
+
+/// conv2d as im2col + gemm per image and group; x NCHW, w OIHW.
+pub fn conv2d(x: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
+    let (nb, c, h, wd) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+    let (o, cg, kh, kw) = (w.shape[0], w.shape[1], w.shape[2], w.shape[3]);
+    let (oh, ow) = (shape[2], shape[3]);
+    let g = a.groups as usize;
+    let og = o / g;
+    let (sh, sw) = (a.stride.0 as usize, a.stride.1 as usize);
+    let (ph, pw) = (a.padding.0 as isize, a.padding.1 as isize);
+    let (dh, dw) = (a.dilation.0 as usize, a.dilation.1 as usize);
+    let k = cg * kh * kw;
+    let cols = oh * ow;
+    let f64_path = matches!(x.data, Data::F64(_));
+    let xv = x.to_f64();
+    let wv = w.to_f64();
+    let mut out = vec![0f64; nb * o * cols];
+    let mut col = vec![0f64; k * cols];
+    for b in 0..nb {
+        for gi in 0..g {
+            // im2col: rows are (channel, ky, kx), columns output positions.
+            for ci in 0..cg {
+                let chan = gi * cg + ci;
+                for ky in 0..kh {
+                    for kx in 0..kw {
+                        let row = (ci * kh + ky) * kw + kx;
+                        for oy in 0..oh {
+                            let iy = (oy * sh + ky * dh) as isize - ph;
+                            for ox in 0..ow {
+                                let ix = (ox * sw + kx * dw) as isize - pw;
+                                col[row * cols + oy * ow + ox] = if iy >= 0 && ix >= 0 && (iy as usize) < h && (ix as usize) < wd {
+                                    xv[((b * c + chan) * h + iy as usize) * wd + ix as usize]
+                                } else {
+                                    0.0
+                                };
+                            }
+                        }
+                    }
+                }
+            }
+            let wslice = &wv[gi * og * k..(gi + 1) * og * k];
+            let dst = &mut out[(b * o + gi * og) * cols..(b * o + (gi + 1) * og) * cols];
+            gemm_f64(og, cols, k, wslice, &col, dst);
+        }
+    }
+    let _ = f64_path;
+    Ok(Tensor::from_f64(x.dtype, shape, out))
+}
+
+pub fn pool2d(x: &Tensor, kind: PoolKind, k: (i64, i64), s: (i64, i64), p: (i64, i64), shape: Vec<usize>) -> Tensor {
+    let r = x.shape.len();
+    let (h, w) = (x.shape[r - 2], x.shape[r - 1]);
+    let (oh, ow) = (shape[r - 2], shape[r - 1]);
+    let planes: usize = x.shape[..r - 2].iter().product();
+    let xv = x.to_f64();
+    let mut out = Vec::with_capacity(planes * oh * ow);
+    for pl in 0..planes {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let mut acc = if kind == PoolKind::Max { f64::NEG_INFINITY } else { 0.0 };
+                for ky in 0..k.0 {
+                    for kx in 0..k.1 {
+                        let iy = oy as i64 * s.0 + ky - p.0;
+                        let ix = ox as i64 * s.1 + kx - p.1;
+                        let inside = iy >= 0 && ix >= 0 && (iy as usize) < h && (ix as usize) < w;
+                        if !inside {
+                            continue; // padding: -inf for max, 0 for avg (count_include_pad)
+                        }
+                        let v = xv[(pl * h + iy as usize) * w + ix as usize];
+                        acc = if kind == PoolKind::Max {
+                            if v.is_nan() || v > acc {
+                                v
+                            } else {
+                                acc
+                            }
+                        } else {
+                            acc + v
+                        };
+                    }
+                }
+                if kind == PoolKind::Avg {
+                    acc /= (k.0 * k.1) as f64;
+                }
+                out.push(acc);
+            }
+        }
+    }
+    Tensor::from_f64(x.dtype, shape, out)
+}
+
+/// Rows of `x` picked by `idx` (any shape): out[i.., :] = x[idx[i..], :].
+pub fn take(x: &Tensor, idx: &Tensor, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
+    let rows = x.shape[0];
+    let row: usize = x.shape[1..].iter().product();
+    let Data::I64(ids) = &idx.data else {
+        return Err(RuntimeError::Unsupported("take needs integer indices".into()));
+    };
+    let xv = x.to_f64();
+    let mut out = Vec::with_capacity(ids.len() * row);
+    for &i in ids.iter() {
+        let i = if i < 0 { i + rows as i64 } else { i };
+        if i < 0 || i as usize >= rows {
+            return Err(RuntimeError::Unsupported(format!("index {i} is out of range for {rows} rows")));
+        }
+        out.extend_from_slice(&xv[i as usize * row..(i as usize + 1) * row]);
+    }
+    Ok(Tensor::from_f64(x.dtype, shape, out))
+}

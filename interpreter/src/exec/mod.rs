@@ -1,0 +1,117 @@
+//! The eager interpreter: executes graph nodes one by one, like eager PyTorch. It is the
+//! reference every compiled kernel is tested against.
+
+mod contract;
+mod elementwise;
+mod movement;
+mod reduce;
+
+use crate::runtime::rng;
+use crate::runtime::tensor::{Data, Tensor};
+use crate::runtime::RuntimeError;
+use dlc_language::ir::{Graph, Init, NodeId, Op, RandDist};
+use dlc_language::types::shape::concrete;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Executes nodes of a growing graph on demand, remembering every result (the graph is
+/// hash-consed, so a node's value never changes).
+#[derive(Default)]
+pub struct Executor {
+    cache: HashMap<NodeId, Tensor>,
+    params: HashMap<u32, Tensor>,
+    pub inputs: HashMap<u32, Tensor>,
+    /// Seed for parameter initialisation.
+    pub seed: u64,
+}
+
+impl Executor {
+    pub fn new(seed: u64) -> Executor {
+        Executor { seed, ..Default::default() }
+    }
+
+    pub fn param(&mut self, g: &Graph, id: u32) -> Result<Tensor, RuntimeError> {
+        if let Some(t) = self.params.get(&id) {
+            return Ok(t.clone());
+        }
+        let info = &g.params[id as usize];
+        let shape = concrete(&info.ty.shape).ok_or_else(|| RuntimeError::SymbolicShape(info.ty.to_string()))?;
+        let n: usize = shape.iter().product();
+        // One stream per parameter, derived from the run seed and the parameter's index.
+        let stream = self.seed.wrapping_mul(0x100_0000_01B3) ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9);
+        let vals: Vec<f64> = match info.init {
+            Init::Constant(v) => vec![f64::from_bits(v); n],
+            Init::Uniform { lo, hi } => {
+                let (lo, hi) = (f64::from_bits(lo), f64::from_bits(hi));
+                (0..n).map(|i| lo + (hi - lo) * rng::uniform(stream, i as u64)).collect()
+            }
+            Init::Normal { mean, std } => {
+                let (m, s) = (f64::from_bits(mean), f64::from_bits(std));
+                (0..n).map(|i| m + s * rng::normal(stream, i as u64)).collect()
+            }
+        };
+        let t = Tensor::from_f64(info.ty.dtype, shape, vals);
+        self.params.insert(id, t.clone());
+        Ok(t)
+    }
+
+    /// The value of `root`, computing whatever it depends on that is not cached yet.
+    pub fn eval(&mut self, g: &Graph, root: NodeId) -> Result<Tensor, RuntimeError> {
+        if let Some(t) = self.cache.get(&root) {
+            return Ok(t.clone());
+        }
+        for id in g.topo(&[root]) {
+            if self.cache.contains_key(&id) {
+                continue;
+            }
+            let t = self.run_node(g, id)?;
+            self.cache.insert(id, t);
+        }
+        self.cache.get(&root).cloned().ok_or_else(|| RuntimeError::Unsupported("node was not computed".into()))
+    }
+
+    fn run_node(&mut self, g: &Graph, id: NodeId) -> Result<Tensor, RuntimeError> {
+        let node = g.node(id);
+        let shape = concrete(&node.shape).ok_or_else(|| RuntimeError::SymbolicShape(node.ty().to_string()))?;
+        let src: Vec<Tensor> = node.src.iter().map(|s| self.cache[s].clone()).collect();
+        let dtype = node.dtype;
+        let n: usize = shape.iter().product();
+        Ok(match &node.op {
+            Op::Input(i) => {
+                let t = self.inputs.get(i).cloned().ok_or_else(|| RuntimeError::UnboundInput(g.inputs[*i as usize].name.clone()))?;
+                if t.shape != shape {
+                    return Err(RuntimeError::Unsupported(format!(
+                        "input `{}` has shape {:?}, expected {:?}",
+                        g.inputs[*i as usize].name, t.shape, shape
+                    )));
+                }
+                t
+            }
+            Op::Param(p) => self.param(g, *p)?,
+            Op::Literal(l) => Tensor::from_f64(dtype, shape, g.literals[*l as usize].iter().copied()),
+            Op::Const(bits) => Tensor::from_f64(dtype, shape, std::iter::once(f64::from_bits(*bits))),
+            Op::Rand { dist, seed } => {
+                let f = |i: usize| match dist {
+                    RandDist::Uniform => rng::uniform(*seed, i as u64),
+                    RandDist::Normal => rng::normal(*seed, i as u64),
+                };
+                Tensor::from_f64(dtype, shape, (0..n).map(f))
+            }
+            Op::Iota => Tensor { dtype, shape, data: Data::I64(Arc::new((0..n as i64).collect())) },
+            Op::Cast => src[0].cast(dtype),
+            Op::Unary(u) => elementwise::unary(*u, &src[0]),
+            Op::Binary(b) => elementwise::binary(*b, &src[0], &src[1], dtype)?,
+            Op::Where => elementwise::where_(&src[0], &src[1], &src[2]),
+            Op::Reduce(r, axes) => reduce::reduce(*r, &src[0], axes, shape),
+            Op::Reshape => src[0].with_shape(shape),
+            Op::Permute(p) => movement::permute(&src[0], p),
+            Op::Expand => movement::expand(&src[0], &shape),
+            Op::Slice { start, step } => movement::slice(&src[0], start, step, &shape),
+            Op::Concat(axis) => movement::concat(&src, *axis, shape),
+            Op::MatMul => contract::matmul(&src[0], &src[1], shape)?,
+            Op::Conv2d(a) => contract::conv2d(&src[0], &src[1], a, shape)?,
+            Op::Pool2d { kind, kernel, stride, padding } => contract::pool2d(&src[0], *kind, *kernel, *stride, *padding, shape),
+            Op::Take => contract::take(&src[0], &src[1], shape)?,
+        })
+    }
+}

@@ -1,0 +1,10 @@
+//! dlc's runtime and front door: tensors, the eager executor of the graph IR, printing, the
+//! diagnostics renderer, and the library API the CLI and REPL are thin clients of.
+
+pub mod api;
+pub mod exec;
+pub mod render;
+pub mod runtime;
+
+pub use api::{Program, RunOutput};
+pub use runtime::tensor::{Data, Tensor};

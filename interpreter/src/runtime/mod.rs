@@ -1,0 +1,17 @@
+//! Runtime state: tensors, random streams, and the error type of everything that runs.
+
+pub mod format;
+pub mod rng;
+pub mod tensor;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("input `{0}` has no value bound")]
+    UnboundInput(String),
+    #[error("shape is not known at run time: {0}")]
+    SymbolicShape(String),
+    #[error("{0}")]
+    Io(String),
+}

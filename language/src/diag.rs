@@ -1,0 +1,99 @@
+//! Diagnostics as values. The core never prints: the CLI and the REPL render these with ariadne,
+//! and `dlc check --json` serialises them.
+
+use crate::span::Span;
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Label {
+    pub span: Span,
+    pub message: String,
+    pub primary: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// A stable code documented in docs/errors.md, e.g. `E0302`.
+    pub code: &'static str,
+    pub message: String,
+    pub labels: Vec<Label>,
+    pub notes: Vec<String>,
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn error(code: &'static str, message: impl Into<String>, span: Span) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Error,
+            code,
+            message: message.into(),
+            labels: vec![Label { span, message: String::new(), primary: true }],
+            notes: vec![],
+            help: None,
+        }
+    }
+    /// The text under the primary label.
+    pub fn with_label(mut self, text: impl Into<String>) -> Self {
+        if let Some(l) = self.labels.iter_mut().find(|l| l.primary) {
+            l.message = text.into();
+        }
+        self
+    }
+    pub fn with_secondary(mut self, span: Span, text: impl Into<String>) -> Self {
+        self.labels.push(Label { span, message: text.into(), primary: false });
+        self
+    }
+    pub fn with_note(mut self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
+    }
+    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+    pub fn primary_span(&self) -> Span {
+        self.labels.iter().find(|l| l.primary).map(|l| l.span).unwrap_or_default()
+    }
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+/// Edit distance for "did you mean" suggestions.
+pub fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = if ca == *cb { 0 } else { 1 };
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The closest candidate within a distance that scales with the name's length.
+pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let limit = (name.chars().count() / 3).max(1);
+    let lower = name.to_lowercase();
+    candidates
+        .into_iter()
+        .filter(|c| *c != name)
+        .map(|c| {
+            let d = levenshtein(&lower, &c.to_lowercase());
+            (d, c)
+        })
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, c)| (*d, c.len()))
+        .map(|(_, c)| c.to_string())
+}

@@ -1,0 +1,194 @@
+//! Data pipelines, typed: a source fixes the element type, stages transform it. Execution (file
+//! readers, worker threads) belongs to the runtime; here an element is a value whose tensors are
+//! graph inputs, so `map` lambdas are checked like any other code.
+
+use super::builtins::Bound;
+use super::tracer::Tracer;
+use super::value::{Pipeline, Value};
+use super::R;
+use crate::ir::Op;
+use crate::span::Span;
+use crate::types::{DType, Dim, TensorTy};
+use std::rc::Rc;
+
+impl Tracer {
+    fn elem_input(&mut self, name: &str, dtype: DType, shape: Vec<Dim>, span: Span) -> Value {
+        let ty = TensorTy::new(dtype, shape);
+        let id = self.graph.add_input(name, ty.clone());
+        Value::Tensor(self.node(Op::Input(id), ty.dtype, ty.shape, vec![], span))
+    }
+
+    fn record(fields: Vec<(&str, Value)>) -> Value {
+        Value::Record(Rc::new(fields.into_iter().map(|(n, v)| (n.to_string(), v)).collect()))
+    }
+
+    fn pipeline_arg(&mut self, b: &Bound) -> R<Rc<Pipeline>> {
+        match b.get("pipeline").cloned() {
+            Some((Value::Pipeline(p), _)) => Ok(p),
+            Some((v, s)) => self.err(
+                "E0310",
+                format!("`{}` is a pipeline stage: it needs a data pipeline, found {}", b.callee, v.kind()),
+                s,
+                "not a pipeline",
+            ),
+            None => Err(super::Reported),
+        }
+    }
+
+    fn str_arg(&mut self, b: &Bound, name: &str) -> R<String> {
+        match b.get(name).cloned() {
+            Some((Value::Str(s), _)) => Ok(s.to_string()),
+            Some((v, s)) => self.err("E0310", format!("`{name}` must be a string, found {}", v.kind()), s, "expected a string"),
+            None => Ok(String::new()),
+        }
+    }
+
+    pub fn data_builtin(&mut self, name: &'static str, b: &Bound) -> R<Value> {
+        let span = b.span;
+        let source = |elem: Value, src: String| Ok(Value::Pipeline(Rc::new(Pipeline { elem, source: src, stages: vec![], span })));
+        match name {
+            "mnist" | "fashion_mnist" | "idx" => {
+                let what = if name == "idx" { self.str_arg(b, "images")? } else { self.str_arg(b, "dir")? };
+                if name != "idx" {
+                    let split = self.str_arg(b, "split")?;
+                    if !split.is_empty() && split != "train" && split != "test" {
+                        return self.err(
+                            "E0403",
+                            format!("`split` must be \"train\" or \"test\", found \"{split}\""),
+                            b.span_of("split"),
+                            "unknown split",
+                        );
+                    }
+                }
+                let (h, w) = if name == "idx" { (Dim::Any, Dim::Any) } else { (Dim::known(28), Dim::known(28)) };
+                let image = self.elem_input(&format!("{name}.image"), DType::U8, vec![h, w], span);
+                let label = self.elem_input(&format!("{name}.label"), DType::I64, vec![], span);
+                source(Self::record(vec![("image", image), ("label", label)]), format!("{name}({what})"))
+            }
+            "cifar" => {
+                let image = self.elem_input("cifar.image", DType::U8, vec![Dim::known(3), Dim::known(32), Dim::known(32)], span);
+                let label = self.elem_input("cifar.label", DType::I64, vec![], span);
+                source(Self::record(vec![("image", image), ("label", label)]), "cifar".into())
+            }
+            "csv" => {
+                let path = self.str_arg(b, "path")?;
+                let n = match b.get("features") {
+                    Some(_) => Dim::known(self.arg_int(b, "features", 0)?),
+                    None => Dim::Any,
+                };
+                let features = self.elem_input("csv.features", DType::F32, vec![n], span);
+                let label = self.elem_input("csv.label", DType::I64, vec![], span);
+                source(Self::record(vec![("features", features), ("label", label)]), format!("csv({path})"))
+            }
+            "npy" => {
+                let path = self.str_arg(b, "path")?;
+                let x = self.elem_input("npy.x", DType::F32, vec![Dim::Any], span);
+                source(x, format!("npy({path})"))
+            }
+            "text" => {
+                let path = self.str_arg(b, "path")?;
+                let block = self.arg_int(b, "block", 128)?;
+                let level = self.str_arg(b, "level")?;
+                if !level.is_empty() && level != "char" && level != "byte" {
+                    return self.err(
+                        "E0403",
+                        format!("`level` must be \"char\" or \"byte\", found \"{level}\""),
+                        b.span_of("level"),
+                        "unknown level",
+                    );
+                }
+                let x = self.elem_input("text.x", DType::I64, vec![Dim::known(block)], span);
+                let y = self.elem_input("text.y", DType::I64, vec![Dim::known(block)], span);
+                source(Value::Tuple(Rc::new(vec![x, y])), format!("text({path})"))
+            }
+            "tensors" => {
+                // Rows of in-memory tensors: drop the leading dim of each.
+                let mut elems = vec![];
+                for key in ["x", "y"] {
+                    if let Some((v, s)) = b.get(key).cloned() {
+                        let n = self.to_tensor(&v, None, s)?;
+                        let ty = self.ty(n);
+                        if ty.rank() == 0 {
+                            return self.err("E0303", "`tensors` needs tensors with a leading dimension to iterate over", s, "0-d tensor");
+                        }
+                        elems.push(self.elem_input(&format!("tensors.{key}"), ty.dtype, ty.shape[1..].to_vec(), span));
+                    }
+                }
+                let elem = if elems.len() == 1 { elems.remove(0) } else { Value::Tuple(Rc::new(elems)) };
+                source(elem, "tensors".into())
+            }
+            "map" => {
+                let p = self.pipeline_arg(b)?;
+                let (f, fs) = b.get("f").cloned().ok_or(super::Reported)?;
+                let elem = self.call(&f, vec![(None, p.elem.clone(), p.span)], fs, fs)?;
+                check_element(self, &elem, fs)?;
+                Ok(self.stage(&p, "map", elem))
+            }
+            "batch" => {
+                let p = self.pipeline_arg(b)?;
+                let size = self.arg_int(b, "size", 1)?;
+                if size < 1 {
+                    return self.err("E0403", format!("batch size must be at least 1, found {size}"), b.span_of("size"), "too small");
+                }
+                let drop_last = self.arg_bool(b, "drop_last", false)?;
+                // With drop_last every batch has `size` rows; otherwise the last may be smaller.
+                let dim = if drop_last { Dim::known(size) } else { Dim::sym("B") };
+                let elem = self.batch_elem(&p.elem, &dim, span);
+                Ok(self.stage(&p, &format!("batch({size})"), elem))
+            }
+            "shuffle" | "prefetch" | "skip" | "take" | "split" => {
+                let p = self.pipeline_arg(b)?;
+                if name == "split" {
+                    let f = self.arg_float(b, "fraction", 0.9)?;
+                    if !(0.0..=1.0).contains(&f) {
+                        return self.err(
+                            "E0403",
+                            format!("split fraction must be between 0 and 1, found {f}"),
+                            b.span_of("fraction"),
+                            "out of range",
+                        );
+                    }
+                }
+                let elem = p.elem.clone();
+                Ok(self.stage(&p, name, elem))
+            }
+            _ => self.err("E0404", format!("unknown data stage `{name}`"), span, "unknown"),
+        }
+    }
+
+    fn stage(&mut self, p: &Pipeline, name: &str, elem: Value) -> Value {
+        let mut stages = p.stages.clone();
+        stages.push(name.to_string());
+        Value::Pipeline(Rc::new(Pipeline { elem, source: p.source.clone(), stages, span: p.span }))
+    }
+
+    fn batch_elem(&mut self, v: &Value, dim: &Dim, span: Span) -> Value {
+        match v {
+            Value::Tensor(n) => {
+                let ty = self.ty(*n);
+                let mut shape = vec![dim.clone()];
+                shape.extend(ty.shape);
+                self.elem_input("batch", ty.dtype, shape, span)
+            }
+            Value::Tuple(items) => Value::Tuple(Rc::new(items.iter().map(|x| self.batch_elem(x, dim, span)).collect())),
+            Value::Record(items) => Value::Record(Rc::new(items.iter().map(|(k, x)| (k.clone(), self.batch_elem(x, dim, span))).collect())),
+            other => other.clone(),
+        }
+    }
+}
+
+/// Pipeline elements are tensors, or tuples/records of them.
+fn check_element(t: &mut Tracer, v: &Value, span: Span) -> R<()> {
+    match v {
+        Value::Tensor(_) => Ok(()),
+        Value::Int(_) | Value::Float(_) | Value::Bool(_) => Ok(()),
+        Value::Tuple(items) => items.iter().try_for_each(|x| check_element(t, x, span)),
+        Value::Record(items) => items.iter().try_for_each(|(_, x)| check_element(t, x, span)),
+        other => t.err(
+            "E0310",
+            format!("a pipeline element must be tensors, tuples or records, found {}", other.kind()),
+            span,
+            "from this function",
+        ),
+    }
+}

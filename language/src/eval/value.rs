@@ -1,0 +1,135 @@
+//! Values of the tracer. Tensors are graph nodes; everything else is known at compile time.
+
+use crate::ir::{Init, NodeId};
+use crate::span::Span;
+use crate::syntax::ast::{Expr, FnDecl, Ident, ModelDecl};
+use crate::types::{DType, Dim, TensorTy};
+use std::rc::Rc;
+
+#[derive(Clone, Debug)]
+pub enum Value {
+    Tensor(NodeId),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(Rc<str>),
+    Auto,
+    /// A symbolic size (from `x.shape` of a symbolic tensor).
+    Dim(Dim),
+    DType(DType),
+    Type(TensorTy),
+    Tuple(Rc<Vec<Value>>),
+    Record(Rc<Vec<(String, Value)>>),
+    Func(Rc<Func>),
+    Model(Rc<ModelInst>),
+    Init(Init),
+    Pipeline(Rc<Pipeline>),
+    /// Gradients of a loss with respect to a model's parameters (`grad(loss, model)`).
+    Grads(Rc<ModelInst>),
+}
+
+impl Value {
+    pub fn unit() -> Value {
+        Value::Tuple(Rc::new(vec![]))
+    }
+    /// What kind of value this is, for "expected X, found Y" messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::Tensor(_) => "a tensor",
+            Value::Int(_) => "an int",
+            Value::Float(_) => "a float",
+            Value::Bool(_) => "a bool",
+            Value::Str(_) => "a string",
+            Value::Auto => "`auto`",
+            Value::Dim(_) => "a size",
+            Value::DType(_) => "a dtype",
+            Value::Type(_) => "a tensor type",
+            Value::Tuple(t) if t.is_empty() => "`()`",
+            Value::Tuple(_) => "a tuple",
+            Value::Record(_) => "a record",
+            Value::Func(f) => match **f {
+                Func::ModelCtor { .. } => "a model definition",
+                _ => "a function",
+            },
+            Value::Model(_) => "a model",
+            Value::Init(_) => "an initialiser",
+            Value::Pipeline(_) => "a data pipeline",
+            Value::Grads(_) => "gradients",
+        }
+    }
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            Value::Dim(d) => d.as_known(),
+            _ => None,
+        }
+    }
+    pub fn as_float(&self) -> Option<f64> {
+        match self {
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+    pub fn field(&self, name: &str) -> Option<Value> {
+        match self {
+            Value::Record(fields) => fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// The lexical context a function body runs in.
+#[derive(Clone, Debug)]
+pub struct Ctx {
+    pub module: usize,
+    pub instance: Option<Rc<ModelInst>>,
+    pub env: Vec<(String, Value)>,
+}
+
+#[derive(Debug)]
+pub enum Func {
+    User { decl: Rc<FnDecl>, module: usize },
+    Builtin(&'static str),
+    Lambda { params: Vec<Ident>, body: Rc<Expr>, ctx: Ctx },
+    Method { model: Rc<ModelInst>, decl: Rc<FnDecl> },
+    ModelCtor { decl: Rc<ModelDecl>, module: usize },
+}
+
+impl Func {
+    pub fn name(&self) -> String {
+        match self {
+            Func::User { decl, .. } => decl.name.name.clone(),
+            Func::Builtin(n) => n.to_string(),
+            Func::Lambda { .. } => "lambda".into(),
+            Func::Method { model, decl } => format!("{}.{}", model.decl.name.name, decl.name.name),
+            Func::ModelCtor { decl, .. } => decl.name.name.clone(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct ModelInst {
+    pub decl: Rc<ModelDecl>,
+    pub module: usize,
+    /// Dotted path of this instance inside its parent (empty at the top).
+    pub path: String,
+    pub hparams: Vec<(String, Value)>,
+    pub fields: Vec<(String, Value)>,
+    pub span: Span,
+}
+
+impl ModelInst {
+    pub fn lookup(&self, name: &str) -> Option<Value> {
+        self.fields.iter().chain(self.hparams.iter()).find(|(n, _)| n == name).map(|(_, v)| v.clone())
+    }
+}
+
+#[derive(Debug)]
+pub struct Pipeline {
+    /// The element one iteration yields: a tensor, tuple or record of (input-node) tensors.
+    pub elem: Value,
+    pub source: String,
+    pub stages: Vec<String>,
+    pub span: Span,
+}

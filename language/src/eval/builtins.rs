@@ -342,6 +342,12 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
             tv(t.node(Op::Rand { dist, seed }, ty.dtype, ty.shape, vec![], span))
         }
         "arange" => {
+            // `arange(T)` with a symbolic size (checking a generic function).
+            if let (Some((Value::Dim(d), _)), None) = (b.get("start").cloned(), b.get("end")) {
+                if d.as_known().is_none() {
+                    return tv(t.node(Op::Iota, DType::I64, vec![d], vec![], span));
+                }
+            }
             let a = t.arg_int(&b, "start", 0)?;
             let (start, end) = match b.get("end") {
                 Some(_) => (a, t.arg_int(&b, "end", 0)?),

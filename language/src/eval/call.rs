@@ -97,6 +97,16 @@ impl Tracer {
             for (n, v) in bound {
                 t.bind(&n, v);
             }
+            // Symbolic dims of the annotations are names in the body: `forward(x: f32[B, T])`
+            // can use `T` (an int when known, a symbolic size otherwise).
+            let mut syms: Vec<(&String, &Dim)> = dims.iter().collect();
+            syms.sort_by(|a, b| a.0.cmp(b.0));
+            for (n, d) in syms {
+                if t.lookup(n).is_none() {
+                    let v = d.as_known().map(Value::Int).unwrap_or_else(|| Value::Dim(d.clone()));
+                    t.bind(n, v);
+                }
+            }
             let out = t.eval(&decl.body)?;
             if let Some(ret) = &decl.ret {
                 let what = format!("the result of `{name}`");

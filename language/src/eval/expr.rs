@@ -424,6 +424,17 @@ impl Tracer {
                             },
                         }
                     };
+                    // `x[:T]` with a symbolic `T`: the result has size T.
+                    if let (None, Some(e), None) = (start, end, step) {
+                        if let Value::Dim(d) = self.eval(e)? {
+                            if d.as_known().is_none() {
+                                starts.push(0);
+                                steps.push(1);
+                                shape.push(d);
+                                continue;
+                            }
+                        }
+                    }
                     let (a, b, c) = (get(self, start)?, get(self, end)?, get(self, step)?.unwrap_or(1));
                     if c == 0 {
                         return self.err("E0311", "slice step cannot be zero", *s, "zero step");

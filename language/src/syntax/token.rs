@@ -78,7 +78,7 @@ impl Kw {
     /// Keywords that are also usable as plain names where no keyword meaning applies
     /// (`log`, `step` and `checkpoint` are recipe clauses but also common identifiers).
     pub fn soft(self) -> bool {
-        matches!(self, Kw::Log | Kw::Step | Kw::Checkpoint | Kw::Every | Kw::By | Kw::Data)
+        matches!(self, Kw::Log | Kw::Step | Kw::Checkpoint | Kw::Every | Kw::By | Kw::Data | Kw::Model)
     }
 }
 

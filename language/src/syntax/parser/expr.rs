@@ -228,7 +228,7 @@ impl Parser {
                 self.bump();
                 simple(ExprKind::Auto)
             }
-            Tok::Ident(_) | Tok::Kw(Kw::Log | Kw::Step | Kw::Checkpoint | Kw::Every | Kw::By | Kw::Data) => {
+            Tok::Ident(_) | Tok::Kw(Kw::Log | Kw::Step | Kw::Checkpoint | Kw::Every | Kw::By | Kw::Data | Kw::Model) => {
                 let id = self.ident("a name")?;
                 if self.at_punct(Punct::FatArrow) {
                     self.bump();

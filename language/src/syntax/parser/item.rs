@@ -21,7 +21,7 @@ impl Parser {
                 self.bump();
                 ItemKind::Fn(Rc::new(self.fn_rest(start)?))
             }
-            Tok::Kw(Kw::Model) => ItemKind::Model(Rc::new(self.model()?)),
+            Tok::Kw(Kw::Model) if matches!(self.peek2(), Tok::Ident(_)) => ItemKind::Model(Rc::new(self.model()?)),
             Tok::Kw(Kw::Data) if matches!(self.peek2(), Tok::Ident(_)) => {
                 self.bump();
                 let name = self.ident("a pipeline name")?;

@@ -29,6 +29,9 @@ enum Cmd {
         /// Print diagnostics (or the summary) as JSON.
         #[arg(long)]
         json: bool,
+        /// Check the file N times and report the median and minimum time (a benchmark).
+        #[arg(long, value_name = "N")]
+        repeat: Option<usize>,
     },
     /// Check a file, then run its top-level statements.
     Run {
@@ -50,7 +53,8 @@ enum Dump {
 pub fn main() -> i32 {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Check { file, json } => check(&file, json),
+        Cmd::Check { file, json, repeat: Some(n) } => time_check(&file, n.max(1), json),
+        Cmd::Check { file, json, repeat: None } => check(&file, json),
         Cmd::Run { file, dump } => run(&file, dump),
         Cmd::Repl => crate::repl::run(),
     }
@@ -106,6 +110,34 @@ fn check(file: &std::path::Path, json: bool) -> i32 {
     }
     for r in &p.recipes {
         println!("{r} recipe: checked");
+    }
+    0
+}
+
+/// `dlc check --repeat N`: parse + check from source text N times, as a user's `dlc check` does
+/// (file reading excluded), and report the distribution.
+fn time_check(file: &std::path::Path, n: usize, json: bool) -> i32 {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => return read_error(file, e),
+    };
+    let name = file.display().to_string();
+    let mut ms = vec![];
+    for _ in 0..n {
+        let t0 = std::time::Instant::now();
+        let p = Program::check(&name, &text, file.parent());
+        ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        if !p.ok {
+            report(&p);
+            return 1;
+        }
+    }
+    ms.sort_by(|a, b| a.total_cmp(b));
+    let (min, median, max) = (ms[0], ms[ms.len() / 2], ms[ms.len() - 1]);
+    if json {
+        println!("{}", serde_json::json!({"bench": "check", "file": name, "runs": n, "min_ms": min, "median_ms": median, "max_ms": max}));
+    } else {
+        println!("{name}: check {n} runs: median {median:.2} ms, min {min:.2} ms, max {max:.2} ms");
     }
     0
 }

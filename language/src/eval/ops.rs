@@ -9,7 +9,7 @@ use crate::ir::{BinaryOp, Node, NodeId, Op, ReduceOp, UnaryOp};
 use crate::span::Span;
 use crate::syntax::ast::BinOp;
 use crate::types::rules::{self, RuleError};
-use crate::types::shape::numel;
+use crate::types::shape::{numel, shape_str};
 use crate::types::{DType, Dim, Shape, TensorTy};
 
 impl Tracer {
@@ -247,7 +247,12 @@ impl Tracer {
     /// [.., M, K] @ [.., K, N] primitive with identical batch dims.
     pub fn matmul(&mut self, a: NodeId, b: NodeId, span: Span) -> R<NodeId> {
         let (ta, tb) = (self.ty(a), self.ty(b));
-        let out_shape = rules::matmul(&ta.shape, &tb.shape).map_err(|e| self.rule_error(e, span))?;
+        let out_shape = rules::matmul(&ta.shape, &tb.shape).map_err(|mut e| {
+            // Name the operands with their dtypes, as the user wrote the types.
+            let (sa, sb) = (format!("[{}]", shape_str(&ta.shape)), format!("[{}]", shape_str(&tb.shape)));
+            e.message = e.message.replacen(&format!("{sa} @ {sb}"), &format!("{ta} @ {tb}"), 1);
+            self.rule_error(e, span)
+        })?;
         let dtype = DType::promote(ta.dtype, tb.dtype);
         if dtype == DType::Bool {
             return self.err("E0307", "matmul is not defined on bool tensors", span, "bool operands");

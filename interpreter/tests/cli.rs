@@ -1,0 +1,104 @@
+//! The `dlc` binary driven as a user drives it: subcommands, exit codes, JSON, and the REPL with
+//! piped input.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn dlc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dlc"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run dlc")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn version_and_help() {
+    let o = dlc(&["--version"]);
+    assert!(o.status.success());
+    assert!(text(&o.stdout).starts_with("dlc "), "{}", text(&o.stdout));
+    let h = dlc(&["--help"]);
+    assert!(text(&h.stdout).contains("Examples:"));
+}
+
+#[test]
+fn check_summarises_models() {
+    let o = dlc(&["check", "examples/mnist_mlp.dl"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    // 784*512+512 + 512*512+512 + 512*10+10, as PyTorch counts it.
+    assert!(out.contains("model Mlp: 669,706 parameters"), "{out}");
+    assert!(out.contains("fc1.weight") && out.contains("f32[512, 784]"), "{out}");
+    assert!(out.contains("train recipe: checked"), "{out}");
+}
+
+#[test]
+fn check_reports_errors_with_exit_1() {
+    let dir = std::env::temp_dir().join(format!("dlc-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("bad.dl");
+    std::fs::write(&f, "use std.nn\nlet layer = Linear(512, 10)\nlet x = randn(f32[8, 784], seed: 0)\nprint(layer(x))\n").unwrap();
+    let o = dlc(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(err.contains("E0302"), "{err}");
+    assert!(err.contains("784 ≠ 512"), "{err}");
+    assert!(err.contains("bad.dl:4:7"), "{err}");
+    let j = dlc(&["check", "--json", f.to_str().unwrap()]);
+    assert_eq!(j.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&j.stdout).expect("valid JSON");
+    assert_eq!(v["diagnostics"][0]["code"], "E0302");
+    assert_eq!(v["diagnostics"][0]["labels"][0]["span"]["line"], 4);
+    assert_eq!(v["diagnostics"][0]["labels"][0]["span"]["column"], 7);
+}
+
+#[test]
+fn run_prints_and_refuses_to_pretend_training() {
+    let o = dlc(&["run", "examples/gelu.dl"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("tensor(["));
+    let t = dlc(&["run", "examples/mnist_mlp.dl"]);
+    assert_eq!(t.status.code(), Some(2));
+    assert!(text(&t.stderr).contains("does not execute training"), "{}", text(&t.stderr));
+}
+
+#[test]
+fn missing_file_is_a_clear_error() {
+    let o = dlc(&["run", "no/such/file.dl"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("cannot read `no/such/file.dl`"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn repl_with_piped_input() {
+    let hist = std::env::temp_dir().join(format!("dlc-hist-{}", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dlc"))
+        .arg("repl")
+        .env("DLC_HISTORY", &hist)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start repl");
+    let input = "let x = [1.0, 2.0]\nx * 2\n:type x @ x\nlet y = x +* 1\nfn f(a,\n      b) = a * b\nf(x, 3)\n:type undefined_name\nlet m = [[1, 2],\n [3, 4]]\nsum(m)\n:reset\n:type x\n:quit\n";
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = text(&o.stdout);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("tensor([2., 4.])"), "{out}");
+    assert!(out.contains("f32[]"), "{out}");
+    assert!(out.contains("tensor([3., 6.])"), "multi-line fn then call: {out}");
+    assert!(out.contains("tensor(10)"), "multi-line literal: {out}");
+    assert!(err.contains("E0101"), "syntax error is reported and the session goes on: {err}");
+    assert!(err.contains("E0201"), "{err}");
+    // After :reset, x is gone.
+    assert_eq!(err.matches("cannot find `x`").count(), 1, "{err}");
+    assert!(std::fs::read_to_string(&hist).map(|h| h.contains("let x = [1.0, 2.0]")).unwrap_or(false), "history file written");
+}

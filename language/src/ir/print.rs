@@ -14,8 +14,8 @@ pub fn dump(g: &Graph, roots: &[NodeId]) -> String {
             Op::Input(i) => format!("  # {}", g.inputs[*i as usize].name),
             _ => String::new(),
         };
-        let _ =
-            writeln!(out, "%{} = {} {}{} : {}{}", id.0, n.op.name(), src.join(", "), if src.is_empty() { "" } else { "" }, n.ty(), extra);
+        let args = if src.is_empty() { String::new() } else { format!(" {}", src.join(", ")) };
+        let _ = writeln!(out, "%{} = {}{} : {}{}", id.0, n.op.name(), args, n.ty(), extra);
     }
     out
 }

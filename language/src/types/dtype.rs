@@ -94,3 +94,23 @@ impl std::fmt::Display for DType {
         f.write_str(self.name())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::DType::*;
+    use super::*;
+
+    #[test]
+    fn promotion_matches_pytorch() {
+        assert_eq!(DType::promote(I64, F32), F32);
+        assert_eq!(DType::promote(F32, F64), F64);
+        assert_eq!(DType::promote(F16, BF16), F32);
+        assert_eq!(DType::promote(U8, I32), I32);
+        assert_eq!(DType::promote(Bool, U8), U8);
+        // Scalars only lift the category: f16 * 2.0 stays f16, i64 * 2.0 is f32, u8 + 1 stays u8.
+        assert_eq!(DType::promote_scalar(F16, true, false), F16);
+        assert_eq!(DType::promote_scalar(I64, true, false), F32);
+        assert_eq!(DType::promote_scalar(U8, false, false), U8);
+        assert_eq!(DType::promote_scalar(Bool, false, false), I64);
+    }
+}

@@ -283,3 +283,57 @@ pub fn slice_len(n: i64, start: Option<i64>, end: Option<i64>, step: i64) -> (i6
         (s, len)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Dim;
+
+    fn k(v: &[i64]) -> Vec<Dim> {
+        v.iter().map(|x| Dim::known(*x)).collect()
+    }
+
+    #[test]
+    fn broadcasting() {
+        assert_eq!(broadcast(&k(&[3, 1]), &k(&[4])).unwrap(), k(&[3, 4]));
+        assert_eq!(broadcast(&[Dim::sym("B"), Dim::known(1)], &k(&[5])).unwrap(), vec![Dim::sym("B"), Dim::known(5)]);
+        assert_eq!(broadcast(&k(&[3]), &k(&[4])).unwrap_err().code, "E0301");
+    }
+
+    #[test]
+    fn matmul_shapes() {
+        assert_eq!(matmul(&k(&[2, 3, 4]), &k(&[4, 5])).unwrap(), k(&[2, 3, 5]));
+        assert_eq!(matmul(&k(&[4]), &k(&[4, 5])).unwrap(), k(&[5]));
+        assert_eq!(matmul(&k(&[3, 4]), &k(&[4])).unwrap(), k(&[3]));
+        let e = matmul(&[Dim::sym("B"), Dim::known(784)], &k(&[512, 10])).unwrap_err();
+        assert_eq!(e.code, "E0302");
+        assert!(e.message.contains("784 ≠ 512"), "{}", e.message);
+    }
+
+    #[test]
+    fn reshape_counts_elements_symbolically() {
+        let x = vec![Dim::sym("B"), Dim::known(28), Dim::known(28)];
+        assert_eq!(reshape(&x, &[Some(Dim::sym("B")), None]).unwrap(), vec![Dim::sym("B"), Dim::known(784)]);
+        assert_eq!(reshape(&k(&[6]), &[Some(Dim::known(4)), None]).unwrap_err().code, "E0304");
+        assert_eq!(reshape(&k(&[2, 3]), &[Some(Dim::known(5))]).unwrap_err().code, "E0304");
+    }
+
+    #[test]
+    fn conv_and_pool_sizes() {
+        let a = Conv2dAttrs { stride: (2, 2), padding: (1, 1), dilation: (1, 1), groups: 1 };
+        assert_eq!(conv2d(&k(&[8, 3, 32, 32]), &k(&[16, 3, 3, 3]), &a).unwrap(), k(&[8, 16, 16, 16]));
+        let g = Conv2dAttrs { stride: (1, 1), padding: (0, 0), dilation: (2, 2), groups: 2 };
+        assert_eq!(conv2d(&k(&[1, 4, 9, 9]), &k(&[6, 2, 3, 3]), &g).unwrap(), k(&[1, 6, 5, 5]));
+        assert_eq!(conv2d(&k(&[1, 4, 9, 9]), &k(&[6, 3, 3, 3]), &g).unwrap_err().code, "E0306");
+        assert_eq!(pool2d(&k(&[1, 1, 5, 5]), (2, 2), (2, 2), (0, 0)).unwrap(), k(&[1, 1, 2, 2]));
+        assert_eq!(pool2d(&k(&[1, 1, 1, 1]), (2, 2), (2, 2), (0, 0)).unwrap_err().code, "E0313");
+    }
+
+    #[test]
+    fn slices_follow_python() {
+        assert_eq!(slice_len(10, Some(2), Some(8), 3), (2, 2));
+        assert_eq!(slice_len(5, None, None, -1), (4, 5));
+        assert_eq!(slice_len(5, Some(-2), None, 1), (3, 2));
+        assert_eq!(slice_len(5, Some(7), None, 1).1, 0);
+    }
+}

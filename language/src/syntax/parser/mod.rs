@@ -248,3 +248,6 @@ impl Parser {
         Program { items }
     }
 }
+
+#[cfg(test)]
+mod tests;

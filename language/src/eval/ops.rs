@@ -22,7 +22,11 @@ impl Tracer {
     }
 
     pub fn rule_error(&mut self, e: RuleError, span: Span) -> super::Reported {
-        let mut d = Diagnostic::error(e.code, e.message, span);
+        self.rule_error_labelled(e, span, "in this expression")
+    }
+
+    pub fn rule_error_labelled(&mut self, e: RuleError, span: Span, label: &str) -> super::Reported {
+        let mut d = Diagnostic::error(e.code, e.message, span).with_label(label);
         if let Some(h) = e.help {
             d = d.with_help(h);
         }
@@ -174,7 +178,8 @@ impl Tracer {
         let dtype = DType::promote(ta.dtype, tb.dtype);
         let a = self.cast(a, dtype, span);
         let b = self.cast(b, dtype, span);
-        let shape = rules::broadcast(&ta.shape, &tb.shape).map_err(|e| self.rule_error(e, span))?;
+        let shape = rules::broadcast(&ta.shape, &tb.shape)
+            .map_err(|e| self.rule_error_labelled(e, span, &format!("{ta} and {tb} combined here")))?;
         let a = self.expand_to(a, &shape, span);
         let b = self.expand_to(b, &shape, span);
         let out = match op {

@@ -284,7 +284,9 @@ impl Session {
                 ItemKind::Fn(f) => {
                     let Some(args) = self.symbolic_args(&f.params) else { continue };
                     let fv = Value::Func(Rc::new(Func::User { decl: f.clone(), module }));
+                    self.t.generic_site = Some(f.name.span);
                     let _ = self.t.call(&fv, args, f.name.span, f.name.span);
+                    self.t.generic_site = None;
                 }
                 ItemKind::Model(m) => {
                     if m.params.iter().any(|p| p.default.is_none()) {
@@ -292,7 +294,10 @@ impl Session {
                     }
                     let first_param = self.t.graph.params.len();
                     let ctor = Value::Func(Rc::new(Func::ModelCtor { decl: m.clone(), module }));
-                    let Ok(inst) = self.t.call(&ctor, vec![], m.name.span, m.name.span) else { continue };
+                    self.t.generic_site = Some(m.name.span);
+                    let inst = self.t.call(&ctor, vec![], m.name.span, m.name.span);
+                    self.t.generic_site = None;
+                    let Ok(inst) = inst else { continue };
                     let mut params = vec![];
                     collect_params(&inst, "", &mut params);
                     let params: Vec<(String, TensorTy)> = params
@@ -316,7 +321,9 @@ impl Session {
                         self.t.ctx = super::value::Ctx { module, instance: Some(inst.clone()), env: vec![] };
                         let Some(args) = self.symbolic_args(&method.params) else { continue };
                         let f = Value::Func(Rc::new(Func::Method { model: inst.clone(), decl: method.clone() }));
+                        self.t.generic_site = Some(method.name.span);
                         let _ = self.t.call(&f, args, method.name.span, method.name.span);
+                        self.t.generic_site = None;
                     }
                 }
                 _ => {}

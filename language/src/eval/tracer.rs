@@ -45,6 +45,8 @@ pub struct Tracer {
     pub training: bool,
     /// Addresses of the function declarations being traced, to reject recursion.
     pub active_fns: Vec<usize>,
+    /// The definition being checked on its own (`dlc check` of code nothing calls), by name span.
+    pub generic_site: Option<Span>,
     /// Top-level names whose definition failed: uses are silent, to avoid cascades.
     pub poisoned: std::collections::HashSet<String>,
 }
@@ -65,6 +67,7 @@ impl Tracer {
             training: false,
             active_fns: vec![],
             poisoned: Default::default(),
+            generic_site: None,
         }
     }
 
@@ -88,9 +91,15 @@ impl Tracer {
                 let file = self.sources.get(primary.file).name.clone();
                 d.notes.push(format!("the failing operation is in the standard library ({file}, line {line})"));
             }
-        } else if let Some((name, site)) = self.call_stack.last().cloned() {
+        } else if let (Some((name, site)), false) = (self.call_stack.last().cloned(), d.code.starts_with("E02")) {
+            // Name errors do not depend on the call; shape and type errors do, so say which call.
             if site.file != primary.file || !(site.start <= primary.start && primary.end <= site.end) {
-                d = d.with_secondary(site, format!("while checking this call to `{name}`"));
+                let text = if self.generic_site == Some(site) {
+                    format!("while checking `{name}` on its own (default hyper-parameters, symbolic shapes)")
+                } else {
+                    format!("while checking this call to `{name}`")
+                };
+                d = d.with_secondary(site, text);
             }
         }
         let dup = self.diags.iter().any(|x| x.code == d.code && x.primary_span() == d.primary_span());

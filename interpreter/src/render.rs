@@ -17,9 +17,15 @@ pub fn render(d: &Diagnostic, sources: &SourceMap, color: bool) -> String {
     let config = Config::default().with_index_type(IndexType::Byte).with_color(color);
     let clamp = |r: std::ops::Range<usize>| r.start.min(text.len())..r.end.min(text.len()).max(r.start.min(text.len()));
     let mut b = Report::build(kind, (name.clone(), clamp(primary.range()))).with_config(config).with_code(d.code).with_message(&d.message);
+    let mut notes: Vec<String> = vec![];
     for l in &d.labels {
-        // Labels in other files (a stdlib definition) become notes: one report shows one source.
+        // Labels in other files become notes with a position: one report shows one source.
         if l.span.file != file {
+            if !l.message.is_empty() {
+                let (line, col) = sources.line_col(l.span.file, l.span.start);
+                let other = sources.files.get(l.span.file.0 as usize).map(|f| f.name.as_str()).unwrap_or("?");
+                notes.push(format!("{} ({other}:{line}:{col})", l.message));
+            }
             continue;
         }
         let mut label = Label::new((name.clone(), clamp(l.span.range()))).with_color(if l.primary { Color::Red } else { Color::Blue });
@@ -29,7 +35,7 @@ pub fn render(d: &Diagnostic, sources: &SourceMap, color: bool) -> String {
         label = label.with_order(if l.primary { 0 } else { 1 });
         b = b.with_label(label);
     }
-    for n in &d.notes {
+    for n in d.notes.iter().chain(notes.iter()) {
         b = b.with_note(n);
     }
     if let Some(h) = &d.help {

@@ -153,10 +153,15 @@ pub fn format_tensor(t: &Tensor) -> String {
     } else {
         render(&vals, &t.shape, &f, "tensor(".len(), summarize)
     };
-    let suffix = match t.dtype {
+    let mut suffix = match t.dtype {
         DType::F32 | DType::I64 | DType::Bool => String::new(),
         d => format!(", dtype={d}"),
     };
+    // PyTorch shows no shape; when the middle is elided the brackets no longer tell it, so say it.
+    if summarize {
+        let dims: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
+        suffix.push_str(&format!(", shape=[{}]", dims.join(", ")));
+    }
     format!("tensor({body}{suffix})")
 }
 
@@ -187,8 +192,11 @@ mod tests {
 
     #[test]
     fn summarised() {
+        // As torch.arange(2000.): the value range (> 1000x) switches to scientific notation.
         let s = format_tensor(&t(vec![2000], (0..2000).map(|i| i as f32).collect()));
-        assert_eq!(s, "tensor([   0.,    1.,    2.,  ..., 1997., 1998., 1999.])");
+        assert_eq!(s, "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n        1.9990e+03], shape=[2000])");
+        let s = format_tensor(&t(vec![2000], (0..2000).map(|i| (i % 7 + 1) as f32).collect()));
+        assert_eq!(s, "tensor([1., 2., 3.,  ..., 3., 4., 5.], shape=[2000])");
     }
 
     #[test]

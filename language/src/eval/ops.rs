@@ -322,6 +322,22 @@ fn fold_scalar(op: BinOp, a: &Value, b: &Value) -> Option<Result<Value, String>>
         Dim(d) => d.as_known().map(Int).unwrap_or_else(|| b.clone()),
         _ => b.clone(),
     };
+    // Arithmetic on symbolic sizes (e.g. `B * T` in a reshape of a generic function).
+    let as_dim = |v: &Value| match v {
+        Dim(d) => Some(d.clone()),
+        Int(i) => Some(crate::types::Dim::known(*i)),
+        _ => None,
+    };
+    if matches!(a, Dim(_)) || matches!(b, Dim(_)) {
+        if let (Some(x), Some(y)) = (as_dim(&a), as_dim(&b)) {
+            return Some(Ok(Dim(match op {
+                BinOp::Mul => x.mul(&y),
+                BinOp::FloorDiv | BinOp::Div => x.div(&y).unwrap_or(crate::types::Dim::Any),
+                BinOp::Add | BinOp::Sub => crate::types::Dim::Any,
+                _ => return Some(Err(format!("`{}` on a symbolic size is not known at compile time", op.symbol()))),
+            })));
+        }
+    }
     let r = match (&a, &b) {
         (Int(x), Int(y)) => {
             let (x, y) = (*x, *y);

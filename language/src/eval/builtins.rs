@@ -317,7 +317,7 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
     match name {
         "print" => {
             if t.mode == super::Mode::Run {
-                t.effects.push(b.rest.iter().map(|(v, _)| v.clone()).collect());
+                t.effects.push((b.rest.iter().map(|(v, _)| v.clone()).collect(), span));
             }
             Ok(Value::unit())
         }

@@ -203,6 +203,13 @@ impl Tracer {
 
     pub fn normalize_axes(&mut self, axes: &[i64], rank: usize, span: Span) -> R<Vec<usize>> {
         let mut out = vec![];
+        if rank == 0 {
+            // A 0-d tensor accepts axis 0 or -1 (as PyTorch does) and has nothing to reduce.
+            for &a in axes {
+                rules::axis(a, 0).map_err(|e| self.rule_error(e, span))?;
+            }
+            return Ok(out);
+        }
         for &a in axes {
             let ax = rules::axis(a, rank).map_err(|e| self.rule_error(e, span))?;
             if !out.contains(&ax) {

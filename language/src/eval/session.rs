@@ -208,17 +208,23 @@ impl Session {
                 _ => Ok(()),
             };
             let _ = r;
-            self.flush_effects(host);
+            // A failure at run time ends the program, as in Python; check errors do not.
+            if !self.flush_effects(host) {
+                break;
+            }
         }
     }
 
-    fn flush_effects(&mut self, host: &mut dyn Host) {
-        for vals in std::mem::take(&mut self.t.effects) {
+    fn flush_effects(&mut self, host: &mut dyn Host) -> bool {
+        for (vals, span) in std::mem::take(&mut self.t.effects) {
             if let Err(msg) = host.print(&self.t.graph, &vals) {
-                let d = Diagnostic::error("E0501", format!("could not evaluate: {msg}"), Span::default());
+                let d = Diagnostic::error("E0501", format!("evaluation failed: {msg}"), span).with_label("while evaluating this");
                 self.t.diags.push(d);
+                self.t.effects.clear();
+                return false;
             }
         }
+        true
     }
 
     fn use_module(&mut self, module: usize, path: &[Ident], span: Span, host: &mut dyn Host) {

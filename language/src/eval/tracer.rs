@@ -39,7 +39,7 @@ pub struct Tracer {
     /// Path of the model field being built, e.g. ["encoder", "fc1"], for parameter names.
     pub path: Vec<String>,
     /// `print` requests waiting for the host.
-    pub effects: Vec<Vec<Value>>,
+    pub effects: Vec<(Vec<Value>, Span)>,
     pub seed_counter: u64,
     /// Whether a model method being traced is in training (dropout active, batch statistics).
     pub training: bool,

@@ -132,21 +132,11 @@ pub fn reshape(shape: &[Dim], target: &[Option<Dim>]) -> Result<Shape, RuleError
         };
         return Ok(target.iter().map(|d| d.clone().unwrap_or_else(|| hole.clone())).collect());
     }
-    if !total.compatible(&known)
-        || (total.as_known().is_none()
-            && known.as_known().is_none()
-            && total != known
-            && !has_any(shape)
-            && !target.iter().flatten().any(|d| *d == Dim::Any))
-    {
+    if !total.compatible(&known) {
         return Err(err("E0304", format!("cannot reshape {} into ({}): element count {} ≠ {}", br(shape), fmt_target(), total, known))
             .help("the product of the new dimensions must equal the number of elements"));
     }
     Ok(target.iter().flatten().cloned().collect())
-}
-
-fn has_any(shape: &[Dim]) -> bool {
-    shape.iter().any(|d| *d == Dim::Any)
 }
 
 /// Output size of a sliding window: floor((n + 2p - d(k-1) - 1)/s) + 1.

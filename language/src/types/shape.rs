@@ -65,8 +65,10 @@ impl Dim {
             (Some(a), Some(b)) => a == b,
             _ => match (self, other) {
                 (Dim::Any, _) | (_, Dim::Any) => true,
-                // Different symbols may still be equal at run time; only identical monomials are
-                // known equal, and we do not reject the rest.
+                // Symbols are generic sizes, as type parameters are in Rust: `B` and `B*784` (or
+                // `B` and `C`) are different unless written the same way.
+                (Dim::Mono { syms: a, .. }, Dim::Mono { syms: b, .. }) if !a.is_empty() && !b.is_empty() => self == other,
+                // A symbol against a known size may match at run time; the call site decides.
                 _ => true,
             },
         }

@@ -132,6 +132,35 @@ impl Host for RuntimeHost {
     }
 }
 
+/// One line per checked recipe: what it trains on what, and the loss type.
+pub fn recipe_lines(s: &Session) -> Vec<String> {
+    s.t.recipes
+        .iter()
+        .map(|r| {
+            let parts: Vec<String> = r.fields.iter().map(|(k, v)| format!("{k}: {}", short(s, v))).collect();
+            let name = r.name.as_ref().map(|n| format!(" {n}")).unwrap_or_default();
+            format!("{}{name}: {}", r.kind.keyword(), parts.join(", "))
+        })
+        .collect()
+}
+
+/// A recipe value in a few words: optimisers and schedules by kind, models by name, tensors by type.
+fn short(s: &Session, v: &Value) -> String {
+    match v {
+        Value::Record(items) => match items.iter().find(|(n, _)| matches!(n.as_str(), "optimizer" | "schedule" | "parallel")) {
+            Some((_, Value::Str(kind))) => kind.to_string(),
+            _ => format!("({})", items.iter().map(|(k, x)| format!("{k}: {}", short(s, x))).collect::<Vec<_>>().join(", ")),
+        },
+        Value::Model(m) => m.decl.name.name.clone(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => python_float(*f),
+        Value::Str(x) => x.to_string(),
+        Value::DType(d) => d.to_string(),
+        Value::Auto => "auto".into(),
+        _ => s.describe(v),
+    }
+}
+
 /// A checked (and possibly run) program.
 pub struct Program {
     pub session: Session,

@@ -108,8 +108,8 @@ fn check(file: &std::path::Path, json: bool) -> i32 {
             println!("  {path:<32} {ty}");
         }
     }
-    for r in &p.recipes {
-        println!("{r} recipe: checked");
+    for line in dlc::api::recipe_lines(&p.session) {
+        println!("{line}");
     }
     0
 }

@@ -34,7 +34,8 @@ fn check_summarises_models() {
     // 784*512+512 + 512*512+512 + 512*10+10, as PyTorch counts it.
     assert!(out.contains("model Mlp: 669,706 parameters"), "{out}");
     assert!(out.contains("fc1.weight") && out.contains("f32[512, 784]"), "{out}");
-    assert!(out.contains("train recipe: checked"), "{out}");
+    assert!(out.contains("train: model: Mlp, data: data pipeline of (f32[128, 784], i64[128])"), "{out}");
+    assert!(out.contains("loss: f32[]"), "{out}");
 }
 
 #[test]

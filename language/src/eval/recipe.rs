@@ -9,6 +9,14 @@ use crate::span::Span;
 use crate::syntax::ast::*;
 use std::rc::Rc;
 
+/// A checked recipe: its fields' values, for `dlc check`'s summary (and the trainer, later).
+#[derive(Debug, Clone)]
+pub struct RecipeInfo {
+    pub kind: RecipeKind,
+    pub name: Option<String>,
+    pub fields: Vec<(String, Value)>,
+}
+
 /// What a field accepts, for validation and for docs/language.md.
 #[derive(Clone, Copy, PartialEq)]
 enum Want {
@@ -113,6 +121,7 @@ impl Tracer {
         };
         fields.sort_by_key(|f| rank(&f.name.name));
         let mut pipeline: Option<Rc<Pipeline>> = None;
+        let mut info = RecipeInfo { kind: r.kind, name: r.name.as_ref().map(|n| n.name.clone()), fields: vec![] };
         let mut elem_bound = false;
         for f in &fields {
             let want = table.iter().find(|(n, _)| *n == f.name.name).map(|x| x.1).unwrap_or(Want::Any);
@@ -133,6 +142,7 @@ impl Tracer {
                 ok = false;
                 continue;
             }
+            info.fields.push((f.name.name.clone(), v.clone()));
             match f.name.name.as_str() {
                 "model" => self.bind("model", v),
                 "models" => {
@@ -223,6 +233,9 @@ impl Tracer {
             }
         }
         self.ctx.env.truncate(depth);
+        if ok {
+            self.recipes.push(info);
+        }
         if ok {
             Ok(())
         } else {

@@ -45,6 +45,8 @@ pub struct Tracer {
     pub training: bool,
     /// Addresses of the function declarations being traced, to reject recursion.
     pub active_fns: Vec<usize>,
+    /// Recipes that checked cleanly, in source order.
+    pub recipes: Vec<super::recipe::RecipeInfo>,
     /// The definition being checked on its own (`dlc check` of code nothing calls), by name span.
     pub generic_site: Option<Span>,
     /// Top-level names whose definition failed: uses are silent, to avoid cascades.
@@ -68,6 +70,7 @@ impl Tracer {
             active_fns: vec![],
             poisoned: Default::default(),
             generic_site: None,
+            recipes: vec![],
         }
     }
 

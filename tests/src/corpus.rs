@@ -196,3 +196,42 @@ fn three_syntax_errors_in_one_run() {
         .collect();
     assert!(lines.len() >= 3, "expected errors on at least three lines, got {diags:#?}");
 }
+
+/// Every error code the compiler can emit is documented in docs/errors.md, and every documented
+/// code is exercised by at least one invalid program of the corpus (E0501 by a run-time case).
+#[test]
+fn error_codes_are_documented_and_tested() {
+    let mut emitted = std::collections::BTreeSet::new();
+    let mut files = vec![];
+    for dir in ["language/src", "interpreter/src"] {
+        let mut stack = vec![repo().join(dir)];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().map(|x| x == "rs").unwrap_or(false) {
+                    files.push(p);
+                }
+            }
+        }
+    }
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        for (i, _) in text.match_indices("\"E0") {
+            let code = &text[i + 1..(i + 6).min(text.len())];
+            if code.len() == 5 && code[1..].chars().all(|c| c.is_ascii_digit()) {
+                emitted.insert(code.to_string());
+            }
+        }
+    }
+    let docs = std::fs::read_to_string(repo().join("docs/errors.md")).unwrap_or_default();
+    let undocumented: Vec<&String> = emitted.iter().filter(|c| !docs.contains(&format!("### {c}"))).collect();
+    assert!(undocumented.is_empty(), "codes emitted but not documented in docs/errors.md: {undocumented:?}");
+    let mut exercised = String::new();
+    for f in dl_files(&repo().join("tests/cases/invalid")) {
+        exercised.push_str(&std::fs::read_to_string(f).unwrap_or_default());
+    }
+    let untested: Vec<&String> = emitted.iter().filter(|c| *c != "E0501" && !exercised.contains(&format!("expect-error: {c}"))).collect();
+    assert!(untested.is_empty(), "codes no invalid program exercises: {untested:?}");
+}

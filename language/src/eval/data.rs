@@ -152,7 +152,7 @@ impl Tracer {
                 let elem = p.elem.clone();
                 Ok(self.stage(&p, name, elem))
             }
-            _ => self.err("E0404", format!("unknown data stage `{name}`"), span, "unknown"),
+            _ => self.err("E0404", format!("`{name}` is not a data source or stage"), span, "unknown"),
         }
     }
 

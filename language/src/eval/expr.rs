@@ -53,6 +53,9 @@ impl Tracer {
             ExprKind::Pipe(lhs, rhs) => {
                 let v = self.eval(lhs)?;
                 let lhs_span = lhs.span;
+                if let Value::Pipeline(_) = v {
+                    self.check_stage_name(rhs)?;
+                }
                 match &rhs.kind {
                     ExprKind::Call(f, args) => {
                         let fv = self.eval(f)?;
@@ -109,6 +112,29 @@ impl Tracer {
             ExprKind::Type(t) => self.type_value(t),
             ExprKind::Error => Err(super::Reported),
         }
+    }
+
+    /// `pipeline |> stage(...)` with a stage name that does not exist: say which stages do.
+    fn check_stage_name(&mut self, rhs: &Expr) -> R<()> {
+        let callee = match &rhs.kind {
+            ExprKind::Call(f, _) => f,
+            _ => rhs,
+        };
+        if let ExprKind::Name(n) = &callee.kind {
+            if self.lookup(n).is_none() && !self.poisoned.contains(n) {
+                let stages = ["map", "shuffle", "batch", "prefetch", "take", "skip", "split"];
+                let mut d = Diagnostic::error("E0404", format!("unknown data stage `{n}`"), callee.span).with_label("not a pipeline stage");
+                d = match did_you_mean(n, stages) {
+                    Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                    None => d.with_note(format!("stages: {}", stages.join(", "))),
+                };
+                if self.lookup("shuffle").is_none() {
+                    d = d.with_note("data stages come from `std.data`: add `use std.data`");
+                }
+                return Err(self.error(d));
+            }
+        }
+        Ok(())
     }
 
     fn block(&mut self, stmts: &[Stmt], tail: Option<&Expr>) -> R<Value> {

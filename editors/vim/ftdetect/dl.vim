@@ -1,0 +1,2 @@
+" DL (dlc) source files.
+autocmd BufRead,BufNewFile *.dl set filetype=dl

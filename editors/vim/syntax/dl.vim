@@ -1,0 +1,116 @@
+" Vim syntax file
+" Language:    DL, the declarative deep-learning language of dlc
+" Filenames:   *.dl
+" Reference:   docs/language.md
+
+if exists("b:current_syntax")
+  finish
+endif
+
+let s:cpo_save = &cpo
+set cpo&vim
+
+syn case match
+syn sync minlines=50
+
+" Comments: `#` to the end of the line.
+syn keyword dlTodo         contained TODO FIXME XXX NOTE
+syn match   dlComment      "#.*$" contains=dlTodo,@Spell
+
+" Strings: double quotes, escapes \n \t \" \\, no line breaks.
+syn match   dlEscape       contained "\\[nt\"\\]"
+syn region  dlString       start=+"+ skip=+\\\\\|\\"+ end=+"+ end=+$+ oneline contains=dlEscape,@Spell
+
+" Numbers: 42, 1_000, 1.5, 1e-3, 2.5E+4 (`.5` is not a number in DL).
+syn match   dlNumber       "\<\d[0-9_]*\>"
+syn match   dlFloat        "\<\d[0-9_]*\.\d[0-9_]*\%([eE][+-]\=\d\+\)\=\>"
+syn match   dlFloat        "\<\d[0-9_]*[eE][+-]\=\d\+\>"
+
+" Keywords.
+syn keyword dlInclude      use
+syn keyword dlDefine       fn train evaluate infer
+syn keyword dlStatement    let update by as
+syn keyword dlConditional  if else
+syn keyword dlLogic        and or not
+syn keyword dlBoolean      true false
+syn keyword dlConstant     auto
+" Soft keywords: `model`/`data` start an item only before a name; elsewhere they are names.
+syn match   dlDefine       "\<\%(model\|data\)\>\ze\s\+\h"
+" Recipe clauses; `log(...)` is also the logarithm (defined later, so it wins).
+syn match   dlRecipe       "\<\%(every\|checkpoint\|log\|step\)\>"
+syn keyword dlRecipeUnit   contained epoch epochs steps
+syn match   dlRecipeEvery  "\<every\s\+\%(\d\+\s\+\)\=\%(epochs\=\|steps\=\)\>" contains=dlRecipe,dlNumber,dlRecipeUnit
+
+" Types: dtypes (tensor types are written `f32[B, 784]`) and scalar types.
+syn keyword dlType         f32 f16 bf16 f64 i64 i32 u8 bool
+syn keyword dlType         int float str
+
+" Builtins (the prelude's primitives and the functions written in DL).
+syn keyword dlBuiltin      print zeros ones full randn rand arange eye
+syn keyword dlBuiltin      exp sqrt rsqrt sin cos tanh erf abs floor maximum minimum where clamp cast
+syn keyword dlBuiltin      sum mean max min argmax var
+syn keyword dlBuiltin      reshape flatten transpose permute unsqueeze squeeze concat stack broadcast_to numel
+syn keyword dlBuiltin      conv2d max_pool2d avg_pool2d take one_hot stop_grad
+syn keyword dlBuiltin      param buffer uniform normal constant training grad
+syn keyword dlBuiltin      relu leaky_relu sigmoid silu softplus gelu gelu_tanh
+syn keyword dlBuiltin      softmax log_softmax logsumexp layer_norm rms_norm normalize
+syn match   dlBuiltin      "\<log\ze\s*("
+
+" The standard library: std.nn, std.optim, std.data.
+syn keyword dlLibrary      Linear Conv2d LayerNorm RMSNorm BatchNorm1d BatchNorm2d Dropout Embedding
+syn keyword dlLibrary      MaxPool2d AvgPool2d GlobalAvgPool Flatten
+syn keyword dlLibrary      cross_entropy nll mse l1 bce_with_logits accuracy
+syn keyword dlLibrary      sgd adam adamw lamb lars constant_lr step_lr exponential cosine warmup_cosine one_cycle
+syn keyword dlLibrary      data_parallel
+syn keyword dlLibrary      mnist fashion_mnist idx cifar csv npy text tensors
+syn keyword dlLibrary      map shuffle batch prefetch skip split to_unit
+
+" Tensor fields.
+syn match   dlField        "\.\@<=\%(shape\|dtype\|ndim\|T\)\>"
+
+" Names being defined.
+syn match   dlFunction     "\%(\<fn\s\+\)\@<=\h\w*"
+syn match   dlModelName    "\%(\<model\s\+\)\@<=\h\w*"
+syn match   dlFunction     "\%(\<data\s\+\)\@<=\h\w*\ze\s*="
+
+" Operators: pipe, lambda, return type, power, floor division, matmul, comparisons, arithmetic.
+syn match   dlOperator     "|>"
+syn match   dlOperator     "=>"
+syn match   dlOperator     "->"
+syn match   dlOperator     "\*\*"
+syn match   dlOperator     "//"
+syn match   dlOperator     "@"
+syn match   dlOperator     "[=!<>]="
+syn match   dlOperator     "[-+*/%<>]"
+syn match   dlOperator     "\.\.\."
+" Characters that are not DL (E0103).
+syn match   dlError        "[!&|'$`^~?\\]\%([=>]\)\@!"
+
+hi def link dlComment      Comment
+hi def link dlTodo         Todo
+hi def link dlString       String
+hi def link dlEscape       SpecialChar
+hi def link dlNumber       Number
+hi def link dlFloat        Float
+hi def link dlInclude      Include
+hi def link dlDefine       Keyword
+hi def link dlStatement    Statement
+hi def link dlConditional  Conditional
+hi def link dlLogic        Operator
+hi def link dlBoolean      Boolean
+hi def link dlConstant     Constant
+hi def link dlRecipe       Keyword
+hi def link dlRecipeUnit   Keyword
+hi def link dlType         Type
+hi def link dlBuiltin      Function
+hi def link dlLibrary      Function
+hi def link dlField        Identifier
+hi def link dlFunction     Function
+hi def link dlModelName    Structure
+hi def link dlOperator     Operator
+hi def link dlError        Error
+
+let b:current_syntax = "dl"
+
+let &cpo = s:cpo_save
+unlet s:cpo_save

@@ -148,7 +148,7 @@ impl Parser {
     fn args(&mut self, open: crate::span::Span) -> PResult<Vec<Arg>> {
         let mut args = vec![];
         while !self.at_punct(Punct::RParen) {
-            let named = matches!(self.peek(), Tok::Ident(_)) && *self.peek2() == Tok::Punct(Punct::Colon);
+            let named = is_name(self.peek()) && *self.peek2() == Tok::Punct(Punct::Colon);
             let name = if named {
                 let n = self.ident("an argument name")?;
                 self.bump();
@@ -271,7 +271,7 @@ impl Parser {
                 p.bump();
                 return Ok((ExprKind::Tuple(vec![]), false));
             }
-            let is_record = matches!(p.peek(), Tok::Ident(_)) && *p.peek2() == Tok::Punct(Punct::Colon);
+            let is_record = is_name(p.peek()) && *p.peek2() == Tok::Punct(Punct::Colon);
             if is_record {
                 let mut fields = vec![];
                 while !p.at_punct(Punct::RParen) {
@@ -417,5 +417,14 @@ fn as_param(e: &Expr) -> Option<Ident> {
     match &e.kind {
         ExprKind::Name(n) => Some(Ident { name: n.clone(), span: e.span }),
         _ => None,
+    }
+}
+
+/// Identifiers and the soft keywords that double as names (`step`, `log`, `data`, ...).
+fn is_name(t: &Tok) -> bool {
+    match t {
+        Tok::Ident(_) => true,
+        Tok::Kw(k) => k.soft(),
+        _ => false,
     }
 }

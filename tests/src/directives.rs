@@ -29,7 +29,16 @@ pub fn parse(text: &str) -> Result<Directives, String> {
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
         let at = |m: String| format!("line {}: {m}", i + 1);
-        if let Some(rest) = l.strip_prefix("# expect-out:") {
+        if let Some(rest) = l.strip_prefix("# expect-more:") {
+            // Continues the previous expect-out on a new line (multi-line tensor output).
+            match d.outputs.last_mut() {
+                Some(Expect::Out(s)) => {
+                    s.push('\n');
+                    s.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+                }
+                _ => return Err(at("expect-more without an expect-out before it".into())),
+            }
+        } else if let Some(rest) = l.strip_prefix("# expect-out:") {
             d.outputs.push(Expect::Out(rest.strip_prefix(' ').unwrap_or(rest).to_string()));
         } else if let Some(rest) = l.strip_prefix("# expect-tensor:") {
             d.outputs.push(parse_tensor(rest.trim()).map_err(at)?);

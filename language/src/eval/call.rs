@@ -289,10 +289,35 @@ impl Tracer {
                         }
                     }
                 }
+                DimExpr::Product(factors, _) => {
+                    // Checkable once every factor is known here; a product does not bind names.
+                    if let Some(expected) = self.product_dim(factors, dims) {
+                        if !d.compatible(&expected) {
+                            return Err(format!("dimension {i} is {d}, expected {expected}"));
+                        }
+                    }
+                }
                 DimExpr::Wild(_) | DimExpr::Ellipsis(_) => {}
             }
         }
         Ok(())
+    }
+
+    fn product_dim(&self, factors: &[DimExpr], dims: &HashMap<String, Dim>) -> Option<Dim> {
+        let mut acc = Dim::known(1);
+        for f in factors {
+            let d = match f {
+                DimExpr::Int(n, _) => Dim::known(*n),
+                DimExpr::Name(n, _) => match self.lookup(n) {
+                    Some(Value::Int(v)) => Dim::known(v),
+                    Some(Value::Dim(x)) => x,
+                    _ => dims.get(n)?.clone(),
+                },
+                _ => return None,
+            };
+            acc = acc.mul(&d);
+        }
+        Some(acc)
     }
 
     /// A tensor of the annotated type with symbolic dims, for checking a definition on its own.
@@ -309,6 +334,20 @@ impl Tracer {
                             _ => Dim::sym(&n),
                         },
                         DimExpr::Ellipsis(_) => return None,
+                        DimExpr::Product(factors, _) => {
+                            let mut acc = Dim::known(1);
+                            for f in &factors {
+                                acc = acc.mul(&match f {
+                                    DimExpr::Int(n, _) => Dim::known(*n),
+                                    DimExpr::Name(n, _) => match self.lookup(n) {
+                                        Some(Value::Int(v)) => Dim::known(v),
+                                        _ => Dim::sym(n),
+                                    },
+                                    _ => return None,
+                                });
+                            }
+                            acc
+                        }
                     });
                 }
                 let ty = TensorTy::new(*dtype, shape);
@@ -338,6 +377,15 @@ pub fn type_text(t: &TypeExpr) -> String {
                     DimExpr::Name(n, _) => n.clone(),
                     DimExpr::Wild(_) => "_".into(),
                     DimExpr::Ellipsis(_) => "...".into(),
+                    DimExpr::Product(f, _) => f
+                        .iter()
+                        .map(|x| match x {
+                            DimExpr::Int(n, _) => n.to_string(),
+                            DimExpr::Name(n, _) => n.clone(),
+                            _ => "?".into(),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" * "),
                 })
                 .collect();
             format!("{dtype}[{}]", ds.join(", "))

@@ -273,6 +273,17 @@ impl Tracer {
                             }
                             None => return Err(self.unknown_name(n, *s)),
                         },
+                        DimExpr::Product(factors, s) => {
+                            let mut acc = Dim::known(1);
+                            for f in factors {
+                                let one = TypeExpr { kind: TypeKind::Tensor { dtype: *dtype, dims: Some(vec![f.clone()]) }, span: *s };
+                                match self.type_value(&one)? {
+                                    Value::Type(t) => acc = acc.mul(&t.shape[0]),
+                                    _ => return Err(super::Reported),
+                                }
+                            }
+                            acc
+                        }
                         DimExpr::Ellipsis(s) => {
                             return self.err("E0310", "`...` is only allowed in type annotations", *s, "not allowed in a value");
                         }

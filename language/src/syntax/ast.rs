@@ -270,4 +270,6 @@ pub enum DimExpr {
     Name(String, Span),
     Wild(Span),
     Ellipsis(Span),
+    /// `H * D`: a product of sizes.
+    Product(Vec<DimExpr>, Span),
 }

@@ -273,6 +273,19 @@ impl Parser {
     }
 
     fn dim(&mut self) -> PResult<DimExpr> {
+        let first = self.dim_atom()?;
+        if !self.at_punct(Punct::Star) {
+            return Ok(first);
+        }
+        let start = self.span();
+        let mut factors = vec![first];
+        while self.eat_punct(Punct::Star).is_some() {
+            factors.push(self.dim_atom()?);
+        }
+        Ok(DimExpr::Product(factors, start.to(self.prev_span())))
+    }
+
+    fn dim_atom(&mut self) -> PResult<DimExpr> {
         let t = self.token().clone();
         let d = match t.tok {
             Tok::Int(v) => DimExpr::Int(v, t.span),

@@ -36,6 +36,10 @@ pub fn run_case(path: &Path) -> Result<(), String> {
                     all.push(' ');
                     all.push_str(h);
                 }
+                for n in &x.notes {
+                    all.push(' ');
+                    all.push_str(n);
+                }
                 (x.code.to_string(), l, c, all.to_lowercase())
             })
             .collect();

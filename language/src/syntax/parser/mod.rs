@@ -19,6 +19,11 @@ pub fn parse(file: FileId, src: &str) -> (Program, Vec<Diagnostic>) {
     let (toks, mut diags) = lex(file, src);
     let mut p = Parser { toks, pos: 0, diags: vec![], newline_significant: vec![true] };
     let program = p.program();
+    // A bad character or literal already explains its line; a parse error it caused on the same
+    // line would be noise (`3 & 4` is one mistake, not two).
+    let line_of = |off: u32| src.as_bytes()[..(off as usize).min(src.len())].iter().filter(|b| **b == b'\n').count();
+    let lexed_lines: Vec<usize> = diags.iter().map(|d| line_of(d.primary_span().start)).collect();
+    p.diags.retain(|d| !lexed_lines.contains(&line_of(d.primary_span().start)));
     diags.append(&mut p.diags);
     (program, diags)
 }

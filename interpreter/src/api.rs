@@ -6,7 +6,6 @@ use crate::runtime::format::format_tensor;
 use crate::runtime::tensor::Tensor;
 use dlc_language::eval::{Host, Mode, ModelSummary, Session, Value};
 use dlc_language::ir::Graph;
-use dlc_language::syntax::ast::ItemKind;
 use dlc_language::{Diagnostic, SourceMap};
 use std::path::{Path, PathBuf};
 
@@ -214,20 +213,7 @@ impl Program {
     }
 }
 
+/// The recipes of a checked program (all of them check cleanly when the program does).
 fn recipe_names(s: &Session) -> Vec<String> {
-    // Recipes are items of the main file; the sources of the main module are the first non-std file.
-    let mut out = vec![];
-    for f in &s.t.sources.files {
-        if f.name.starts_with('<') {
-            continue;
-        }
-        let (prog, _) = dlc_language::syntax::parse(dlc_language::FileId(0), &f.text);
-        for it in prog.items {
-            if let ItemKind::Recipe(r) = it.kind {
-                out.push(r.kind.keyword().to_string());
-            }
-        }
-        break;
-    }
-    out
+    s.t.recipes.iter().map(|r| r.kind.keyword().to_string()).collect()
 }

@@ -15,7 +15,8 @@ fn close(a: f64, b: f64, tol: f64) -> bool {
 pub fn run_case(path: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let d = directives::parse(&text)?;
-    let name = path.display().to_string();
+    // Names relative to the repository, so rendered snapshots do not depend on the checkout.
+    let name = path.strip_prefix(repo()).unwrap_or(path).display().to_string();
     let root = path.parent();
     if !d.errors.is_empty() {
         let p = Program::check(&name, &text, root);
@@ -67,7 +68,7 @@ pub fn run_case(path: &Path) -> Result<(), String> {
         if got.len() != d.errors.len() {
             return Err(format!("expected {} error(s), got {}: {}", d.errors.len(), got.len(), fmt(&got)));
         }
-        return Ok(());
+        return snapshot(path, &p);
     }
     let p = if d.check_only { Program::check(&name, &text, root) } else { Program::run(&name, &text, root, false) };
     if !p.ok {
@@ -108,6 +109,22 @@ pub fn run_case(path: &Path) -> Result<(), String> {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// The rendered diagnostics of an invalid program, compared with `<name>.stderr` beside it (as
+/// rustc's UI tests do). `UPDATE_EXPECT=1 cargo test` rewrites the snapshots; review the diff.
+fn snapshot(path: &Path, p: &Program) -> Result<(), String> {
+    let rendered: String = p.diagnostics().iter().map(|x| dlc::render::render(x, p.sources(), false)).collect();
+    let file = path.with_extension("stderr");
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        return std::fs::write(&file, &rendered).map_err(|e| e.to_string());
+    }
+    let want = std::fs::read_to_string(&file)
+        .map_err(|_| format!("no snapshot {}: run `UPDATE_EXPECT=1 cargo test` and review it", file.display()))?;
+    if want != rendered {
+        return Err(format!("rendered diagnostics differ from {}:\n--- expected\n{want}\n--- got\n{rendered}", file.display()));
     }
     Ok(())
 }

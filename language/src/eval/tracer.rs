@@ -83,10 +83,9 @@ impl Tracer {
             if let Some((name, site)) = self.call_stack.iter().rev().find(|(_, s)| !self.is_std_file(*s)).cloned() {
                 for l in d.labels.iter_mut() {
                     if l.primary {
+                        // The label's text described the stdlib line; here it is the call.
                         l.span = site;
-                        if l.message.is_empty() {
-                            l.message = format!("in this call to `{name}`");
-                        }
+                        l.message = format!("in this call to `{name}`");
                     }
                 }
                 d.labels.retain(|l| l.primary || !self.is_std_file(l.span));

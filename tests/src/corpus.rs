@@ -259,3 +259,27 @@ fn error_codes_are_documented_and_tested() {
     let untested: Vec<&String> = emitted.iter().filter(|c| *c != "E0501" && !exercised.contains(&format!("expect-error: {c}"))).collect();
     assert!(untested.is_empty(), "codes no invalid program exercises: {untested:?}");
 }
+
+/// The reports shown in docs/errors.md are what `dlc check` prints today (trailing spaces aside),
+/// so the error index cannot drift from the compiler.
+#[test]
+fn error_index_reports_are_current() {
+    let docs = std::fs::read_to_string(repo().join("docs/errors.md")).unwrap_or_default();
+    let blocks: Vec<&str> = docs.split("```text\n").skip(1).map(|b| b.split("```").next().unwrap_or("")).collect();
+    let trim = |s: &str| s.lines().map(|l| l.trim_end().to_string()).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("\n");
+    let mut checked = 0;
+    let mut failures = vec![];
+    for pair in blocks.windows(2) {
+        let (program, report) = (pair[0], pair[1]);
+        let Some(rest) = report.strip_prefix("$ dlc check example.dl\n") else { continue };
+        let expected: String = rest.lines().filter(|l| !l.starts_with("error: could not")).collect::<Vec<_>>().join("\n");
+        let p = Program::check("example.dl", program, None);
+        let got: String = p.diagnostics().iter().map(|x| dlc::render::render(x, p.sources(), false)).collect();
+        checked += 1;
+        if trim(&expected) != trim(&got) {
+            failures.push(format!("--- docs\n{}\n--- dlc\n{}", trim(&expected), trim(&got)));
+        }
+    }
+    assert!(checked >= 30, "expected the error index to show reports, found {checked}");
+    assert!(failures.is_empty(), "{} report(s) in docs/errors.md are stale:\n{}", failures.len(), failures.join("\n\n"));
+}

@@ -1,6 +1,7 @@
 //! The library API: load a DL program from a file or a string, check it (diagnostics as values),
 //! and run its top-level statements. The CLI, the REPL and the tests use exactly this.
 
+use crate::backend::Backend;
 use crate::exec::Executor;
 use crate::runtime::format::format_tensor;
 use crate::runtime::tensor::Tensor;
@@ -25,7 +26,7 @@ pub struct RunOutput {
 /// executes printed values, and records what was printed.
 pub struct RuntimeHost {
     pub root: Option<PathBuf>,
-    pub exec: Executor,
+    pub exec: Box<dyn Backend>,
     pub out: RunOutput,
     /// Print to stdout as well as recording (the CLI); tests only record.
     pub echo: bool,
@@ -33,7 +34,7 @@ pub struct RuntimeHost {
 
 impl RuntimeHost {
     pub fn new(root: Option<PathBuf>, echo: bool) -> RuntimeHost {
-        RuntimeHost { root, exec: Executor::new(0), out: RunOutput::default(), echo }
+        RuntimeHost { root, exec: Box::new(Executor::new(0)), out: RunOutput::default(), echo }
     }
 
     /// A value as `print` shows it.
@@ -69,12 +70,38 @@ impl RuntimeHost {
                 }
                 format!("({})", parts.join(", "))
             }
-            Value::Model(m) => format!("<model {}>", m.decl.name.name),
+            Value::Model(m) => model_repr(m, 0),
             Value::Func(f) => format!("<fn {}>", f.name()),
             Value::Init(i) => i.describe(),
             Value::Pipeline(p) => format!("<data {} |> {}>", p.source, p.stages.join(" |> ")),
             Value::Grads(m) => format!("<gradients of {}>", m.decl.name.name),
         })
+    }
+}
+
+/// A model as PyTorch prints a module: containers list their children, leaves their
+/// hyper-parameters.
+fn model_repr(m: &dlc_language::eval::value::ModelInst, indent: usize) -> String {
+    let hp = |v: &Value| match v {
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => python_float(*f),
+        Value::Bool(b) => b.to_string(),
+        Value::Str(s) => format!("{s:?}"),
+        other => other.kind().to_string(),
+    };
+    let head = format!("{}({})", m.decl.name.name, m.hparams.iter().map(|(k, v)| format!("{k}={}", hp(v))).collect::<Vec<_>>().join(", "));
+    let children: Vec<String> = m
+        .fields
+        .iter()
+        .filter_map(|(k, v)| match v {
+            Value::Model(c) => Some(format!("{}({k}): {}", " ".repeat(indent + 2), model_repr(c, indent + 2))),
+            _ => None,
+        })
+        .collect();
+    if children.is_empty() {
+        head
+    } else {
+        format!("{head}(\n{}\n{})", children.join("\n"), " ".repeat(indent))
     }
 }
 

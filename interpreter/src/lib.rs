@@ -2,6 +2,7 @@
 //! diagnostics renderer, and the library API the CLI and REPL are thin clients of.
 
 pub mod api;
+pub mod backend;
 pub mod exec;
 pub mod render;
 pub mod runtime;

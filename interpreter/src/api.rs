@@ -208,22 +208,32 @@ impl Program {
 
     /// Check, then run the top-level statements (printing when `echo`).
     pub fn run(name: &str, text: &str, root: Option<&Path>, echo: bool) -> Program {
+        Program::run_seeded(name, text, root, echo, 0)
+    }
+
+    /// As [`Program::run`], with the seed that parameter initialisation draws from.
+    pub fn run_seeded(name: &str, text: &str, root: Option<&Path>, echo: bool, seed: u64) -> Program {
         let checked = Program::check(name, text, root);
         if !checked.ok {
             return checked;
         }
         let mut session = Session::new(Mode::Run);
         let mut host = RuntimeHost::new(root.map(|p| p.to_path_buf()), echo);
+        host.exec = Box::new(Executor::new(seed));
         let ok = session.run_source(name, text, &mut host);
         let recipes = checked.recipes;
         Program { session, host, ok, recipes }
     }
 
     pub fn load_file(path: &Path, run: bool) -> std::io::Result<Program> {
+        Program::load_file_seeded(path, run, 0)
+    }
+
+    pub fn load_file_seeded(path: &Path, run: bool, seed: u64) -> std::io::Result<Program> {
         let text = std::fs::read_to_string(path)?;
         let root = path.parent().map(|p| p.to_path_buf());
         let name = path.display().to_string();
-        Ok(if run { Program::run(&name, &text, root.as_deref(), true) } else { Program::check(&name, &text, root.as_deref()) })
+        Ok(if run { Program::run_seeded(&name, &text, root.as_deref(), true, seed) } else { Program::check(&name, &text, root.as_deref()) })
     }
 
     pub fn diagnostics(&self) -> &[Diagnostic] {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
 Examples:
-  dlc run examples/hello.dl          run a program's top-level statements
+  dlc run examples/tour.dl           run a program's top-level statements
   dlc check examples/mnist_mlp.dl    type-check shapes and dtypes; summarise models
   dlc check --json bad.dl            diagnostics as JSON, for editors and tools
   dlc run examples/gelu.dl --dump=ir print the graph IR the program lowers to
@@ -39,6 +39,9 @@ enum Cmd {
         /// Print an intermediate form: the syntax tree or the graph IR.
         #[arg(long, value_enum)]
         dump: Option<Dump>,
+        /// Seed for parameter initialisation (random tensors take their own `seed:`).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// Start an interactive session.
     Repl,
@@ -55,7 +58,7 @@ pub fn main() -> i32 {
     match cli.cmd {
         Cmd::Check { file, json, repeat: Some(n) } => time_check(&file, n.max(1), json),
         Cmd::Check { file, json, repeat: None } => check(&file, json),
-        Cmd::Run { file, dump } => run(&file, dump),
+        Cmd::Run { file, dump, seed } => run(&file, dump, seed),
         Cmd::Repl => crate::repl::run(),
     }
 }
@@ -142,7 +145,7 @@ fn time_check(file: &std::path::Path, n: usize, json: bool) -> i32 {
     0
 }
 
-fn run(file: &std::path::Path, dump: Option<Dump>) -> i32 {
+fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64) -> i32 {
     if let Some(Dump::Ast) = dump {
         let text = match std::fs::read_to_string(file) {
             Ok(t) => t,
@@ -152,7 +155,7 @@ fn run(file: &std::path::Path, dump: Option<Dump>) -> i32 {
         println!("{prog:#?}");
         return 0;
     }
-    let p = match Program::load_file(file, true) {
+    let p = match Program::load_file_seeded(file, true, seed) {
         Ok(p) => p,
         Err(e) => return read_error(file, e),
     };

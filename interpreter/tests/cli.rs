@@ -69,6 +69,21 @@ fn run_prints_and_refuses_to_pretend_training() {
 }
 
 #[test]
+fn seed_changes_parameter_init_reproducibly() {
+    let dir = std::env::temp_dir().join(format!("dlc-seed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("seed.dl");
+    std::fs::write(&f, "use std.nn\nprint(Linear(4, 3).weight)\n").unwrap();
+    let f = f.to_str().unwrap();
+    let a = text(&dlc(&["run", f]).stdout);
+    let b = text(&dlc(&["run", "--seed", "0", f]).stdout);
+    let c = text(&dlc(&["run", "--seed", "5", f]).stdout);
+    assert_eq!(a, b, "the default seed is 0");
+    assert_ne!(a, c, "another seed gives other weights");
+    assert!(a.starts_with("tensor([["), "{a}");
+}
+
+#[test]
 fn missing_file_is_a_clear_error() {
     let o = dlc(&["run", "no/such/file.dl"]);
     assert_eq!(o.status.code(), Some(1));

@@ -73,7 +73,7 @@ fn check_no_panic(src: &str) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300), failure_persistence: None, ..ProptestConfig::default() })]
     #[test]
     fn parser_and_checker_never_panic(file in 0usize..10_000, ops in proptest::collection::vec((0u8..3, 0usize..100_000, 0usize..100_000), 1..6)) {
         let c = corpus();

@@ -102,7 +102,10 @@ fn repl_with_piped_input() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start repl");
-    let input = "let x = [1.0, 2.0]\nx * 2\n:type x @ x\nlet y = x +* 1\nfn f(a,\n      b) = a * b\nf(x, 3)\n:type undefined_name\nlet m = [[1, 2],\n [3, 4]]\nsum(m)\n:reset\n:type x\n:quit\n";
+    let gelu = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/gelu.dl");
+    let input = format!(
+        "let x = [1.0, 2.0]\nx * 2\n:type x @ x\nlet y = x +* 1\nfn f(a,\n      b) = a * b\nf(x, 3)\n:type undefined_name\nlet m = [[1, 2],\n [3, 4]]\nsum(m)\n:load {gelu}\n:type guide_gelu(m)\n:reset\n:type x\n:bogus\n:quit\nprint(\"not reached\")\n"
+    );
     child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     let o = child.wait_with_output().unwrap();
     let out = text(&o.stdout);
@@ -112,6 +115,10 @@ fn repl_with_piped_input() {
     assert!(out.contains("f32[]"), "{out}");
     assert!(out.contains("tensor([3., 6.])"), "multi-line fn then call: {out}");
     assert!(out.contains("tensor(10)"), "multi-line literal: {out}");
+    assert!(out.contains("f32[2, 2]"), ":load defines guide_gelu: {out}");
+    assert_eq!(out.matches("tensor([ 0.6979").count(), 2, ":load runs the file's prints: {out}");
+    assert!(err.contains("unknown command `:bogus`"), "{err}");
+    assert!(!out.contains("not reached"), ":quit ends the session: {out}");
     assert!(err.contains("E0101"), "syntax error is reported and the session goes on: {err}");
     assert!(err.contains("E0201"), "{err}");
     // After :reset, x is gone.

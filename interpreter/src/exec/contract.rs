@@ -51,7 +51,7 @@ fn gemm_f32(m: usize, n: usize, k: usize, lhs: &[f32], rhs: &[f32], dst: &mut [f
     }
 }
 
-fn gemm_f64(m: usize, n: usize, k: usize, lhs: &[f64], rhs: &[f64], dst: &mut [f64]) {
+pub(super) fn gemm_f64(m: usize, n: usize, k: usize, lhs: &[f64], rhs: &[f64], dst: &mut [f64]) {
     if m == 0 || n == 0 {
         return;
     }
@@ -129,51 +129,91 @@ pub fn matmul(a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Result<Tensor, Runti
     Ok(Tensor { dtype: a.dtype, shape, data })
 }
 
-/// conv2d as im2col + gemm per image and group; x NCHW, w OIHW.
-pub fn conv2d(x: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
-    let (nb, c, h, wd) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
-    let (o, cg, kh, kw) = (w.shape[0], w.shape[1], w.shape[2], w.shape[3]);
-    let (oh, ow) = (shape[2], shape[3]);
-    let g = a.groups as usize;
-    let og = o / g;
-    let (sh, sw) = (a.stride.0 as usize, a.stride.1 as usize);
-    let (ph, pw) = (a.padding.0 as isize, a.padding.1 as isize);
-    let (dh, dw) = (a.dilation.0 as usize, a.dilation.1 as usize);
-    let k = cg * kh * kw;
-    let cols = oh * ow;
-    let f64_path = matches!(x.data, Data::F64(_));
-    let xv = x.to_f64();
-    let wv = w.to_f64();
-    let mut out = vec![0f64; nb * o * cols];
-    let mut col = vec![0f64; k * cols];
-    for b in 0..nb {
-        for gi in 0..g {
-            // im2col: rows are (channel, ky, kx), columns output positions.
-            for ci in 0..cg {
-                let chan = gi * cg + ci;
-                for ky in 0..kh {
-                    for kx in 0..kw {
-                        let row = (ci * kh + ky) * kw + kx;
-                        for oy in 0..oh {
-                            let iy = (oy * sh + ky * dh) as isize - ph;
-                            for ox in 0..ow {
-                                let ix = (ox * sw + kx * dw) as isize - pw;
-                                col[row * cols + oy * ow + ox] = if iy >= 0 && ix >= 0 && (iy as usize) < h && (ix as usize) < wd {
-                                    xv[((b * c + chan) * h + iy as usize) * wd + ix as usize]
-                                } else {
-                                    0.0
-                                };
-                            }
+/// Geometry of one conv2d: input [N, C, H, W], weight [O, C/g, kh, kw], output [N, O, oh, ow].
+pub(super) struct ConvGeom {
+    pub nb: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub o: usize,
+    pub cg: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub oh: usize,
+    pub ow: usize,
+    pub g: usize,
+    pub a: Conv2dAttrs,
+}
+
+impl ConvGeom {
+    pub fn new(x: &[usize], w: &[usize], out: &[usize], a: &Conv2dAttrs) -> ConvGeom {
+        ConvGeom {
+            nb: x[0],
+            c: x[1],
+            h: x[2],
+            w: x[3],
+            o: w[0],
+            cg: w[1],
+            kh: w[2],
+            kw: w[3],
+            oh: out[2],
+            ow: out[3],
+            g: a.groups as usize,
+            a: *a,
+        }
+    }
+    /// Rows of the unfolded input: (channel, ky, kx) of one group.
+    pub fn k(&self) -> usize {
+        self.cg * self.kh * self.kw
+    }
+    pub fn cols(&self) -> usize {
+        self.oh * self.ow
+    }
+    /// For each unfolded (row, col): the input offset it reads, or None in the padding.
+    pub fn for_each(&self, b: usize, gi: usize, mut f: impl FnMut(usize, Option<usize>)) {
+        let (sh, sw) = (self.a.stride.0 as usize, self.a.stride.1 as usize);
+        let (ph, pw) = (self.a.padding.0 as isize, self.a.padding.1 as isize);
+        let (dh, dw) = (self.a.dilation.0 as usize, self.a.dilation.1 as usize);
+        let cols = self.cols();
+        for ci in 0..self.cg {
+            let chan = gi * self.cg + ci;
+            for ky in 0..self.kh {
+                for kx in 0..self.kw {
+                    let row = (ci * self.kh + ky) * self.kw + kx;
+                    for oy in 0..self.oh {
+                        let iy = (oy * sh + ky * dh) as isize - ph;
+                        for ox in 0..self.ow {
+                            let ix = (ox * sw + kx * dw) as isize - pw;
+                            let inside = iy >= 0 && ix >= 0 && (iy as usize) < self.h && (ix as usize) < self.w;
+                            let off = inside.then(|| ((b * self.c + chan) * self.h + iy as usize) * self.w + ix as usize);
+                            f(row * cols + oy * self.ow + ox, off);
                         }
                     }
                 }
             }
+        }
+    }
+    pub fn im2col(&self, xv: &[f64], b: usize, gi: usize, col: &mut [f64]) {
+        self.for_each(b, gi, |i, off| col[i] = off.map(|o| xv[o]).unwrap_or(0.0));
+    }
+}
+
+/// conv2d as im2col + gemm per image and group; x NCHW, w OIHW.
+pub fn conv2d(x: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
+    let geo = ConvGeom::new(&x.shape, &w.shape, &shape, a);
+    let (k, cols, og) = (geo.k(), geo.cols(), geo.o / geo.g);
+    let xv = x.to_f64();
+    let wv = w.to_f64();
+    let mut out = vec![0f64; geo.nb * geo.o * cols];
+    let mut col = vec![0f64; k * cols];
+    for b in 0..geo.nb {
+        for gi in 0..geo.g {
+            geo.im2col(&xv, b, gi, &mut col);
             let wslice = &wv[gi * og * k..(gi + 1) * og * k];
-            let dst = &mut out[(b * o + gi * og) * cols..(b * o + (gi + 1) * og) * cols];
+            let dst = &mut out[(b * geo.o + gi * og) * cols..(b * geo.o + (gi + 1) * og) * cols];
             gemm_f64(og, cols, k, wslice, &col, dst);
         }
     }
-    let _ = f64_path;
     Ok(Tensor::from_f64(x.dtype, shape, out))
 }
 

@@ -1,6 +1,7 @@
 //! The eager interpreter: executes graph nodes one by one, like eager PyTorch. It is the
 //! reference every compiled kernel is tested against.
 
+mod backward;
 mod contract;
 mod elementwise;
 mod movement;
@@ -112,6 +113,12 @@ impl Executor {
             Op::Conv2d(a) => contract::conv2d(&src[0], &src[1], a, shape)?,
             Op::Pool2d { kind, kernel, stride, padding } => contract::pool2d(&src[0], *kind, *kernel, *stride, *padding, shape),
             Op::Take => contract::take(&src[0], &src[1], shape)?,
+            Op::Detach => src[0].clone(),
+            Op::Unslice { start, step } => backward::unslice(&src[0], start, step, shape),
+            Op::Conv2dGradInput(a) => backward::conv2d_grad_input(&src[0], &src[1], a, shape),
+            Op::Conv2dGradWeight(a) => backward::conv2d_grad_weight(&src[0], &src[1], a, shape),
+            Op::Pool2dGrad { kind, kernel, stride, padding } => backward::pool2d_grad(&src[0], &src[1], *kind, *kernel, *stride, *padding),
+            Op::TakeGrad => backward::take_grad(&src[0], &src[1], shape)?,
         })
     }
 }

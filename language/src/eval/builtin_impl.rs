@@ -420,7 +420,8 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
         // Forward value unchanged; autodiff (next milestone) stops gradients here.
         "stop_grad" => {
             let x = t.arg_tensor(&b, "x")?;
-            tv(x)
+            let ty = t.ty(x);
+            tv(t.node(Op::Detach, ty.dtype, ty.shape, vec![x], span))
         }
         "param" | "buffer" => {
             let ty = t.arg_type(&b, "type")?;

@@ -132,6 +132,27 @@ pub enum Op {
     },
     /// Rows of src[0] selected by the i64 indices src[1] (embedding lookup).
     Take,
+    /// The value of src[0], through which no gradient flows (`stop_grad`).
+    Detach,
+    // Ops that only backward passes build (the transposes of the ops above).
+    /// The transpose of `Slice`: src[0] placed at `start + i*step` in a zero tensor of the node's shape.
+    Unslice {
+        start: Vec<i64>,
+        step: Vec<i64>,
+    },
+    /// d(conv2d)/d(input): src = [grad_out, weight]; the node's shape is the input's.
+    Conv2dGradInput(Conv2dAttrs),
+    /// d(conv2d)/d(weight): src = [input, grad_out]; the node's shape is the weight's.
+    Conv2dGradWeight(Conv2dAttrs),
+    /// d(pool)/d(input): src = [input, grad_out].
+    Pool2dGrad {
+        kind: PoolKind,
+        kernel: (i64, i64),
+        stride: (i64, i64),
+        padding: (i64, i64),
+    },
+    /// d(take)/d(table): rows of src[1] (grad_out) added at the indices src[0] into zeros of the node's shape.
+    TakeGrad,
 }
 
 impl Op {
@@ -161,6 +182,12 @@ impl Op {
                 format!("{}_pool2d(k={kernel:?}, s={stride:?}, p={padding:?})", if *kind == PoolKind::Max { "max" } else { "avg" })
             }
             Op::Take => "take".into(),
+            Op::Detach => "detach".into(),
+            Op::Unslice { start, step } => format!("unslice(start={start:?}, step={step:?})"),
+            Op::Conv2dGradInput(_) => "conv2d_grad_input".into(),
+            Op::Conv2dGradWeight(_) => "conv2d_grad_weight".into(),
+            Op::Pool2dGrad { kind, .. } => format!("{}_pool2d_grad", if *kind == PoolKind::Max { "max" } else { "avg" }),
+            Op::TakeGrad => "take_grad".into(),
         }
     }
     /// Elementwise ops: the ones a fusion region chains together.

@@ -7,6 +7,7 @@
 pub mod diag;
 pub mod eval;
 pub mod ir;
+pub mod passes;
 pub mod span;
 pub mod stdlib;
 pub mod syntax;

@@ -63,7 +63,7 @@ impl Tensor {
         let data = match storage(dtype) {
             Storage::F32 => Data::F32(Arc::new(vals.into_iter().map(|v| round_f32(dtype, v as f32)).collect())),
             Storage::F64 => Data::F64(Arc::new(vals.into_iter().collect())),
-            Storage::I64 => Data::I64(Arc::new(vals.into_iter().map(|v| wrap_i64(dtype, v as i64)).collect())),
+            Storage::I64 => Data::I64(Arc::new(vals.into_iter().map(|v| float_to_int(dtype, v)).collect())),
         };
         Tensor { dtype, shape, data }
     }

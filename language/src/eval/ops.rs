@@ -42,6 +42,13 @@ impl Tracer {
         if ty.dtype == dtype {
             return n;
         }
+        // A literal cast to another dtype is that literal written in the dtype: `cast([0.1], f64)`
+        // keeps 0.1 exactly, as torch.tensor([0.1], dtype=torch.float64) does, instead of
+        // rounding through f32 first. (Constants too.)
+        if let Op::Literal(_) | Op::Const(_) = self.graph.node(n).op {
+            let op = self.graph.node(n).op.clone();
+            return self.node(op, dtype, ty.shape, vec![], span);
+        }
         self.node(Op::Cast, dtype, ty.shape, vec![n], span)
     }
 

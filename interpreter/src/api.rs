@@ -73,7 +73,11 @@ impl RuntimeHost {
             Value::Model(m) => model_repr(m, 0),
             Value::Func(f) => format!("<fn {}>", f.name()),
             Value::Init(i) => i.describe(),
-            Value::Pipeline(p) => format!("<data {} |> {}>", p.source, p.stages.join(" |> ")),
+            Value::Pipeline(p) => {
+                let mut parts = vec![p.source.describe()];
+                parts.extend(p.stages.iter().map(|s| s.describe()));
+                format!("<data {}>", parts.join(" |> "))
+            }
             Value::Grads(m) => format!("<gradients of {}>", m.decl.name.name),
         })
     }

@@ -2,6 +2,7 @@
 
 pub mod data;
 pub mod format;
+pub mod pipeline;
 pub mod rng;
 pub mod tensor;
 

@@ -4,7 +4,7 @@
 
 use super::builtins::Bound;
 use super::tracer::Tracer;
-use super::value::{Pipeline, Value};
+use super::value::{Pipeline, Stage, Value};
 use super::R;
 use crate::ir::Op;
 use crate::span::Span;
@@ -45,7 +45,11 @@ impl Tracer {
 
     pub fn data_builtin(&mut self, name: &'static str, b: &Bound) -> R<Value> {
         let span = b.span;
-        let source = |elem: Value, src: String| Ok(Value::Pipeline(Rc::new(Pipeline { elem, source: src, stages: vec![], span })));
+        let args = bound_args(b);
+        let source = |elem: Value, _what: String| {
+            let st = Stage { kind: name, args: args.clone(), input: Value::unit(), output: elem.clone(), span };
+            Ok(Value::Pipeline(Rc::new(Pipeline { elem, source: st, stages: vec![], span })))
+        };
         match name {
             "mnist" | "fashion_mnist" | "idx" => {
                 let what = if name == "idx" { self.str_arg(b, "images")? } else { self.str_arg(b, "dir")? };
@@ -122,7 +126,7 @@ impl Tracer {
                 let (f, fs) = b.get("f").cloned().ok_or(super::Reported)?;
                 let elem = self.call(&f, vec![(None, p.elem.clone(), p.span)], fs, fs)?;
                 check_element(self, &elem, fs)?;
-                Ok(self.stage(&p, "map", elem))
+                Ok(self.stage(&p, name, b, elem))
             }
             "batch" => {
                 let p = self.pipeline_arg(b)?;
@@ -134,7 +138,7 @@ impl Tracer {
                 // With drop_last every batch has `size` rows; otherwise the last may be smaller.
                 let dim = if drop_last { Dim::known(size) } else { Dim::sym("B") };
                 let elem = self.batch_elem(&p.elem, &dim, span);
-                Ok(self.stage(&p, &format!("batch({size})"), elem))
+                Ok(self.stage(&p, name, b, elem))
             }
             "shuffle" | "prefetch" | "skip" | "take" | "split" => {
                 let p = self.pipeline_arg(b)?;
@@ -150,15 +154,15 @@ impl Tracer {
                     }
                 }
                 let elem = p.elem.clone();
-                Ok(self.stage(&p, name, elem))
+                Ok(self.stage(&p, name, b, elem))
             }
             _ => self.err("E0404", format!("`{name}` is not a data source or stage"), span, "unknown"),
         }
     }
 
-    fn stage(&mut self, p: &Pipeline, name: &str, elem: Value) -> Value {
+    fn stage(&mut self, p: &Pipeline, name: &'static str, b: &Bound, elem: Value) -> Value {
         let mut stages = p.stages.clone();
-        stages.push(name.to_string());
+        stages.push(Stage { kind: name, args: bound_args(b), input: p.elem.clone(), output: elem.clone(), span: b.span });
         Value::Pipeline(Rc::new(Pipeline { elem, source: p.source.clone(), stages, span: p.span }))
     }
 
@@ -191,4 +195,9 @@ fn check_element(t: &mut Tracer, v: &Value, span: Span) -> R<()> {
             "from this function",
         ),
     }
+}
+
+/// The arguments a builtin was called with, by parameter name.
+fn bound_args(b: &Bound) -> Vec<(String, Value)> {
+    b.names.iter().zip(&b.slots).filter_map(|(n, s)| s.as_ref().map(|(v, _)| (n.trim_end_matches('=').to_string(), v.clone()))).collect()
 }

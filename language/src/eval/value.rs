@@ -125,11 +125,46 @@ impl ModelInst {
     }
 }
 
+/// A typed data pipeline: everything the runtime needs to execute it.
 #[derive(Debug)]
 pub struct Pipeline {
-    /// The element one iteration yields: a tensor, tuple or record of (input-node) tensors.
+    /// The element one iteration yields: a tensor, tuple or record of tensors.
     pub elem: Value,
-    pub source: String,
-    pub stages: Vec<String>,
+    pub source: Stage,
+    pub stages: Vec<Stage>,
     pub span: Span,
+}
+
+/// A source or a stage: its builtin name, its arguments (compile-time values), and the element
+/// before and after it. For a source `input` is `()`; for `map` the output tensors are graph
+/// nodes computed from the input's input nodes; for `batch` the output's are new input nodes.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    pub kind: &'static str,
+    pub args: Vec<(String, Value)>,
+    pub input: Value,
+    pub output: Value,
+    pub span: Span,
+}
+
+impl Stage {
+    pub fn arg(&self, name: &str) -> Option<&Value> {
+        self.args.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+    /// `shuffle(seed: 1)`, `batch(128)`: how the stage reads in messages.
+    pub fn describe(&self) -> String {
+        let args: Vec<String> = self
+            .args
+            .iter()
+            .filter(|(n, _)| n != "pipeline" && n != "f")
+            .map(|(n, v)| match v {
+                Value::Int(i) => format!("{n}: {i}"),
+                Value::Float(f) => format!("{n}: {f}"),
+                Value::Bool(b) => format!("{n}: {b}"),
+                Value::Str(s) => format!("{n}: {s:?}"),
+                other => format!("{n}: {}", other.kind()),
+            })
+            .collect();
+        format!("{}({})", self.kind, args.join(", "))
+    }
 }

@@ -1,0 +1,201 @@
+//! Executing a typed data pipeline: read the source, then apply each stage to the stream of
+//! elements. An element is the list of tensor leaves of the stage's element value (tuples and
+//! records flattened in order); `map` evaluates the graph the checker traced for its lambda.
+
+use super::data::{cifar, csv, idx, text, DataError};
+use super::rng;
+use super::tensor::Tensor;
+use super::RuntimeError;
+use crate::exec::Executor;
+use dlc_language::eval::value::{Pipeline, Stage};
+use dlc_language::eval::Value;
+use dlc_language::ir::{Graph, NodeId, Op};
+use std::path::{Path, PathBuf};
+
+/// One element of the stream: its tensor leaves.
+pub type Element = Vec<Tensor>;
+
+/// The tensor leaves of a value, in order.
+pub fn leaves(v: &Value, out: &mut Vec<NodeId>) {
+    match v {
+        Value::Tensor(n) => out.push(*n),
+        Value::Tuple(items) => items.iter().for_each(|x| leaves(x, out)),
+        Value::Record(items) => items.iter().for_each(|(_, x)| leaves(x, out)),
+        _ => {}
+    }
+}
+
+fn data_err(e: DataError) -> RuntimeError {
+    RuntimeError::Io(e.to_string())
+}
+
+fn str_arg(st: &Stage, name: &str) -> Option<String> {
+    match st.arg(name) {
+        Some(Value::Str(s)) => Some(s.to_string()),
+        _ => None,
+    }
+}
+
+fn int_arg(st: &Stage, name: &str, default: i64) -> i64 {
+    st.arg(name).and_then(|v| v.as_int()).unwrap_or(default)
+}
+
+/// Split tensors along their first dimension into per-element tensors.
+fn rows(t: &Tensor) -> Vec<Tensor> {
+    let n = t.shape[0];
+    let row: usize = t.shape[1..].iter().product();
+    let vals = t.to_f64();
+    (0..n).map(|i| Tensor::from_f64(t.dtype, t.shape[1..].to_vec(), vals[i * row..(i + 1) * row].iter().copied())).collect()
+}
+
+fn zip_rows(columns: &[Tensor]) -> Vec<Element> {
+    let split: Vec<Vec<Tensor>> = columns.iter().map(rows).collect();
+    let n = split.first().map(|c| c.len()).unwrap_or(0);
+    (0..n).map(|i| split.iter().map(|c| c[i].clone()).collect()).collect()
+}
+
+/// Read a source's elements. `root` is the directory of the program (paths are relative to it);
+/// `exec` evaluates in-memory tensors given to `tensors(...)`.
+pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor) -> Result<Vec<Element>, RuntimeError> {
+    let path = |name: &str| -> PathBuf { root.join(str_arg(src, name).unwrap_or_default()) };
+    match src.kind {
+        "mnist" | "fashion_mnist" => {
+            let dir = path("dir");
+            let prefix = if str_arg(src, "split").as_deref() == Some("test") { "t10k" } else { "train" };
+            let find = |stem: &str| -> PathBuf {
+                let gz = dir.join(format!("{prefix}-{stem}-ubyte.gz"));
+                if gz.exists() {
+                    gz
+                } else {
+                    dir.join(format!("{prefix}-{stem}-ubyte"))
+                }
+            };
+            let (x, y) = idx::read_pair(&find("images-idx3"), &find("labels-idx1")).map_err(data_err)?;
+            Ok(zip_rows(&[x, y]))
+        }
+        "idx" => {
+            let (x, y) = idx::read_pair(&path("images"), &path("labels")).map_err(data_err)?;
+            Ok(zip_rows(&[x, y]))
+        }
+        "cifar" => {
+            let files: Vec<PathBuf> = match src.arg("files") {
+                Some(Value::Str(s)) => vec![root.join(&**s)],
+                Some(Value::Tuple(items)) => {
+                    items.iter().filter_map(|v| if let Value::Str(s) = v { Some(root.join(&**s)) } else { None }).collect()
+                }
+                _ => vec![],
+            };
+            let refs: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
+            let (x, y) = cifar::read(&refs).map_err(data_err)?;
+            Ok(zip_rows(&[x, y]))
+        }
+        "csv" => {
+            let spec = csv::CsvSpec { skip: int_arg(src, "header", 0) as usize, label: Some(int_arg(src, "label", -1)) };
+            let (x, y) = csv::read(&path("path"), &spec).map_err(data_err)?;
+            let mut cols = vec![x];
+            cols.extend(y);
+            Ok(zip_rows(&cols))
+        }
+        "text" => {
+            let byte_level = str_arg(src, "level").as_deref() == Some("byte");
+            let corpus = text::read(&path("path"), byte_level).map_err(data_err)?;
+            let block = int_arg(src, "block", 128) as usize;
+            let ids = corpus.ids.to_f64();
+            // Non-overlapping windows; targets are the inputs shifted by one.
+            let n = (ids.len().saturating_sub(1)) / block;
+            let dt = corpus.ids.dtype;
+            Ok((0..n)
+                .map(|i| {
+                    let s = i * block;
+                    vec![
+                        Tensor::from_f64(dt, vec![block], ids[s..s + block].iter().copied()),
+                        Tensor::from_f64(dt, vec![block], ids[s + 1..s + block + 1].iter().copied()),
+                    ]
+                })
+                .collect())
+        }
+        "tensors" => {
+            let mut cols = vec![];
+            for key in ["x", "y"] {
+                if let Some(Value::Tensor(n)) = src.arg(key) {
+                    cols.push(exec.eval(graph, *n)?);
+                }
+            }
+            Ok(zip_rows(&cols))
+        }
+        other => Err(RuntimeError::Unsupported(format!("the `{other}` source is checked but cannot be read yet"))),
+    }
+}
+
+/// Stack elements into one batched element (a new leading dimension per leaf).
+fn stack(elems: &[Element]) -> Element {
+    let leaves = elems[0].len();
+    (0..leaves)
+        .map(|l| {
+            let first = &elems[0][l];
+            let mut shape = vec![elems.len()];
+            shape.extend(first.shape.iter().copied());
+            let vals: Vec<f64> = elems.iter().flat_map(|e| e[l].to_f64()).collect();
+            Tensor::from_f64(first.dtype, shape, vals)
+        })
+        .collect()
+}
+
+/// Apply one stage to the stream. `epoch` reseeds `shuffle`, so each epoch has its own order.
+pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> Result<Vec<Element>, RuntimeError> {
+    match stage.kind {
+        "map" => {
+            let (mut ins, mut outs) = (vec![], vec![]);
+            leaves(&stage.input, &mut ins);
+            leaves(&stage.output, &mut outs);
+            let input_ids: Vec<u32> = ins.iter().map(|n| if let Op::Input(i) = graph.node(*n).op { i } else { u32::MAX }).collect();
+            let mut out = Vec::with_capacity(elems.len());
+            for e in elems {
+                // A fresh executor per element: the inputs change, and results are cached by node.
+                let mut ex = Executor::new(0);
+                for (id, t) in input_ids.iter().zip(e) {
+                    ex.inputs.insert(*id, t);
+                }
+                out.push(outs.iter().map(|n| ex.eval(graph, *n)).collect::<Result<Element, _>>()?);
+            }
+            Ok(out)
+        }
+        "shuffle" => {
+            let seed = int_arg(stage, "seed", 0) as u64;
+            let mut elems = elems;
+            // Fisher–Yates with the counter-based generator: the order depends on (seed, epoch) only.
+            let stream = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ epoch;
+            for i in (1..elems.len()).rev() {
+                let j = (rng::uniform(stream, i as u64) * (i + 1) as f64) as usize;
+                elems.swap(i, j.min(i));
+            }
+            Ok(elems)
+        }
+        "batch" => {
+            let size = int_arg(stage, "size", 1).max(1) as usize;
+            let drop_last = matches!(stage.arg("drop_last"), Some(Value::Bool(true)));
+            Ok(elems.chunks(size).filter(|c| !drop_last || c.len() == size).map(stack).collect())
+        }
+        "take" => Ok(elems.into_iter().take(int_arg(stage, "n", 0).max(0) as usize).collect()),
+        "skip" => Ok(elems.into_iter().skip(int_arg(stage, "n", 0).max(0) as usize).collect()),
+        "split" => {
+            let f = stage.arg("fraction").and_then(|v| v.as_float()).unwrap_or(0.9);
+            let cut = (elems.len() as f64 * f).round() as usize;
+            let second = matches!(str_arg(stage, "part").as_deref(), Some("rest" | "test" | "second"));
+            Ok(if second { elems.into_iter().skip(cut).collect() } else { elems.into_iter().take(cut).collect() })
+        }
+        // Worker threads and the bounded queue come with the trainer; the values are the same.
+        "prefetch" => Ok(elems),
+        other => Err(RuntimeError::Unsupported(format!("the `{other}` stage cannot run yet"))),
+    }
+}
+
+/// Every element of one epoch of the pipeline.
+pub fn run(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64) -> Result<Vec<Element>, RuntimeError> {
+    let mut exec = Executor::new(0);
+    let mut elems = read_source(root, &p.source, graph, &mut exec)?;
+    for st in &p.stages {
+        elems = apply(st, elems, graph, epoch)?;
+    }
+    Ok(elems)
+}

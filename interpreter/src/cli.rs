@@ -169,13 +169,39 @@ fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64) -> i32 {
         let roots: Vec<_> = (0..g.len() as u32).map(dlc_language::ir::NodeId).collect();
         print!("{}", dlc_language::ir::print::dump(g, &roots));
     }
-    if !p.recipes.is_empty() {
-        eprintln!(
-            "note: {} recipe(s) type-checked ({}), but this version of dlc does not execute training, evaluation or inference yet",
-            p.recipes.len(),
-            p.recipes.join(", ")
-        );
-        eprintln!("      nothing was trained and no checkpoint was written");
+    run_recipes(p, file, seed)
+}
+
+/// Execute the program's recipes in order: `train` recipes train; the rest are reported as not
+/// executable yet (exit status 2), so nothing pretends to have run.
+fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64) -> i32 {
+    use dlc_language::syntax::ast::RecipeKind;
+    let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
+    let recipes = p.session.t.recipes.clone();
+    let mut skipped = vec![];
+    for info in recipes {
+        if info.kind != RecipeKind::Train {
+            skipped.push(format!("`{}` (not executed yet)", info.kind.keyword()));
+            continue;
+        }
+        let opts = dlc::train::TrainOptions { root: root.clone(), seed, echo: true };
+        let result = dlc::train::Trainer::new(&mut p.session, info, opts).and_then(|mut t| t.run());
+        match result {
+            Ok(r) => println!("trained {} steps", r.steps),
+            Err(e) => {
+                let msg = e.to_string();
+                if msg.contains("not executed yet") {
+                    skipped.push(format!("`train`: {msg}"));
+                } else {
+                    eprintln!("error: training failed: {msg}");
+                    return 1;
+                }
+            }
+        }
+    }
+    if !skipped.is_empty() {
+        eprintln!("note: checked but not executed by this version of dlc: {}", skipped.join("; "));
+        eprintln!("      nothing else was trained and no checkpoint was written");
         return 2;
     }
     0

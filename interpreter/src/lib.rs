@@ -6,6 +6,7 @@ pub mod backend;
 pub mod exec;
 pub mod render;
 pub mod runtime;
+pub mod train;
 
 pub use api::{Program, RunOutput};
 pub use runtime::tensor::{Data, Tensor};

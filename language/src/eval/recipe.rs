@@ -15,6 +15,15 @@ pub struct RecipeInfo {
     pub kind: RecipeKind,
     pub name: Option<String>,
     pub fields: Vec<(String, Value)>,
+    /// The source, for the trainer to trace the loss and metrics again at each batch shape.
+    pub recipe: Rc<Recipe>,
+    pub module: usize,
+}
+
+impl RecipeInfo {
+    pub fn field(&self, name: &str) -> Option<&Value> {
+        self.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
 }
 
 /// What a field accepts, for validation and for docs/language.md.
@@ -77,7 +86,7 @@ const INFER_FIELDS: &[(&str, Want)] = &[
 const SYMBOLS: &[&str] = &["cpu", "cuda", "tf32"];
 
 impl Tracer {
-    pub fn check_recipe(&mut self, r: &Recipe) -> R<()> {
+    pub fn check_recipe(&mut self, r: &Rc<Recipe>) -> R<()> {
         let table = match r.kind {
             RecipeKind::Train => TRAIN_FIELDS,
             RecipeKind::Evaluate => EVAL_FIELDS,
@@ -121,7 +130,13 @@ impl Tracer {
         };
         fields.sort_by_key(|f| rank(&f.name.name));
         let mut pipeline: Option<Rc<Pipeline>> = None;
-        let mut info = RecipeInfo { kind: r.kind, name: r.name.as_ref().map(|n| n.name.clone()), fields: vec![] };
+        let mut info = RecipeInfo {
+            kind: r.kind,
+            name: r.name.as_ref().map(|n| n.name.clone()),
+            fields: vec![],
+            recipe: r.clone(),
+            module: self.ctx.module,
+        };
         let mut elem_bound = false;
         for f in &fields {
             let want = table.iter().find(|(n, _)| *n == f.name.name).map(|x| x.1).unwrap_or(Want::Any);
@@ -255,7 +270,7 @@ impl Tracer {
 
     /// Bind the names a data element provides: `x`, `y` for a pair, the field names of a record,
     /// `x` for a single tensor; `batch` is always the whole element.
-    fn bind_element(&mut self, elem: &Value) {
+    pub fn bind_element(&mut self, elem: &Value) {
         match elem {
             Value::Tuple(items) if items.len() == 2 => {
                 self.bind("x", items[0].clone());

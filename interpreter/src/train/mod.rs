@@ -1,0 +1,407 @@
+//! The trainer: a `train` recipe compiled to a step (forward, loss, gradients by autodiff, and the
+//! stdlib's update rule for every parameter, all in one graph) and a loop over the data pipeline.
+//! A step is traced once per batch shape and reused. Evaluation traces the metrics with no
+//! backward pass and `training()` false (the guide's `no_grad` + `eval()`).
+
+pub mod schedule;
+
+use crate::exec::Executor;
+use crate::runtime::pipeline::{self, leaves, Element};
+use crate::runtime::tensor::Tensor;
+use crate::runtime::RuntimeError;
+use dlc_language::eval::model::collect_params;
+use dlc_language::eval::recipe::RecipeInfo;
+use dlc_language::eval::value::{Ctx, Pipeline};
+use dlc_language::eval::{Session, Value};
+use dlc_language::ir::{NodeId, Op};
+use dlc_language::passes::autodiff;
+use dlc_language::syntax::ast::{Expr, RecipeEntry};
+use dlc_language::types::{DType, Dim, TensorTy};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Instant;
+
+pub struct TrainOptions {
+    pub root: PathBuf,
+    pub seed: u64,
+    /// Print progress lines.
+    pub echo: bool,
+}
+
+/// What a run did, for callers and tests.
+#[derive(Debug, Default)]
+pub struct TrainReport {
+    pub steps: usize,
+    /// (step, loss) at every logged step and the last one.
+    pub losses: Vec<(usize, f64)>,
+    /// (epoch, metric values) of each evaluation.
+    pub evals: Vec<(usize, Vec<f64>)>,
+}
+
+struct Param {
+    id: u32,
+    node: NodeId,
+}
+
+/// One compiled training step for one batch shape.
+struct Step {
+    elem_inputs: Vec<u32>,
+    loss: NodeId,
+    t_input: u32,
+    lr_input: u32,
+    /// Per parameter: its state inputs and the nodes of (new param, new states...).
+    updates: Vec<(Vec<u32>, Vec<NodeId>)>,
+}
+
+fn err(msg: impl Into<String>) -> RuntimeError {
+    RuntimeError::Unsupported(msg.into())
+}
+
+fn shapes_of(e: &Element) -> Vec<(DType, Vec<usize>)> {
+    e.iter().map(|t| (t.dtype, t.shape.clone())).collect()
+}
+
+pub struct Trainer<'s> {
+    session: &'s mut Session,
+    info: RecipeInfo,
+    model: Value,
+    pipeline: Rc<Pipeline>,
+    params: Vec<Param>,
+    store: HashMap<u32, Tensor>,
+    states: Vec<Vec<Tensor>>,
+    steps: HashMap<Vec<(DType, Vec<usize>)>, Step>,
+    opts: TrainOptions,
+}
+
+impl<'s> Trainer<'s> {
+    pub fn new(session: &'s mut Session, info: RecipeInfo, opts: TrainOptions) -> Result<Trainer<'s>, RuntimeError> {
+        if info.recipe.entries.iter().any(|e| matches!(e, RecipeEntry::Step { .. })) {
+            return Err(err("custom `step` blocks are checked but not executed yet"));
+        }
+        let model = info.field("model").cloned().ok_or_else(|| err("the recipe has no model"))?;
+        let Some(Value::Pipeline(pipeline)) = info.field("data").cloned() else { return Err(err("the recipe has no data pipeline")) };
+        let mut found = vec![];
+        collect_params(&model, "", &mut found);
+        let mut params = vec![];
+        let mut init = Executor::new(opts.seed);
+        let mut store = HashMap::new();
+        for (_, v) in found {
+            let Value::Tensor(node) = v else { continue };
+            if let Op::Param(id) = session.t.graph.node(node).op {
+                if session.t.graph.params[id as usize].trainable && !params.iter().any(|p: &Param| p.id == id) {
+                    store.insert(id, init.param(&session.t.graph, id)?);
+                    params.push(Param { id, node });
+                }
+            }
+        }
+        let n_state = match optimizer_kind(&info).as_str() {
+            "sgd" => 1,
+            "adam" | "adamw" => 2,
+            other => return Err(err(format!("the `{other}` optimiser is checked but not executed yet (sgd, adam and adamw run)"))),
+        };
+        let states = params
+            .iter()
+            .map(|p| {
+                let t = &store[&p.id];
+                (0..n_state).map(|_| Tensor::from_f64(t.dtype, t.shape.clone(), std::iter::repeat(0.0).take(t.numel()))).collect()
+            })
+            .collect();
+        Ok(Trainer { session, info, model, pipeline, params, store, states, steps: HashMap::new(), opts })
+    }
+
+    fn expr_field(&self, name: &str) -> Option<Expr> {
+        self.info.recipe.entries.iter().find_map(|e| match e {
+            RecipeEntry::Field(f) if f.name.name == name => Some(f.value.clone()),
+            _ => None,
+        })
+    }
+
+    /// A copy of the pipeline's element structure whose tensors are fresh inputs of these shapes.
+    fn element_inputs(&mut self, elem: &Value, shapes: &mut std::slice::Iter<(DType, Vec<usize>)>, ids: &mut Vec<u32>) -> Value {
+        match elem {
+            Value::Tensor(_) => {
+                let (dt, shape) = shapes.next().cloned().unwrap_or((DType::F32, vec![]));
+                let dims: Vec<Dim> = shape.iter().map(|d| Dim::known(*d as i64)).collect();
+                let t = &mut self.session.t;
+                let id = t.graph.add_input("batch", TensorTy::new(dt, dims.clone()));
+                ids.push(id);
+                Value::Tensor(t.node(Op::Input(id), dt, dims, vec![], Default::default()))
+            }
+            Value::Tuple(items) => Value::Tuple(Rc::new(items.iter().map(|x| self.element_inputs(x, shapes, ids)).collect())),
+            Value::Record(items) => {
+                Value::Record(Rc::new(items.iter().map(|(k, x)| (k.clone(), self.element_inputs(x, shapes, ids))).collect()))
+            }
+            other => other.clone(),
+        }
+    }
+
+    /// Trace `expr` with `model` and the element bound, for a batch of these shapes.
+    fn trace(&mut self, expr: &Expr, shapes: &[(DType, Vec<usize>)], training: bool) -> Result<(Value, Vec<u32>), RuntimeError> {
+        let elem = self.pipeline.elem.clone();
+        let mut ids = vec![];
+        let e = self.element_inputs(&elem, &mut shapes.iter(), &mut ids);
+        let t = &mut self.session.t;
+        t.ctx = Ctx { module: self.info.module, instance: None, env: vec![] };
+        t.bind("model", self.model.clone());
+        t.bind_element(&e);
+        t.training = training;
+        let before = t.diags.len();
+        let r = t.eval(expr);
+        t.training = false;
+        match r {
+            Ok(v) => Ok((v, ids)),
+            Err(_) => Err(err(format!(
+                "tracing the recipe failed: {:?}",
+                t.diags[before..].iter().map(|d| d.message.clone()).collect::<Vec<_>>()
+            ))),
+        }
+    }
+
+    fn build_step(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<Step, RuntimeError> {
+        let loss_expr = self.expr_field("loss").ok_or_else(|| err("the recipe has no loss"))?;
+        let (loss, elem_inputs) = self.trace(&loss_expr, shapes, true)?;
+        let Value::Tensor(loss) = loss else { return Err(err("the loss is not a tensor")) };
+        let wrt: Vec<NodeId> = self.params.iter().map(|p| p.node).collect();
+        let grads =
+            autodiff::grad(&mut self.session.t.graph, loss, &wrt).map_err(|e| err(format!("cannot differentiate the loss: {e:?}")))?;
+        let kind = optimizer_kind(&self.info);
+        let opt = self.info.field("optimizer").cloned().unwrap_or(Value::unit());
+        let t = &mut self.session.t;
+        let scalar = |t: &mut dlc_language::eval::tracer::Tracer, name: &str| {
+            let id = t.graph.add_input(name, TensorTy::new(DType::F32, vec![]));
+            (id, t.node(Op::Input(id), DType::F32, vec![], vec![], Default::default()))
+        };
+        let (t_input, t_node) = scalar(t, "step");
+        let (lr_input, lr_node) = scalar(t, "lr");
+        let optim = t.modules.iter().position(|m| m.name == "std.optim").ok_or_else(|| err("`use std.optim` is needed to train"))?;
+        let rule = t.lookup_global(optim, &format!("{kind}_update")).ok_or_else(|| err(format!("no update rule for `{kind}`")))?;
+        let mut named: Vec<(String, Value)> = vec![];
+        let num = |k: &str| opt.field(k).filter(|v| v.as_float().is_some());
+        match kind.as_str() {
+            "sgd" => {
+                for k in ["momentum", "nesterov", "weight_decay"] {
+                    if let Some(v) = opt.field(k) {
+                        named.push((k.into(), v));
+                    }
+                }
+            }
+            _ => {
+                if let Some(Value::Tuple(b)) = opt.field("betas") {
+                    named.push(("b1".into(), b[0].clone()));
+                    named.push(("b2".into(), b[1].clone()));
+                }
+                for k in ["eps", "weight_decay"] {
+                    if let Some(v) = num(k) {
+                        named.push((k.into(), v));
+                    }
+                }
+            }
+        }
+        let mut updates = vec![];
+        for (p, g) in self.params.iter().zip(grads) {
+            let ty = t.ty(p.node);
+            let n_state = self.states[0].len();
+            let mut state_ids = vec![];
+            let mut args = vec![(None, Value::Tensor(p.node), Default::default()), (None, Value::Tensor(g), Default::default())];
+            for _ in 0..n_state {
+                let id = t.graph.add_input("state", ty.clone());
+                state_ids.push(id);
+                args.push((
+                    None,
+                    Value::Tensor(t.node(Op::Input(id), ty.dtype, ty.shape.clone(), vec![], Default::default())),
+                    Default::default(),
+                ));
+            }
+            args.push((None, Value::Tensor(t_node), Default::default()));
+            args.push((None, Value::Tensor(lr_node), Default::default()));
+            for (k, v) in &named {
+                args.push((
+                    Some(dlc_language::syntax::ast::Ident { name: k.clone(), span: Default::default() }),
+                    v.clone(),
+                    Default::default(),
+                ));
+            }
+            let out = t
+                .call(&rule, args, Default::default(), Default::default())
+                .map_err(|_| err(format!("the {kind} update failed to trace: {:?}", t.diags.last())))?;
+            let mut nodes = vec![];
+            leaves(&out, &mut nodes);
+            // Keep each new value in its parameter's dtype.
+            let nodes = nodes.into_iter().map(|n| t.cast(n, ty.dtype, Default::default())).collect();
+            updates.push((state_ids, nodes));
+        }
+        Ok(Step { elem_inputs, loss, t_input, lr_input, updates })
+    }
+
+    fn executor(&self) -> Executor {
+        let mut ex = Executor::new(self.opts.seed);
+        for p in &self.params {
+            ex.set_param(p.id, self.store[&p.id].clone());
+        }
+        ex
+    }
+
+    /// Run the recipe to the end. Returns the losses and evaluations.
+    pub fn run(&mut self) -> Result<TrainReport, RuntimeError> {
+        let epochs_field = self.info.field("epochs").and_then(|v| v.as_int());
+        let max_steps = self.info.field("steps").and_then(|v| v.as_int()).map(|s| s as usize);
+        let log_every = self.info.recipe.entries.iter().find_map(|e| match e {
+            RecipeEntry::Log { every, .. } => every.count.as_ref().and_then(|c| {
+                if let dlc_language::syntax::ast::ExprKind::Int(n) = c.kind {
+                    Some(n as usize)
+                } else {
+                    None
+                }
+            }),
+            _ => None,
+        });
+        let lr = self.info.field("optimizer").and_then(|o| o.field("lr")).and_then(|v| v.as_float()).unwrap_or(1e-3);
+        let schedule = self.info.field("schedule").cloned();
+        let mut report = TrainReport::default();
+        let mut step = 0usize;
+        let epochs = epochs_field.map(|e| e as usize).unwrap_or(usize::MAX);
+        let first = pipeline::run(&self.pipeline, &self.opts.root, &self.session.t.graph, 0)?;
+        if first.is_empty() {
+            return Err(err("the training data pipeline yields no batches"));
+        }
+        let per_epoch = first.len();
+        let total = max_steps.unwrap_or(per_epoch.saturating_mul(epochs.min(1 << 20)));
+        let mut batches = Some(first);
+        let started = Instant::now();
+        let mut samples = 0usize;
+        'outer: for epoch in 0..epochs {
+            let data = match batches.take() {
+                Some(b) => b,
+                None => pipeline::run(&self.pipeline, &self.opts.root, &self.session.t.graph, epoch as u64)?,
+            };
+            let mut epoch_loss = (0.0, 0usize);
+            for batch in data {
+                step += 1;
+                let key = shapes_of(&batch);
+                if !self.steps.contains_key(&key) {
+                    let s = self.build_step(&key)?;
+                    self.steps.insert(key.clone(), s);
+                }
+                let st = &self.steps[&key];
+                let mut ex = self.executor();
+                samples += batch.first().map(|t| t.shape.first().copied().unwrap_or(1)).unwrap_or(1);
+                for (id, t) in st.elem_inputs.iter().zip(batch) {
+                    ex.inputs.insert(*id, t);
+                }
+                ex.inputs.insert(st.t_input, Tensor::from_f64(DType::F32, vec![], [step as f64]));
+                let rate = schedule::lr_at(schedule.as_ref(), lr, step, total, per_epoch);
+                ex.inputs.insert(st.lr_input, Tensor::from_f64(DType::F32, vec![], [rate]));
+                for (k, (ids, _)) in st.updates.iter().enumerate() {
+                    for (id, s) in ids.iter().zip(&self.states[k]) {
+                        ex.inputs.insert(*id, s.clone());
+                    }
+                }
+                let graph = &self.session.t.graph;
+                let loss = ex.eval(graph, st.loss)?.to_f64()[0];
+                if !loss.is_finite() {
+                    return Err(err(format!("the loss became {loss} at step {step}")));
+                }
+                let mut new_values = vec![];
+                for (_, outs) in &st.updates {
+                    new_values.push(outs.iter().map(|n| ex.eval(graph, *n)).collect::<Result<Vec<_>, _>>()?);
+                }
+                for (k, mut vals) in new_values.into_iter().enumerate() {
+                    let p = vals.remove(0);
+                    self.store.insert(self.params[k].id, p);
+                    self.states[k] = vals;
+                }
+                epoch_loss = (epoch_loss.0 + loss, epoch_loss.1 + 1);
+                let last = max_steps == Some(step);
+                if log_every.map(|n| step % n == 0).unwrap_or(false) || last {
+                    report.losses.push((step, loss));
+                    if self.opts.echo {
+                        let rate_s = samples as f64 / started.elapsed().as_secs_f64().max(1e-9);
+                        println!("epoch {} step {step}: loss {loss:.4}, lr {rate:.3e}, {rate_s:.0} samples/s", epoch + 1);
+                    }
+                }
+                if last {
+                    report.steps = step;
+                    self.evaluate(epoch + 1, &mut report)?;
+                    break 'outer;
+                }
+            }
+            if self.opts.echo {
+                println!(
+                    "epoch {} done: mean loss {:.4} over {} steps",
+                    epoch + 1,
+                    epoch_loss.0 / epoch_loss.1.max(1) as f64,
+                    epoch_loss.1
+                );
+            }
+            report.losses.push((step, epoch_loss.0 / epoch_loss.1.max(1) as f64));
+            self.evaluate(epoch + 1, &mut report)?;
+        }
+        report.steps = step;
+        Ok(report)
+    }
+
+    /// Every `evaluate DATA every epoch { metrics }` clause: metrics averaged over the data,
+    /// weighted by batch size, traced without backward and with `training()` false.
+    fn evaluate(&mut self, epoch: usize, report: &mut TrainReport) -> Result<(), RuntimeError> {
+        let clauses: Vec<(Expr, Expr)> = self
+            .info
+            .recipe
+            .entries
+            .iter()
+            .filter_map(|e| match e {
+                RecipeEntry::Evaluate { data, body, .. } => Some((data.clone(), body.clone())),
+                _ => None,
+            })
+            .collect();
+        for (data, body) in clauses {
+            let t = &mut self.session.t;
+            t.ctx = Ctx { module: self.info.module, instance: None, env: vec![] };
+            let Ok(Value::Pipeline(p)) = t.eval(&data) else { return Err(err("the evaluate clause's data is not a pipeline")) };
+            let batches = pipeline::run(&p, &self.opts.root, &self.session.t.graph, 0)?;
+            let saved = std::mem::replace(&mut self.pipeline, p);
+            let mut sums: Vec<f64> = vec![];
+            let mut count = 0usize;
+            let mut graphs: HashMap<Vec<(DType, Vec<usize>)>, (Vec<NodeId>, Vec<u32>)> = HashMap::new();
+            for batch in batches {
+                let key = shapes_of(&batch);
+                if !graphs.contains_key(&key) {
+                    let (v, ids) = self.trace(&body, &key, false)?;
+                    let mut nodes = vec![];
+                    leaves(&v, &mut nodes);
+                    graphs.insert(key.clone(), (nodes, ids));
+                }
+                let (nodes, ids) = &graphs[&key];
+                let n = batch.first().map(|t| t.shape.first().copied().unwrap_or(1)).unwrap_or(1);
+                let mut ex = self.executor();
+                for (id, t) in ids.iter().zip(batch) {
+                    ex.inputs.insert(*id, t);
+                }
+                let vals: Vec<f64> =
+                    nodes.iter().map(|m| ex.eval(&self.session.t.graph, *m).map(|t| t.to_f64()[0])).collect::<Result<_, _>>()?;
+                if sums.is_empty() {
+                    sums = vec![0.0; vals.len()];
+                }
+                for (s, v) in sums.iter_mut().zip(vals) {
+                    *s += v * n as f64;
+                }
+                count += n;
+            }
+            self.pipeline = saved;
+            let means: Vec<f64> = sums.iter().map(|s| s / count.max(1) as f64).collect();
+            if self.opts.echo {
+                let shown: Vec<String> = means.iter().map(|m| format!("{m:.4}")).collect();
+                println!("epoch {epoch} evaluate: {} (over {count} examples)", shown.join(", "));
+            }
+            report.evals.push((epoch, means));
+        }
+        Ok(())
+    }
+}
+
+fn optimizer_kind(info: &RecipeInfo) -> String {
+    match info.field("optimizer").and_then(|o| o.field("optimizer")) {
+        Some(Value::Str(k)) => k.to_string(),
+        _ => "sgd".into(),
+    }
+}

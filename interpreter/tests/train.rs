@@ -1,0 +1,79 @@
+//! Short real training runs through the library API: the loss must fall by a stated factor and
+//! the evaluation must reach a stated accuracy, with the recipe's own optimiser.
+
+use dlc::train::{TrainOptions, Trainer};
+use dlc::Program;
+use std::path::Path;
+
+fn examples() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+fn train(src: &str) -> dlc::train::TrainReport {
+    let mut p = Program::run("train_test.dl", src, Some(&examples()), false);
+    assert!(p.ok, "{:?}", p.diagnostics());
+    let info = p.session.t.recipes[0].clone();
+    let opts = TrainOptions { root: examples(), seed: 0, echo: false };
+    Trainer::new(&mut p.session, info, opts).and_then(|mut t| t.run()).expect("training runs")
+}
+
+const IRIS: &str = r#"
+use std.nn
+use std.data
+use std.optim
+model Classifier() {
+  fc1 = Linear(4, 16)
+  fc2 = Linear(16, 3)
+  forward(x: f32[B, 4]) -> f32[B, 3] = x |> fc1 |> relu |> fc2
+}
+data flowers = csv("data/sklearn/iris.csv", features: 4, label: 4, header: 1) |> map(r => (r.features / 8.0, r.label)) |> shuffle(seed: 0) |> batch(16)
+data all_flowers = csv("data/sklearn/iris.csv", features: 4, label: 4, header: 1) |> map(r => (r.features / 8.0, r.label)) |> batch(50)
+train {
+  model = Classifier()
+  data = flowers
+  loss = cross_entropy(model(x), y)
+  optimizer = OPTIMIZER
+  epochs = 40
+  evaluate all_flowers every epoch { (accuracy(model(x), y), cross_entropy(model(x), y)) }
+}
+"#;
+
+#[test]
+fn iris_trains_with_adam_sgd_and_adamw() {
+    for opt in ["adam(lr: 0.01)", "sgd(lr: 0.2, momentum: 0.9)", "adamw(lr: 0.01, weight_decay: 0.01)"] {
+        let r = train(&IRIS.replace("OPTIMIZER", opt));
+        assert_eq!(r.steps, 40 * 10, "150 rows in batches of 16 (the last one 6 rows), 40 epochs");
+        let first = r.evals[0].1[1];
+        let last = r.evals.last().unwrap().1.clone();
+        assert!(last[1] < first / 4.0, "{opt}: evaluation loss {first} -> {}", last[1]);
+        assert!(last[0] >= 0.9, "{opt}: accuracy {}", last[0]);
+    }
+}
+
+#[test]
+fn digits_train_from_gzipped_csv() {
+    let src = r#"
+use std.nn
+use std.data
+use std.optim
+model Net() {
+  fc1 = Linear(64, 32)
+  fc2 = Linear(32, 10)
+  forward(x: f32[B, 64]) = fc2(relu(fc1(x)))
+}
+data train_set = csv("data/sklearn/digits.csv.gz", features: 64, label: 64) |> map(r => (r.features / 16.0, r.label)) |> split(0.8) |> shuffle(seed: 1) |> batch(32, drop_last: true)
+data val_set = csv("data/sklearn/digits.csv.gz", features: 64, label: 64) |> map(r => (r.features / 16.0, r.label)) |> split(0.8, part: "rest") |> batch(100)
+train {
+  model = Net()
+  data = train_set
+  loss = cross_entropy(model(x), y)
+  optimizer = adam(lr: 0.005)
+  steps = 800
+  evaluate val_set every epoch { accuracy(model(x), y) }
+}
+"#;
+    let r = train(src);
+    assert_eq!(r.steps, 800);
+    let acc = r.evals.last().unwrap().1[0];
+    assert!(acc > 0.9, "held-out accuracy {acc}");
+}

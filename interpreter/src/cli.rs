@@ -42,6 +42,9 @@ enum Cmd {
         /// Seed for parameter initialisation (random tensors take their own `seed:`).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Override a recipe field: `--set epochs=1 --set optimizer.lr=3e-4`.
+        #[arg(long = "set", value_name = "FIELD=VALUE")]
+        set: Vec<String>,
     },
     /// Start an interactive session.
     Repl,
@@ -58,7 +61,7 @@ pub fn main() -> i32 {
     match cli.cmd {
         Cmd::Check { file, json, repeat: Some(n) } => time_check(&file, n.max(1), json),
         Cmd::Check { file, json, repeat: None } => check(&file, json),
-        Cmd::Run { file, dump, seed } => run(&file, dump, seed),
+        Cmd::Run { file, dump, seed, set } => run(&file, dump, seed, &set),
         Cmd::Repl => crate::repl::run(),
     }
 }
@@ -145,7 +148,17 @@ fn time_check(file: &std::path::Path, n: usize, json: bool) -> i32 {
     0
 }
 
-fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64) -> i32 {
+fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String]) -> i32 {
+    let mut overrides = vec![];
+    for s in set {
+        match s.split_once('=') {
+            Some((k, v)) if !k.is_empty() => overrides.push((k.trim().to_string(), v.trim().to_string())),
+            _ => {
+                eprintln!("error: `--set {s}`: expected FIELD=VALUE, like `--set epochs=1`");
+                return 1;
+            }
+        }
+    }
     if let Some(Dump::Ast) = dump {
         let text = match std::fs::read_to_string(file) {
             Ok(t) => t,
@@ -169,17 +182,27 @@ fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64) -> i32 {
         let roots: Vec<_> = (0..g.len() as u32).map(dlc_language::ir::NodeId).collect();
         print!("{}", dlc_language::ir::print::dump(g, &roots));
     }
-    run_recipes(p, file, seed)
+    run_recipes(p, file, seed, &overrides)
 }
 
 /// Execute the program's recipes in order: `train` recipes train; the rest are reported as not
 /// executable yet (exit status 2), so nothing pretends to have run.
-fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64) -> i32 {
+fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(String, String)]) -> i32 {
     use dlc_language::syntax::ast::RecipeKind;
     let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
     let recipes = p.session.t.recipes.clone();
     let mut skipped = vec![];
-    for info in recipes {
+    if !overrides.is_empty() && !recipes.iter().any(|r| r.kind == RecipeKind::Train) {
+        eprintln!("error: `--set` overrides recipe fields, but `{}` has no `train` recipe", file.display());
+        return 1;
+    }
+    for mut info in recipes {
+        if info.kind == RecipeKind::Train {
+            if let Err(e) = dlc::train::apply_overrides(&mut info, overrides) {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        }
         if info.kind != RecipeKind::Train {
             skipped.push(format!("`{}` (not executed yet)", info.kind.keyword()));
             continue;

@@ -45,6 +45,9 @@ enum Cmd {
         /// Override a recipe field: `--set epochs=1 --set optimizer.lr=3e-4`.
         #[arg(long = "set", value_name = "FIELD=VALUE")]
         set: Vec<String>,
+        /// Continue training from a checkpoint directory written by `checkpoint "DIR" every ...`.
+        #[arg(long, value_name = "DIR")]
+        resume: Option<PathBuf>,
     },
     /// Start an interactive session.
     Repl,
@@ -61,7 +64,7 @@ pub fn main() -> i32 {
     match cli.cmd {
         Cmd::Check { file, json, repeat: Some(n) } => time_check(&file, n.max(1), json),
         Cmd::Check { file, json, repeat: None } => check(&file, json),
-        Cmd::Run { file, dump, seed, set } => run(&file, dump, seed, &set),
+        Cmd::Run { file, dump, seed, set, resume } => run(&file, dump, seed, &set, resume),
         Cmd::Repl => crate::repl::run(),
     }
 }
@@ -148,7 +151,7 @@ fn time_check(file: &std::path::Path, n: usize, json: bool) -> i32 {
     0
 }
 
-fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String]) -> i32 {
+fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], resume: Option<PathBuf>) -> i32 {
     let mut overrides = vec![];
     for s in set {
         match s.split_once('=') {
@@ -182,12 +185,12 @@ fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String]) ->
         let roots: Vec<_> = (0..g.len() as u32).map(dlc_language::ir::NodeId).collect();
         print!("{}", dlc_language::ir::print::dump(g, &roots));
     }
-    run_recipes(p, file, seed, &overrides)
+    run_recipes(p, file, seed, &overrides, resume)
 }
 
 /// Execute the program's recipes in order: `train` recipes train; the rest are reported as not
 /// executable yet (exit status 2), so nothing pretends to have run.
-fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(String, String)]) -> i32 {
+fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(String, String)], resume: Option<PathBuf>) -> i32 {
     use dlc_language::syntax::ast::RecipeKind;
     let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
     let recipes = p.session.t.recipes.clone();
@@ -207,7 +210,7 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
             skipped.push(format!("`{}` (not executed yet)", info.kind.keyword()));
             continue;
         }
-        let opts = dlc::train::TrainOptions { root: root.clone(), seed, echo: true };
+        let opts = dlc::train::TrainOptions { root: root.clone(), seed, echo: true, resume: resume.clone() };
         let result = dlc::train::Trainer::new(&mut p.session, info, opts).and_then(|mut t| t.run());
         match result {
             Ok(r) => println!("trained {} steps", r.steps),

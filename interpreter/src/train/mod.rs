@@ -3,6 +3,7 @@
 //! A step is traced once per batch shape and reused. Evaluation traces the metrics with no
 //! backward pass and `training()` false (the guide's `no_grad` + `eval()`).
 
+pub mod checkpoint;
 pub mod schedule;
 
 use crate::exec::Executor;
@@ -27,6 +28,8 @@ pub struct TrainOptions {
     pub seed: u64,
     /// Print progress lines.
     pub echo: bool,
+    /// Continue from this checkpoint directory (`dlc run --resume DIR`).
+    pub resume: Option<PathBuf>,
 }
 
 /// What a run did, for callers and tests.
@@ -42,6 +45,8 @@ pub struct TrainReport {
 struct Param {
     id: u32,
     node: NodeId,
+    /// `fc1.weight`: the name in checkpoints.
+    path: String,
 }
 
 /// One compiled training step for one batch shape.
@@ -86,12 +91,12 @@ impl<'s> Trainer<'s> {
         let mut params = vec![];
         let mut init = Executor::new(opts.seed);
         let mut store = HashMap::new();
-        for (_, v) in found {
+        for (path, v) in found {
             let Value::Tensor(node) = v else { continue };
             if let Op::Param(id) = session.t.graph.node(node).op {
                 if session.t.graph.params[id as usize].trainable && !params.iter().any(|p: &Param| p.id == id) {
                     store.insert(id, init.param(&session.t.graph, id)?);
-                    params.push(Param { id, node });
+                    params.push(Param { id, node, path });
                 }
             }
         }
@@ -234,6 +239,82 @@ impl<'s> Trainer<'s> {
         Ok(Step { elem_inputs, loss, t_input, lr_input, updates })
     }
 
+    /// Optimiser state names as torch.optim calls them.
+    fn state_names(&self) -> &'static [&'static str] {
+        match self.states.first().map(|s| s.len()).unwrap_or(0) {
+            1 => &["momentum_buffer"],
+            _ => &["exp_avg", "exp_avg_sq"],
+        }
+    }
+
+    fn checkpoint(&self, step: usize, epoch: usize) -> checkpoint::Checkpoint {
+        let names = self.state_names();
+        checkpoint::Checkpoint {
+            params: self.params.iter().map(|p| (p.path.clone(), self.store[&p.id].clone())).collect(),
+            optimizer: self
+                .params
+                .iter()
+                .zip(&self.states)
+                .flat_map(|(p, st)| st.iter().zip(names).map(move |(t, n)| (format!("{}.{n}", p.path), t.clone())))
+                .collect(),
+            step,
+            epoch,
+            seed: self.opts.seed,
+        }
+    }
+
+    /// Load parameters and optimiser state; every tensor must be there with its shape.
+    fn restore(&mut self, ck: &checkpoint::Checkpoint) -> Result<(), RuntimeError> {
+        let find = |list: &[(String, Tensor)], name: &str| list.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone());
+        let names = self.state_names();
+        for (k, p) in self.params.iter().enumerate() {
+            let t = find(&ck.params, &p.path).ok_or_else(|| err(format!("the checkpoint has no parameter `{}`", p.path)))?;
+            let cur = &self.store[&p.id];
+            if t.shape != cur.shape || t.dtype != cur.dtype {
+                return Err(err(format!(
+                    "checkpoint parameter `{}` is {}{:?}, the model's is {}{:?}",
+                    p.path, t.dtype, t.shape, cur.dtype, cur.shape
+                )));
+            }
+            self.store.insert(p.id, t);
+            for (j, n) in names.iter().enumerate() {
+                let name = format!("{}.{n}", p.path);
+                self.states[k][j] =
+                    find(&ck.optimizer, &name).ok_or_else(|| err(format!("the checkpoint has no optimiser state `{name}`")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `checkpoint "dir" every ...`: the directory and (unit, count).
+    fn checkpoint_clause(&self) -> Option<(PathBuf, String, usize)> {
+        self.info.recipe.entries.iter().find_map(|e| match e {
+            RecipeEntry::Checkpoint { dir, every, .. } => {
+                let d = match &dir.kind {
+                    dlc_language::syntax::ast::ExprKind::Str(s) => PathBuf::from(s),
+                    _ => return None,
+                };
+                let n = every.count.as_ref().and_then(|c| {
+                    if let dlc_language::syntax::ast::ExprKind::Int(n) = c.kind {
+                        Some(n as usize)
+                    } else {
+                        None
+                    }
+                });
+                Some((d, every.unit.name.clone(), n.unwrap_or(1).max(1)))
+            }
+            _ => None,
+        })
+    }
+
+    fn save(&self, dir: &std::path::Path, step: usize, epoch: usize) -> Result<(), RuntimeError> {
+        checkpoint::save(dir, &self.checkpoint(step, epoch)).map_err(RuntimeError::Io)?;
+        if self.opts.echo {
+            println!("checkpoint: {} (step {step})", dir.display());
+        }
+        Ok(())
+    }
+
     fn executor(&self) -> Executor {
         let mut ex = Executor::new(self.opts.seed);
         for p in &self.params {
@@ -260,23 +341,44 @@ impl<'s> Trainer<'s> {
         let schedule = self.info.field("schedule").cloned();
         let mut report = TrainReport::default();
         let mut step = 0usize;
+        let mut start_epoch = 0usize;
+        let mut skip_in_epoch = 0usize;
+        if let Some(dir) = self.opts.resume.clone() {
+            let ck = checkpoint::load(&dir).map_err(RuntimeError::Io)?;
+            self.restore(&ck)?;
+            step = ck.step;
+            start_epoch = ck.epoch;
+            if self.opts.echo {
+                println!("resumed from {} at step {step}", dir.display());
+            }
+        }
+        let ck_clause = self.checkpoint_clause();
         let epochs = epochs_field.map(|e| e as usize).unwrap_or(usize::MAX);
         let first = pipeline::run(&self.pipeline, &self.opts.root, &self.session.t.graph, 0)?;
         if first.is_empty() {
             return Err(err("the training data pipeline yields no batches"));
         }
         let per_epoch = first.len();
+        if self.opts.resume.is_some() {
+            skip_in_epoch = step.saturating_sub(start_epoch * per_epoch);
+        }
         let total = max_steps.unwrap_or(per_epoch.saturating_mul(epochs.min(1 << 20)));
-        let mut batches = Some(first);
+        // Epoch 0's batches were read to size the schedule; a resumed run starts elsewhere.
+        let mut batches = if start_epoch == 0 { Some(first) } else { None };
         let started = Instant::now();
         let mut samples = 0usize;
-        'outer: for epoch in 0..epochs {
+        if max_steps.map(|m| step >= m).unwrap_or(false) || start_epoch >= epochs {
+            report.steps = step;
+            return Ok(report);
+        }
+        'outer: for epoch in start_epoch..epochs {
             let data = match batches.take() {
-                Some(b) => b,
-                None => pipeline::run(&self.pipeline, &self.opts.root, &self.session.t.graph, epoch as u64)?,
+                Some(b) if epoch == 0 => b,
+                _ => pipeline::run(&self.pipeline, &self.opts.root, &self.session.t.graph, epoch as u64)?,
             };
             let mut epoch_loss = (0.0, 0usize);
-            for batch in data {
+            let skip = if epoch == start_epoch { skip_in_epoch } else { 0 };
+            for batch in data.into_iter().skip(skip) {
                 step += 1;
                 let key = shapes_of(&batch);
                 if !self.steps.contains_key(&key) {
@@ -320,9 +422,19 @@ impl<'s> Trainer<'s> {
                         println!("epoch {} step {step}: loss {loss:.4}, lr {rate:.3e}, {rate_s:.0} samples/s", epoch + 1);
                     }
                 }
+                if let Some((dir, unit, n)) = &ck_clause {
+                    if unit.starts_with("step") && step % n == 0 && !last {
+                        let done = if step % per_epoch == 0 { epoch + 1 } else { epoch };
+                        self.save(dir, step, done)?;
+                    }
+                }
                 if last {
                     report.steps = step;
                     self.evaluate(epoch + 1, &mut report)?;
+                    if let Some((dir, _, _)) = &ck_clause {
+                        let done = if step % per_epoch == 0 { epoch + 1 } else { epoch };
+                        self.save(dir, step, done)?;
+                    }
                     break 'outer;
                 }
             }
@@ -336,9 +448,19 @@ impl<'s> Trainer<'s> {
             }
             report.losses.push((step, epoch_loss.0 / epoch_loss.1.max(1) as f64));
             self.evaluate(epoch + 1, &mut report)?;
+            if let Some((dir, unit, n)) = &ck_clause {
+                if (unit.starts_with("epoch") && (epoch + 1) % n == 0) || epoch + 1 == epochs {
+                    self.save(dir, step, epoch + 1)?;
+                }
+            }
         }
         report.steps = step;
         Ok(report)
+    }
+
+    /// The current value of every trained parameter, by path (for tests and embedders).
+    pub fn parameters(&self) -> Vec<(String, Tensor)> {
+        self.params.iter().map(|p| (p.path.clone(), self.store[&p.id].clone())).collect()
     }
 
     /// Every `evaluate DATA every epoch { metrics }` clause: metrics averaged over the data,

@@ -397,6 +397,15 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
         "take" => {
             let x = t.arg_tensor(&b, "x")?;
             let idx = t.arg_tensor(&b, "indices")?;
+            let it = t.ty(idx);
+            if !it.dtype.is_int() {
+                return t.err(
+                    "E0307",
+                    format!("indices must be an integer tensor, found {}", it.dtype),
+                    b.span_of("indices"),
+                    "not integer",
+                );
+            }
             let r = t.ty(x).rank();
             let a = t.arg_int(&b, "axis", 0)?;
             let ax = rules::axis(a, r).map_err(|e| t.rule_error(e, b.span_of("axis")))?;

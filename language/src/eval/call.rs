@@ -35,13 +35,22 @@ impl Tracer {
                     if let Some((Some(name), _, _)) = args.iter().find(|a| a.0.is_some()) {
                         return self.err("E0205", "lambdas take positional arguments only", name.span, "named argument");
                     }
-                    if args.len() != params.len() {
-                        let code = if args.len() > params.len() { "E0207" } else { "E0206" };
+                    if args.len() > params.len() {
+                        let extra = args[params.len()].2;
                         return self.err(
-                            code,
+                            "E0207",
+                            format!("this lambda takes {} argument(s) but {} were given", params.len(), args.len()),
+                            extra,
+                            "unexpected argument",
+                        );
+                    }
+                    if args.len() < params.len() {
+                        let missing = &params[args.len()].name;
+                        return self.err(
+                            "E0206",
                             format!("this lambda takes {} argument(s) but {} were given", params.len(), args.len()),
                             span,
-                            format!("{} argument(s)", args.len()),
+                            format!("`{missing}` not given"),
                         );
                     }
                     let mut ctx = ctx.clone();

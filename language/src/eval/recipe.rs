@@ -109,8 +109,16 @@ impl Tracer {
                 }
                 if !table.iter().any(|(n, _)| *n == f.name.name) {
                     let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
-                    let mut d = Diagnostic::error("E0401", format!("unknown field `{}` in a `{kw}` recipe", f.name.name), f.name.span)
-                        .with_label("unknown field");
+                    let mut d = Diagnostic::error(
+                        "E0401",
+                        format!(
+                            "unknown field `{}` in {} `{kw}` recipe",
+                            f.name.name,
+                            if kw.starts_with('e') || kw.starts_with('i') { "an" } else { "a" }
+                        ),
+                        f.name.span,
+                    )
+                    .with_label("unknown field");
                     d = match did_you_mean(&f.name.name, names.iter().copied()) {
                         Some(s) => d.with_help(format!("did you mean `{s}`?")),
                         None => d.with_note(format!("`{kw}` accepts: {}", names.join(", "))),

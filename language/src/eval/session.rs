@@ -180,6 +180,16 @@ impl Session {
             self.t.ctx = super::value::Ctx { module, instance: None, env: vec![] };
             let r = match &it.kind {
                 ItemKind::Let(name, e) | ItemKind::Data(name, e) => {
+                    // One namespace per module; only the REPL (a new input each time) may redefine.
+                    if let Some(prev) = self.t.modules[module].item_spans.get(&name.name).copied() {
+                        if prev.file == name.span.file && prev != name.span {
+                            let d = Diagnostic::error("E0203", format!("`{}` is defined twice", name.name), name.span)
+                                .with_label("defined again here")
+                                .with_secondary(prev, "first defined here");
+                            self.t.error(d);
+                            continue;
+                        }
+                    }
                     self.t.path.push(name.name.clone());
                     let r = self.t.eval(e);
                     self.t.path.pop();

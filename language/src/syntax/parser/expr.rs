@@ -374,13 +374,25 @@ impl Parser {
             self.expect_punct(Punct::Eq)?;
             return Ok(Stmt::Let(name, self.expr()?));
         }
-        if in_step && self.eat_kw(Kw::Update).is_some() {
+        // `update` parses anywhere so that misplacing it gets E0310 from the checker, not a syntax
+        // error; `log` stays an ordinary name outside `step` blocks (it is also the logarithm).
+        if self.eat_kw(Kw::Update).is_some() {
             let target = self.expr()?;
             if self.eat_kw(Kw::By).is_none() {
                 return Err(self.error_here("`by`"));
             }
             let grads = self.expr()?;
-            return Ok(Stmt::Update { span: start.to(grads.span), target, grads });
+            let span = start.to(grads.span);
+            if !in_step {
+                // Reported here, where the structure is known, whether or not the code is ever called.
+                let d = Diagnostic::error("E0310", "`update` statements belong in a `step` block of a `train` recipe", span)
+                    .with_label("not allowed here")
+                    .with_help(
+                        "compute new values with an expression here; parameters are updated by a recipe's optimiser or `step` block",
+                    );
+                self.push_diag(d);
+            }
+            return Ok(Stmt::Update { span, target, grads });
         }
         if in_step && self.at_kw(Kw::Log) {
             self.bump();

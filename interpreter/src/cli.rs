@@ -48,6 +48,9 @@ enum Cmd {
         /// Continue training from a checkpoint directory written by `checkpoint "DIR" every ...`.
         #[arg(long, value_name = "DIR")]
         resume: Option<PathBuf>,
+        /// Append training metrics as JSON lines to FILE (default: metrics.jsonl in the checkpoint directory).
+        #[arg(long, value_name = "FILE")]
+        metrics: Option<PathBuf>,
     },
     /// Start an interactive session.
     Repl,
@@ -64,7 +67,7 @@ pub fn main() -> i32 {
     match cli.cmd {
         Cmd::Check { file, json, repeat: Some(n) } => time_check(&file, n.max(1), json),
         Cmd::Check { file, json, repeat: None } => check(&file, json),
-        Cmd::Run { file, dump, seed, set, resume } => run(&file, dump, seed, &set, resume),
+        Cmd::Run { file, dump, seed, set, resume, metrics } => run(&file, dump, seed, &set, resume, metrics),
         Cmd::Repl => crate::repl::run(),
     }
 }
@@ -151,7 +154,7 @@ fn time_check(file: &std::path::Path, n: usize, json: bool) -> i32 {
     0
 }
 
-fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], resume: Option<PathBuf>) -> i32 {
+fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], resume: Option<PathBuf>, metrics: Option<PathBuf>) -> i32 {
     let mut overrides = vec![];
     for s in set {
         match s.split_once('=') {
@@ -185,16 +188,32 @@ fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], re
         let roots: Vec<_> = (0..g.len() as u32).map(dlc_language::ir::NodeId).collect();
         print!("{}", dlc_language::ir::print::dump(g, &roots));
     }
-    run_recipes(p, file, seed, &overrides, resume)
+    run_recipes(p, file, seed, &overrides, resume, metrics)
 }
 
 /// Execute the program's recipes in order: `train` recipes train; the rest are reported as not
 /// executable yet (exit status 2), so nothing pretends to have run.
-fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(String, String)], resume: Option<PathBuf>) -> i32 {
+fn run_recipes(
+    mut p: Program,
+    file: &std::path::Path,
+    seed: u64,
+    overrides: &[(String, String)],
+    resume: Option<PathBuf>,
+    metrics: Option<PathBuf>,
+) -> i32 {
     use dlc_language::syntax::ast::RecipeKind;
     let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
     let recipes = p.session.t.recipes.clone();
     let mut skipped = vec![];
+    // Ctrl-C stops after the current step and saves a checkpoint; a second one ends at once.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let _ = ctrlc::set_handler(move || {
+        if flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\ninterrupt: stopping after this step (Ctrl-C again to quit at once)");
+    });
     if !overrides.is_empty() && !recipes.iter().any(|r| r.kind == RecipeKind::Train) {
         eprintln!("error: `--set` overrides recipe fields, but `{}` has no `train` recipe", file.display());
         return 1;
@@ -210,12 +229,20 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
             skipped.push(format!("`{}` (not executed yet)", info.kind.keyword()));
             continue;
         }
-        let opts = dlc::train::TrainOptions { root: root.clone(), seed, echo: true, resume: resume.clone() };
+        let mut opts = dlc::train::TrainOptions::new(root.clone(), seed);
+        opts.echo = true;
+        opts.resume = resume.clone();
+        opts.metrics = metrics.clone();
+        opts.interrupt = Some(stop.clone());
         let result = dlc::train::Trainer::new(&mut p.session, info, opts).and_then(|mut t| t.run());
         match result {
             Ok(r) => println!("trained {} steps", r.steps),
             Err(e) => {
                 let msg = e.to_string();
+                if msg == dlc::train::INTERRUPTED {
+                    eprintln!("training interrupted; the last checkpoint (if the recipe names a directory) lets `--resume` continue");
+                    return 130;
+                }
                 if msg.contains("not executed yet") {
                     skipped.push(format!("`train`: {msg}"));
                 } else {

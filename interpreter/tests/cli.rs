@@ -126,3 +126,39 @@ fn repl_with_piped_input() {
     assert_eq!(err.matches("cannot find `x`").count(), 1, "{err}");
     assert!(std::fs::read_to_string(&hist).map(|h| h.contains("let x = [1.0, 2.0]")).unwrap_or(false), "history file written");
 }
+
+/// Ctrl-C in the middle of training saves a checkpoint and exits 130; `--resume` continues from it.
+#[test]
+fn ctrl_c_saves_a_checkpoint_that_resumes() {
+    let dir = std::env::temp_dir().join(format!("dlc-sigint-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ck = dir.join("ck");
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/data/sklearn/iris.csv");
+    let src = format!(
+        "use std.nn\nuse std.data\nuse std.optim\nmodel M() {{\n  fc = Linear(4, 3)\n  forward(x: f32[B, 4]) = fc(x)\n}}\n\
+         data d = csv(\"{data}\", features: 4, label: 4, header: 1) |> map(r => (r.features / 8.0, r.label)) |> batch(16)\n\
+         train {{\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = sgd(lr: 0.1)\n  epochs = 1000000\n  checkpoint \"{}\" every 1000000 steps\n}}\n",
+        ck.display()
+    );
+    let f = dir.join("long.dl");
+    std::fs::write(&f, src).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_dlc"))
+        .args(["run", f.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ck.join("manifest.json")).expect("checkpoint saved on Ctrl-C")).unwrap();
+    let step = manifest["step"].as_u64().unwrap();
+    assert!(step > 0);
+    let r = dlc(&["run", f.to_str().unwrap(), "--resume", ck.to_str().unwrap(), "--set", &format!("steps={}", step + 5)]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    assert!(text(&r.stdout).contains(&format!("resumed from {} at step {step}", ck.display())), "{}", text(&r.stdout));
+    assert!(text(&r.stdout).contains(&format!("trained {} steps", step + 5)), "{}", text(&r.stdout));
+}

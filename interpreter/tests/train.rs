@@ -20,7 +20,8 @@ fn train_with(src: &str, set: &[(&str, &str)], resume: Option<&Path>) -> (dlc::t
     let mut info = p.session.t.recipes[0].clone();
     let set: Vec<(String, String)> = set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     dlc::train::apply_overrides(&mut info, &set).expect("overrides apply");
-    let opts = TrainOptions { root: examples(), seed: 0, echo: false, resume: resume.map(|p| p.to_path_buf()) };
+    let mut opts = TrainOptions::new(examples(), 0);
+    opts.resume = resume.map(|p| p.to_path_buf());
     let mut t = Trainer::new(&mut p.session, info, opts).expect("trainer");
     let r = t.run().expect("training runs");
     (r, t.parameters().into_iter().map(|(n, v)| (n, v.to_f64())).collect())
@@ -100,6 +101,12 @@ fn resume_equals_uninterrupted() {
     let (half, _) = train_with(&src, &[("epochs", "2")], None);
     assert_eq!(half.steps, 20);
     let manifest = std::fs::read_to_string(dir.join("manifest.json")).expect("checkpoint written");
+    let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).expect("metrics written beside the checkpoint");
+    for line in metrics.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("each line is JSON");
+        assert!(v["step"].is_u64(), "{line}");
+    }
+    assert!(metrics.contains("\"evaluate\""), "{metrics}");
     assert!(manifest.contains("\"step\": 20"), "{manifest}");
     let (rest, rest_params) = train_with(&src, &[], Some(&dir));
     assert_eq!(rest.steps, full.steps);

@@ -30,6 +30,16 @@ pub struct TrainOptions {
     pub echo: bool,
     /// Continue from this checkpoint directory (`dlc run --resume DIR`).
     pub resume: Option<PathBuf>,
+    /// Where to append metrics as JSON lines; by default `metrics.jsonl` in the checkpoint directory.
+    pub metrics: Option<PathBuf>,
+    /// Set (by a Ctrl-C handler) to stop after the current step, saving a checkpoint first.
+    pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl TrainOptions {
+    pub fn new(root: PathBuf, seed: u64) -> TrainOptions {
+        TrainOptions { root, seed, echo: false, resume: None, metrics: None, interrupt: None }
+    }
 }
 
 /// What a run did, for callers and tests.
@@ -58,6 +68,33 @@ struct Step {
     /// Per parameter: its state inputs and the nodes of (new param, new states...).
     updates: Vec<(Vec<u32>, Vec<NodeId>)>,
 }
+
+/// Appends one JSON object a line, for tools (pandas.read_json(lines=True), jq).
+struct Metrics(Option<std::fs::File>);
+
+impl Metrics {
+    fn open(path: Option<PathBuf>) -> Result<Metrics, RuntimeError> {
+        let Some(p) = path else { return Ok(Metrics(None)) };
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Io(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p)
+            .map_err(|e| RuntimeError::Io(format!("cannot open {}: {e}", p.display())))?;
+        Ok(Metrics(Some(f)))
+    }
+    fn write(&mut self, v: serde_json::Value) {
+        use std::io::Write;
+        if let Some(f) = &mut self.0 {
+            let _ = writeln!(f, "{v}");
+        }
+    }
+}
+
+/// Training stopped by Ctrl-C (after saving a checkpoint when the recipe has a directory).
+pub const INTERRUPTED: &str = "interrupted";
 
 fn err(msg: impl Into<String>) -> RuntimeError {
     RuntimeError::Unsupported(msg.into())
@@ -353,6 +390,8 @@ impl<'s> Trainer<'s> {
             }
         }
         let ck_clause = self.checkpoint_clause();
+        let metrics_path = self.opts.metrics.clone().or_else(|| ck_clause.as_ref().map(|c| c.0.join("metrics.jsonl")));
+        let mut metrics = Metrics::open(metrics_path)?;
         let epochs = epochs_field.map(|e| e as usize).unwrap_or(usize::MAX);
         let first = pipeline::run(&self.pipeline, &self.opts.root, &self.session.t.graph, 0)?;
         if first.is_empty() {
@@ -417,10 +456,19 @@ impl<'s> Trainer<'s> {
                 let last = max_steps == Some(step);
                 if log_every.map(|n| step % n == 0).unwrap_or(false) || last {
                     report.losses.push((step, loss));
+                    let rate_s = samples as f64 / started.elapsed().as_secs_f64().max(1e-9);
+                    metrics.write(serde_json::json!({"step": step, "epoch": epoch + 1, "loss": loss, "lr": rate, "samples_per_s": rate_s}));
                     if self.opts.echo {
-                        let rate_s = samples as f64 / started.elapsed().as_secs_f64().max(1e-9);
                         println!("epoch {} step {step}: loss {loss:.4}, lr {rate:.3e}, {rate_s:.0} samples/s", epoch + 1);
                     }
+                }
+                if self.opts.interrupt.as_ref().map(|f| f.load(std::sync::atomic::Ordering::SeqCst)).unwrap_or(false) {
+                    let done = if step % per_epoch == 0 { epoch + 1 } else { epoch };
+                    if let Some((dir, _, _)) = &ck_clause {
+                        self.save(dir, step, done)?;
+                    }
+                    metrics.write(serde_json::json!({"step": step, "event": "interrupted"}));
+                    return Err(err(INTERRUPTED));
                 }
                 if let Some((dir, unit, n)) = &ck_clause {
                     if unit.starts_with("step") && step % n == 0 && !last {
@@ -447,7 +495,12 @@ impl<'s> Trainer<'s> {
                 );
             }
             report.losses.push((step, epoch_loss.0 / epoch_loss.1.max(1) as f64));
+            metrics.write(serde_json::json!({"step": step, "epoch": epoch + 1, "mean_loss": epoch_loss.0 / epoch_loss.1.max(1) as f64}));
+            let before = report.evals.len();
             self.evaluate(epoch + 1, &mut report)?;
+            for (e, vals) in &report.evals[before..] {
+                metrics.write(serde_json::json!({"step": step, "epoch": e, "evaluate": vals}));
+            }
             if let Some((dir, unit, n)) = &ck_clause {
                 if (unit.starts_with("epoch") && (epoch + 1) % n == 0) || epoch + 1 == epochs {
                     self.save(dir, step, epoch + 1)?;

@@ -401,7 +401,20 @@ impl<'s> Trainer<'s> {
         if self.opts.resume.is_some() {
             skip_in_epoch = step.saturating_sub(start_epoch * per_epoch);
         }
-        let total = max_steps.unwrap_or(per_epoch.saturating_mul(epochs.min(1 << 20)));
+        // The schedule's horizon comes from the recipe as written, not from `--set`: a run split
+        // with `--set epochs=1` and `--resume` follows the same learning rates as one whole run.
+        let declared = |name: &str| {
+            self.info.recipe.entries.iter().find_map(|e| match e {
+                RecipeEntry::Field(f) if f.name.name == name => match f.value.kind {
+                    dlc_language::syntax::ast::ExprKind::Int(n) => Some(n.max(1) as usize),
+                    _ => None,
+                },
+                _ => None,
+            })
+        };
+        let total = declared("steps")
+            .or_else(|| declared("epochs").map(|e| e * per_epoch))
+            .unwrap_or_else(|| max_steps.unwrap_or(per_epoch.saturating_mul(epochs.min(1 << 20))));
         // Epoch 0's batches were read to size the schedule; a resumed run starts elsewhere.
         let mut batches = if start_epoch == 0 { Some(first) } else { None };
         let started = Instant::now();

@@ -234,7 +234,13 @@ fn run_recipes(
         opts.resume = resume.clone();
         opts.metrics = metrics.clone();
         opts.interrupt = Some(stop.clone());
-        let result = dlc::train::Trainer::new(&mut p.session, info, opts).and_then(|mut t| t.run());
+        let result = dlc::train::Trainer::new(&mut p.session, info, opts).and_then(|mut t| {
+            let ignored = t.ignored_fields();
+            if !ignored.is_empty() {
+                eprintln!("warning: this version trains on the CPU in f32 on one process; it does not act on: {}", ignored.join(", "));
+            }
+            t.run()
+        });
         match result {
             Ok(r) => println!("trained {} steps", r.steps),
             Err(e) => {

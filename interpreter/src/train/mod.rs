@@ -524,6 +524,26 @@ impl<'s> Trainer<'s> {
         Ok(report)
     }
 
+    /// Recipe fields this trainer accepts but does not act on yet, to be said out loud.
+    pub fn ignored_fields(&self) -> Vec<String> {
+        let mut out = vec![];
+        for (k, v) in &self.info.fields {
+            let ignored = match (k.as_str(), v) {
+                ("precision", Value::DType(DType::F32)) => false,
+                ("precision", _) => true,
+                ("device", Value::Auto) => false,
+                ("device", Value::Str(s)) => &**s != "cpu",
+                ("parallel", _) | ("clip_grad_norm", _) => true,
+                ("accumulate", v) => v.as_int() != Some(1),
+                _ => false,
+            };
+            if ignored {
+                out.push(k.clone());
+            }
+        }
+        out
+    }
+
     /// The current value of every trained parameter, by path (for tests and embedders).
     pub fn parameters(&self) -> Vec<(String, Tensor)> {
         self.params.iter().map(|p| (p.path.clone(), self.store[&p.id].clone())).collect()

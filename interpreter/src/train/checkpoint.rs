@@ -92,8 +92,9 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 pub fn save(dir: &Path, ck: &Checkpoint) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let meta: HashMap<String, String> =
-        [("format".into(), "dlc-checkpoint-1".into()), ("step".into(), ck.step.to_string())].into_iter().collect();
+    // One metadata key, so the header (a hash map in the crate) is byte-for-byte reproducible;
+    // the step and the rest live in the manifest.
+    let meta: HashMap<String, String> = [("format".to_string(), "dlc-checkpoint-1".to_string())].into_iter().collect();
     let io = |e: std::io::Error| format!("cannot write a checkpoint in {}: {e}", dir.display());
     write_atomic(&dir.join("model.safetensors"), &serialize(&ck.params, meta.clone())?).map_err(io)?;
     write_atomic(&dir.join("optimizer.safetensors"), &serialize(&ck.optimizer, meta)?).map_err(io)?;

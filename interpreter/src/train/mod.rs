@@ -4,7 +4,12 @@
 //! backward pass and `training()` false (the guide's `no_grad` + `eval()`).
 
 pub mod checkpoint;
+mod metrics;
+mod overrides;
 pub mod schedule;
+
+use metrics::Metrics;
+pub use overrides::apply_overrides;
 
 use crate::exec::Executor;
 use crate::runtime::pipeline::{self, leaves, Element};
@@ -67,30 +72,6 @@ struct Step {
     lr_input: u32,
     /// Per parameter: its state inputs and the nodes of (new param, new states...).
     updates: Vec<(Vec<u32>, Vec<NodeId>)>,
-}
-
-/// Appends one JSON object a line, for tools (pandas.read_json(lines=True), jq).
-struct Metrics(Option<std::fs::File>);
-
-impl Metrics {
-    fn open(path: Option<PathBuf>) -> Result<Metrics, RuntimeError> {
-        let Some(p) = path else { return Ok(Metrics(None)) };
-        if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Io(format!("cannot create {}: {e}", dir.display())))?;
-        }
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&p)
-            .map_err(|e| RuntimeError::Io(format!("cannot open {}: {e}", p.display())))?;
-        Ok(Metrics(Some(f)))
-    }
-    fn write(&mut self, v: serde_json::Value) {
-        use std::io::Write;
-        if let Some(f) = &mut self.0 {
-            let _ = writeln!(f, "{v}");
-        }
-    }
 }
 
 /// Training stopped by Ctrl-C (after saving a checkpoint when the recipe has a directory).
@@ -612,64 +593,4 @@ fn optimizer_kind(info: &RecipeInfo) -> String {
         Some(Value::Str(k)) => k.to_string(),
         _ => "sgd".into(),
     }
-}
-
-/// Apply `--set key=value` overrides to a checked recipe: top-level fields (`epochs=1`,
-/// `steps=100`) and fields of record fields (`optimizer.lr=3e-4`). The value's kind must match the
-/// field's, so an override cannot smuggle in what the checker would have rejected.
-pub fn apply_overrides(info: &mut RecipeInfo, overrides: &[(String, String)]) -> Result<(), String> {
-    for (key, raw) in overrides {
-        let parse = |old: Option<&Value>| -> Result<Value, String> {
-            let v = match old {
-                Some(Value::Int(_)) | None if raw.parse::<i64>().is_ok() => Value::Int(raw.parse().unwrap_or(0)),
-                Some(Value::Float(_)) | Some(Value::Int(_)) if raw.parse::<f64>().is_ok() => Value::Float(raw.parse().unwrap_or(0.0)),
-                None if raw.parse::<f64>().is_ok() => Value::Float(raw.parse().unwrap_or(0.0)),
-                Some(Value::Bool(_)) if raw == "true" || raw == "false" => Value::Bool(raw == "true"),
-                Some(Value::Str(_)) => Value::Str(raw.as_str().into()),
-                Some(other) => return Err(format!("`{key}` holds {}, which `--set` cannot replace with `{raw}`", other.kind())),
-                None => return Err(format!("`{raw}` is not a number")),
-            };
-            Ok(v)
-        };
-        match key.split_once('.') {
-            None => {
-                let allowed = ["epochs", "steps", "accumulate", "seed", "clip_grad_norm"];
-                if !allowed.contains(&key.as_str()) {
-                    return Err(format!(
-                        "`--set {key}` is not supported; settable fields: {}, and `optimizer.<field>`",
-                        allowed.join(", ")
-                    ));
-                }
-                let v = parse(info.field(key))?;
-                if let Some(v) = v.as_int() {
-                    if v < 1 && key != "seed" {
-                        return Err(format!("`{key}` must be at least 1, found {v}"));
-                    }
-                }
-                // Epochs and steps exclude each other: setting one drops the other.
-                info.fields
-                    .retain(|(n, _)| n != key && !(matches!(key.as_str(), "epochs" | "steps") && matches!(n.as_str(), "epochs" | "steps")));
-                info.fields.push((key.clone(), v));
-            }
-            Some((field, sub)) => {
-                let Some(Value::Record(items)) = info.field(field).cloned() else {
-                    return Err(format!("`{field}` is not a record field of this recipe"));
-                };
-                if !items.iter().any(|(n, _)| n == sub) {
-                    let names: Vec<&str> = items.iter().map(|(n, _)| n.as_str()).collect();
-                    return Err(format!("`{field}` has no field `{sub}`; it has {}", names.join(", ")));
-                }
-                let new: Vec<(String, Value)> = items
-                    .iter()
-                    .map(|(n, v)| if n == sub { parse(Some(v)).map(|nv| (n.clone(), nv)) } else { Ok((n.clone(), v.clone())) })
-                    .collect::<Result<_, _>>()?;
-                for f in info.fields.iter_mut() {
-                    if f.0 == *field {
-                        f.1 = Value::Record(Rc::new(new.clone()));
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
 }

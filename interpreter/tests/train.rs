@@ -113,3 +113,20 @@ fn resume_equals_uninterrupted() {
     assert_eq!(rest_params, full_params, "resumed parameters must equal the uninterrupted run's exactly");
     assert_eq!(rest.evals.last().unwrap().1, full.evals.last().unwrap().1);
 }
+
+/// clip_grad_norm scales the whole update: one plain SGD step of lr 1 moves the parameters by
+/// exactly `max_norm` (the gradient's norm here is far larger).
+#[test]
+fn clip_grad_norm_bounds_the_update() {
+    let src = IRIS.replace("OPTIMIZER", "sgd(lr: 1.0)").replace("  epochs = 40\n", "  steps = 1\n  clip_grad_norm = 0.01\n");
+    let mut p = Program::run("clip.dl", &src, Some(&examples()), false);
+    assert!(p.ok, "{:?}", p.diagnostics());
+    let info = p.session.t.recipes[0].clone();
+    let mut t = Trainer::new(&mut p.session, info, TrainOptions::new(examples(), 0)).expect("trainer");
+    assert!(t.ignored_fields().is_empty(), "clip_grad_norm is acted on");
+    let before: Vec<f64> = t.parameters().iter().flat_map(|(_, v)| v.to_f64()).collect();
+    t.run().expect("one step");
+    let after: Vec<f64> = t.parameters().iter().flat_map(|(_, v)| v.to_f64()).collect();
+    let moved = before.iter().zip(&after).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+    assert!((moved - 0.01).abs() < 1e-5, "update norm {moved}");
+}

@@ -186,8 +186,11 @@ impl<'s> Trainer<'s> {
         let (loss, elem_inputs) = self.trace(&loss_expr, shapes, true)?;
         let Value::Tensor(loss) = loss else { return Err(err("the loss is not a tensor")) };
         let wrt: Vec<NodeId> = self.params.iter().map(|p| p.node).collect();
-        let grads =
+        let mut grads =
             autodiff::grad(&mut self.session.t.graph, loss, &wrt).map_err(|e| err(format!("cannot differentiate the loss: {e:?}")))?;
+        if let Some(max_norm) = self.info.field("clip_grad_norm").and_then(|v| v.as_float()) {
+            grads = clip_by_global_norm(&mut self.session.t, &grads, max_norm)?;
+        }
         let kind = optimizer_kind(&self.info);
         let opt = self.info.field("optimizer").cloned().unwrap_or(Value::unit());
         let t = &mut self.session.t;
@@ -514,7 +517,7 @@ impl<'s> Trainer<'s> {
                 ("precision", _) => true,
                 ("device", Value::Auto) => false,
                 ("device", Value::Str(s)) => &**s != "cpu",
-                ("parallel", _) | ("clip_grad_norm", _) => true,
+                ("parallel", _) => true,
                 ("accumulate", v) => v.as_int() != Some(1),
                 _ => false,
             };
@@ -586,6 +589,40 @@ impl<'s> Trainer<'s> {
         }
         Ok(())
     }
+}
+
+/// torch.nn.utils.clip_grad_norm_: scale every gradient by min(1, max_norm / (‖g‖₂ + 1e-6)),
+/// with the norm taken over all parameters together.
+fn clip_by_global_norm(t: &mut dlc_language::eval::tracer::Tracer, grads: &[NodeId], max_norm: f64) -> Result<Vec<NodeId>, RuntimeError> {
+    use dlc_language::ir::{BinaryOp, ReduceOp, UnaryOp};
+    let sp = Default::default();
+    let fail = |_| err("could not build the gradient clipping");
+    let mut total: Option<NodeId> = None;
+    for &g in grads {
+        let g32 = t.cast(g, DType::F32, sp);
+        let sq = t.tensor_binary(BinaryOp::Mul, g32, g32, sp).map_err(fail)?;
+        let s = t.reduce(ReduceOp::Sum, sq, None, false, sp).map_err(fail)?;
+        total = Some(match total {
+            Some(acc) => t.tensor_binary(BinaryOp::Add, acc, s, sp).map_err(fail)?,
+            None => s,
+        });
+    }
+    let Some(total) = total else { return Ok(vec![]) };
+    let norm = t.unary(UnaryOp::Sqrt, total, sp);
+    let eps = t.constant(1e-6, DType::F32, sp);
+    let denom = t.tensor_binary(BinaryOp::Add, norm, eps, sp).map_err(fail)?;
+    let max = t.constant(max_norm, DType::F32, sp);
+    let coef = t.tensor_binary(BinaryOp::Div, max, denom, sp).map_err(fail)?;
+    let one = t.constant(1.0, DType::F32, sp);
+    let coef = t.tensor_binary(BinaryOp::Min, coef, one, sp).map_err(fail)?;
+    grads
+        .iter()
+        .map(|&g| {
+            let dt = t.ty(g).dtype;
+            let c = t.cast(coef, dt, sp);
+            t.tensor_binary(BinaryOp::Mul, g, c, sp).map_err(fail)
+        })
+        .collect()
 }
 
 fn optimizer_kind(info: &RecipeInfo) -> String {

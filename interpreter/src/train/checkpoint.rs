@@ -1,8 +1,10 @@
 //! Checkpoints in safetensors (the format PyTorch, JAX and the Hugging Face tools read):
-//! `model.safetensors` (parameters by path, e.g. `fc1.weight`), `optimizer.safetensors` (state
-//! by parameter path and slot, e.g. `fc1.weight.exp_avg`), and `manifest.json` (step, epoch,
-//! seed). Each file is written to a temporary name, synced, and renamed, and the manifest goes
-//! last, so a crash at any point leaves the previous checkpoint readable.
+//! `model.safetensors` (parameters by path, e.g. `fc1.weight`) and `optimizer.safetensors` (state
+//! by parameter path and slot, e.g. `fc1.weight.exp_avg`) in a directory per step
+//! (`DIR/step-00000468/`), and `DIR/manifest.json` naming the current one with the step, epoch
+//! and seed. The step's files are complete and synced before the manifest is replaced (written
+//! aside and renamed), so a crash at any moment leaves the previous checkpoint whole and
+//! consistent; older step directories are removed afterwards.
 
 use crate::runtime::tensor::{Data, Tensor};
 use dlc_language::types::DType;
@@ -96,22 +98,37 @@ pub fn save(dir: &Path, ck: &Checkpoint) -> Result<(), String> {
     // the step and the rest live in the manifest.
     let meta: HashMap<String, String> = [("format".to_string(), "dlc-checkpoint-1".to_string())].into_iter().collect();
     let io = |e: std::io::Error| format!("cannot write a checkpoint in {}: {e}", dir.display());
-    write_atomic(&dir.join("model.safetensors"), &serialize(&ck.params, meta.clone())?).map_err(io)?;
-    write_atomic(&dir.join("optimizer.safetensors"), &serialize(&ck.optimizer, meta)?).map_err(io)?;
+    let name = format!("step-{:08}", ck.step);
+    let step_dir = dir.join(&name);
+    std::fs::create_dir_all(&step_dir).map_err(io)?;
+    write_atomic(&step_dir.join("model.safetensors"), &serialize(&ck.params, meta.clone())?).map_err(io)?;
+    write_atomic(&step_dir.join("optimizer.safetensors"), &serialize(&ck.optimizer, meta)?).map_err(io)?;
     let manifest = serde_json::json!({
         "format": "dlc-checkpoint-1", "step": ck.step, "epoch": ck.epoch, "seed": ck.seed,
-        "files": ["model.safetensors", "optimizer.safetensors"],
+        "dir": name, "files": ["model.safetensors", "optimizer.safetensors"],
     });
-    write_atomic(&dir.join("manifest.json"), serde_json::to_string_pretty(&manifest).unwrap_or_default().as_bytes()).map_err(io)
+    write_atomic(&dir.join("manifest.json"), serde_json::to_string_pretty(&manifest).unwrap_or_default().as_bytes()).map_err(io)?;
+    // Only now is the previous checkpoint unreferenced.
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let n = e.file_name().to_string_lossy().to_string();
+            if n.starts_with("step-") && n != name {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn load(dir: &Path) -> Result<Checkpoint, String> {
     let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()));
     let manifest: serde_json::Value =
         serde_json::from_slice(&read("manifest.json")?).map_err(|e| format!("{}: corrupt manifest: {e}", dir.display()))?;
+    let files = dir.join(manifest["dir"].as_str().unwrap_or("."));
     let tensors = |name: &str| -> Result<Vec<(String, Tensor)>, String> {
-        let bytes = read(name)?;
-        let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", dir.join(name).display()))?;
+        let path = files.join(name);
+        let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut names: Vec<&str> = st.names();
         names.sort();
         names.into_iter().map(|n| st.tensor(n).map_err(|e| e.to_string()).and_then(|v| tensor_of(&v)).map(|t| (n.to_string(), t))).collect()
@@ -145,6 +162,10 @@ mod tests {
             assert_eq!((b.dtype, &b.shape), (t.dtype, &t.shape));
             assert_eq!(b.to_f64(), t.to_f64(), "{n}");
         }
-        assert!(!dir.join("model.tmp").exists(), "no temporary file is left behind");
+        assert!(!dir.join("step-00000007/model.tmp").exists(), "no temporary file is left behind");
+        // A later checkpoint replaces the earlier one's directory.
+        save(&dir, &Checkpoint { step: 9, ..ck }).unwrap();
+        assert!(dir.join("step-00000009/model.safetensors").exists() && !dir.join("step-00000007").exists());
+        assert_eq!(load(&dir).unwrap().step, 9);
     }
 }

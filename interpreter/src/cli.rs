@@ -234,6 +234,7 @@ fn run_recipes(
         opts.resume = resume.clone();
         opts.metrics = metrics.clone();
         opts.interrupt = Some(stop.clone());
+        opts.progress = std::io::stderr().is_terminal();
         let result = dlc::train::Trainer::new(&mut p.session, info, opts).and_then(|mut t| {
             let ignored = t.ignored_fields();
             if !ignored.is_empty() {

@@ -39,11 +39,13 @@ pub struct TrainOptions {
     pub metrics: Option<PathBuf>,
     /// Set (by a Ctrl-C handler) to stop after the current step, saving a checkpoint first.
     pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Draw a live progress line on stderr (a terminal); plain log lines either way.
+    pub progress: bool,
 }
 
 impl TrainOptions {
     pub fn new(root: PathBuf, seed: u64) -> TrainOptions {
-        TrainOptions { root, seed, echo: false, resume: None, metrics: None, interrupt: None }
+        TrainOptions { root, seed, echo: false, resume: None, metrics: None, interrupt: None, progress: false }
     }
 }
 
@@ -336,6 +338,12 @@ impl<'s> Trainer<'s> {
         Ok(())
     }
 
+    fn clear_progress(&self) {
+        if self.opts.progress {
+            eprint!("\r\x1b[2K");
+        }
+    }
+
     fn executor(&self) -> Executor {
         let mut ex = Executor::new(self.opts.seed);
         for p in &self.params {
@@ -402,6 +410,8 @@ impl<'s> Trainer<'s> {
         // Epoch 0's batches were read to size the schedule; a resumed run starts elsewhere.
         let mut batches = if start_epoch == 0 { Some(first) } else { None };
         let started = Instant::now();
+        let mut last_draw = Instant::now();
+        let first_step = step;
         let mut samples = 0usize;
         if max_steps.map(|m| step >= m).unwrap_or(false) || start_epoch >= epochs {
             report.steps = step;
@@ -450,12 +460,30 @@ impl<'s> Trainer<'s> {
                     self.states[k] = vals;
                 }
                 epoch_loss = (epoch_loss.0 + loss, epoch_loss.1 + 1);
+                if self.opts.progress && last_draw.elapsed().as_millis() >= 100 {
+                    last_draw = Instant::now();
+                    let done = step - epoch * per_epoch;
+                    let rate_s = samples as f64 / started.elapsed().as_secs_f64().max(1e-9);
+                    let secs_per_step = started.elapsed().as_secs_f64() / (step - first_step).max(1) as f64;
+                    let end = max_steps.unwrap_or(per_epoch.saturating_mul(epochs.min(1 << 20)));
+                    let left = end.saturating_sub(step) as f64 * secs_per_step;
+                    let width = 24;
+                    let filled = (done * width / per_epoch.max(1)).min(width);
+                    eprint!(
+                        "\r\x1b[2Kepoch {} [{}{}] {done}/{per_epoch} loss {loss:.4} {rate_s:.0} samples/s ETA {}",
+                        epoch + 1,
+                        "#".repeat(filled),
+                        " ".repeat(width - filled),
+                        eta(left)
+                    );
+                }
                 let last = max_steps == Some(step);
                 if log_every.map(|n| step % n == 0).unwrap_or(false) || last {
                     report.losses.push((step, loss));
                     let rate_s = samples as f64 / started.elapsed().as_secs_f64().max(1e-9);
                     metrics.write(serde_json::json!({"step": step, "epoch": epoch + 1, "loss": loss, "lr": rate, "samples_per_s": rate_s}));
                     if self.opts.echo {
+                        self.clear_progress();
                         println!("epoch {} step {step}: loss {loss:.4}, lr {rate:.3e}, {rate_s:.0} samples/s", epoch + 1);
                     }
                 }
@@ -484,6 +512,7 @@ impl<'s> Trainer<'s> {
                 }
             }
             if self.opts.echo {
+                self.clear_progress();
                 println!(
                     "epoch {} done: mean loss {:.4} over {} steps",
                     epoch + 1,
@@ -588,6 +617,18 @@ impl<'s> Trainer<'s> {
             report.evals.push((epoch, means));
         }
         Ok(())
+    }
+}
+
+/// `1h02m`, `3m05s`, `42s`.
+fn eta(secs: f64) -> String {
+    let s = secs.max(0.0) as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
     }
 }
 

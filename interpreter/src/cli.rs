@@ -253,6 +253,15 @@ fn run_recipes(
                 if msg.contains("not executed yet") {
                     skipped.push(format!("`train`: {msg}"));
                 } else {
+                    if let dlc::runtime::RuntimeError::Data { message, span } = &e {
+                        // Point at the source expression that named the file, like a compile error.
+                        let d = dlc_language::Diagnostic::error("E0502", format!("cannot load data: {message}"), *span)
+                            .with_label("this data source")
+                            .with_note("nothing was trained and no checkpoint was touched");
+                        let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+                        eprint!("{}", render(&d, p.sources(), color));
+                        return 1;
+                    }
                     eprintln!("error: training failed: {msg}");
                     return 1;
                 }

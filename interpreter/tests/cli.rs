@@ -201,3 +201,26 @@ fn sigkill_never_leaves_a_corrupt_checkpoint() {
     }
     assert!(ck.join("manifest.json").exists(), "no checkpoint was ever written");
 }
+
+/// A data file that cannot be loaded is E0502 at the source expression, naming the file and row;
+/// training does not start.
+#[test]
+fn bad_data_points_at_the_source_and_the_row() {
+    let dir = std::env::temp_dir().join(format!("dlc-baddata-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("rows.csv"), "a,b,label\n1.0,2.0,0\n3.0,x,1\n").unwrap();
+    let f = dir.join("bad.dl");
+    std::fs::write(
+        &f,
+        "use std.nn\nuse std.data\nuse std.optim\nmodel M() {\n  fc = Linear(2, 2)\n  forward(x: f32[B, 2]) = fc(x)\n}\n\
+         data d = csv(\"rows.csv\", features: 2, label: 2, header: 1) |> map(r => (r.features, r.label)) |> batch(2)\n\
+         train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = sgd()\n  epochs = 1\n  checkpoint \"ck\" every epoch\n}\n",
+    )
+    .unwrap();
+    let o = dlc(&["run", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(err.contains("E0502") && err.contains("rows.csv, row 3: column 2: `x` is not a number"), "{err}");
+    assert!(err.contains("bad.dl:8:10"), "points at the csv(...) source: {err}");
+    assert!(!dir.join("ck").exists(), "no checkpoint directory is created");
+}

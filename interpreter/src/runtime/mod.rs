@@ -16,4 +16,8 @@ pub enum RuntimeError {
     SymbolicShape(String),
     #[error("{0}")]
     Io(String),
+    /// A data file failed to load: the message names the file (and row), the span the source
+    /// expression in the program that asked for it.
+    #[error("{message}")]
+    Data { message: String, span: dlc_language::Span },
 }

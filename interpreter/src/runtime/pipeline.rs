@@ -25,8 +25,8 @@ pub fn leaves(v: &Value, out: &mut Vec<NodeId>) {
     }
 }
 
-fn data_err(e: DataError) -> RuntimeError {
-    RuntimeError::Io(e.to_string())
+fn data_err(e: DataError, span: dlc_language::Span) -> RuntimeError {
+    RuntimeError::Data { message: e.to_string(), span }
 }
 
 fn str_arg(st: &Stage, name: &str) -> Option<String> {
@@ -70,11 +70,11 @@ pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor)
                     dir.join(format!("{prefix}-{stem}-ubyte"))
                 }
             };
-            let (x, y) = idx::read_pair(&find("images-idx3"), &find("labels-idx1")).map_err(data_err)?;
+            let (x, y) = idx::read_pair(&find("images-idx3"), &find("labels-idx1")).map_err(|e| data_err(e, src.span))?;
             Ok(zip_rows(&[x, y]))
         }
         "idx" => {
-            let (x, y) = idx::read_pair(&path("images"), &path("labels")).map_err(data_err)?;
+            let (x, y) = idx::read_pair(&path("images"), &path("labels")).map_err(|e| data_err(e, src.span))?;
             Ok(zip_rows(&[x, y]))
         }
         "cifar" => {
@@ -86,19 +86,19 @@ pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor)
                 _ => vec![],
             };
             let refs: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
-            let (x, y) = cifar::read(&refs).map_err(data_err)?;
+            let (x, y) = cifar::read(&refs).map_err(|e| data_err(e, src.span))?;
             Ok(zip_rows(&[x, y]))
         }
         "csv" => {
             let spec = csv::CsvSpec { skip: int_arg(src, "header", 0) as usize, label: Some(int_arg(src, "label", -1)) };
-            let (x, y) = csv::read(&path("path"), &spec).map_err(data_err)?;
+            let (x, y) = csv::read(&path("path"), &spec).map_err(|e| data_err(e, src.span))?;
             let mut cols = vec![x];
             cols.extend(y);
             Ok(zip_rows(&cols))
         }
         "text" => {
             let byte_level = str_arg(src, "level").as_deref() == Some("byte");
-            let corpus = text::read(&path("path"), byte_level).map_err(data_err)?;
+            let corpus = text::read(&path("path"), byte_level).map_err(|e| data_err(e, src.span))?;
             let block = int_arg(src, "block", 128) as usize;
             let ids = corpus.ids.to_f64();
             // Non-overlapping windows; targets are the inputs shifted by one.

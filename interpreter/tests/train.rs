@@ -130,3 +130,45 @@ fn clip_grad_norm_bounds_the_update() {
     let moved = before.iter().zip(&after).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
     assert!((moved - 0.01).abs() < 1e-5, "update norm {moved}");
 }
+
+/// Dropout in a training step: about p of the elements zeroed, the rest scaled by 1/(1-p) (so the
+/// mean is kept), a new mask each step, the same mask for the same step; identity outside training.
+#[test]
+fn dropout_masks_per_step() {
+    use dlc::exec::Executor;
+    use dlc_language::eval::{Mode, Session, Value};
+    use dlc_language::ir::Op;
+    use dlc_language::types::{DType, TensorTy};
+    let mut s = Session::new(Mode::Run);
+    let mut host = dlc::api::RuntimeHost::new(None, false);
+    let r = s.eval_input("use std.nn\nlet drop = Dropout(0.25)\nlet x = ones(f32[20000])\n", &mut host);
+    assert!(r.diags.is_empty(), "{:?}", r.diags);
+    let t = &mut s.t;
+    t.ctx.module = s.main;
+    let id = t.graph.add_input("step", TensorTy::new(DType::F32, vec![]));
+    let step = t.node(Op::Input(id), DType::F32, vec![], vec![], Default::default());
+    let (drop, x) = (t.lookup("drop").unwrap(), t.lookup("x").unwrap());
+    t.training = true;
+    t.step_input = Some(step);
+    let Ok(Value::Tensor(y)) = t.call(&drop, vec![(None, x.clone(), Default::default())], Default::default(), Default::default()) else {
+        panic!()
+    };
+    t.training = false;
+    t.step_input = None;
+    let Ok(Value::Tensor(same)) = t.call(&drop, vec![(None, x, Default::default())], Default::default(), Default::default()) else {
+        panic!()
+    };
+    let run = |k: f64| {
+        let mut ex = Executor::new(0);
+        ex.inputs.insert(id, dlc::Tensor::from_f64(DType::F32, vec![], [k]));
+        ex.eval(&s.t.graph, y).unwrap().to_f64()
+    };
+    let (a, a2, b) = (run(1.0), run(1.0), run(2.0));
+    let zeros = a.iter().filter(|v| **v == 0.0).count() as f64 / a.len() as f64;
+    assert!((zeros - 0.25).abs() < 0.02, "dropped fraction {zeros}");
+    assert!(a.iter().all(|v| *v == 0.0 || (*v - 1.0 / 0.75).abs() < 1e-6), "kept values are scaled by 1/(1-p)");
+    assert_eq!(a, a2, "the same step draws the same mask");
+    assert_ne!(a, b, "another step draws another mask");
+    let mut ex = Executor::new(0);
+    assert!(ex.eval(&s.t.graph, same).unwrap().to_f64().iter().all(|v| *v == 1.0), "identity outside training");
+}

@@ -97,9 +97,14 @@ impl Executor {
             Op::Literal(l) => Tensor::from_f64(dtype, shape, g.literals[*l as usize].iter().copied()),
             Op::Const(bits) => Tensor::from_f64(dtype, shape, std::iter::once(f64::from_bits(*bits))),
             Op::Rand { dist, seed } => {
+                // With a source (the step number of a training step) the stream is reseeded by it.
+                let stream = match src.first() {
+                    Some(step) => seed ^ (step.to_f64()[0] as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    None => *seed,
+                };
                 let f = |i: usize| match dist {
-                    RandDist::Uniform => rng::uniform(*seed, i as u64),
-                    RandDist::Normal => rng::normal(*seed, i as u64),
+                    RandDist::Uniform => rng::uniform(stream, i as u64),
+                    RandDist::Normal => rng::normal(stream, i as u64),
                 };
                 Tensor::from_f64(dtype, shape, (0..n).map(f))
             }

@@ -97,6 +97,8 @@ pub struct Trainer<'s> {
     states: Vec<Vec<Tensor>>,
     steps: HashMap<Vec<(DType, Vec<usize>)>, Step>,
     opts: TrainOptions,
+    /// The step-number input while a training step is traced (random ops draw per step).
+    step_node: Option<NodeId>,
 }
 
 impl<'s> Trainer<'s> {
@@ -132,7 +134,7 @@ impl<'s> Trainer<'s> {
                 (0..n_state).map(|_| Tensor::from_f64(t.dtype, t.shape.clone(), std::iter::repeat(0.0).take(t.numel()))).collect()
             })
             .collect();
-        Ok(Trainer { session, info, model, pipeline, params, store, states, steps: HashMap::new(), opts })
+        Ok(Trainer { session, info, model, pipeline, params, store, states, steps: HashMap::new(), opts, step_node: None })
     }
 
     fn expr_field(&self, name: &str) -> Option<Expr> {
@@ -171,9 +173,11 @@ impl<'s> Trainer<'s> {
         t.bind("model", self.model.clone());
         t.bind_element(&e);
         t.training = training;
+        t.step_input = self.step_node;
         let before = t.diags.len();
         let r = t.eval(expr);
         t.training = false;
+        t.step_input = None;
         match r {
             Ok(v) => Ok((v, ids)),
             Err(_) => Err(err(format!(
@@ -185,7 +189,16 @@ impl<'s> Trainer<'s> {
 
     fn build_step(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<Step, RuntimeError> {
         let loss_expr = self.expr_field("loss").ok_or_else(|| err("the recipe has no loss"))?;
-        let (loss, elem_inputs) = self.trace(&loss_expr, shapes, true)?;
+        let scalar = |t: &mut dlc_language::eval::tracer::Tracer, name: &str| {
+            let id = t.graph.add_input(name, TensorTy::new(DType::F32, vec![]));
+            (id, t.node(Op::Input(id), DType::F32, vec![], vec![], Default::default()))
+        };
+        let (t_input, t_node) = scalar(&mut self.session.t, "step");
+        let (lr_input, lr_node) = scalar(&mut self.session.t, "lr");
+        self.step_node = Some(t_node);
+        let traced = self.trace(&loss_expr, shapes, true);
+        self.step_node = None;
+        let (loss, elem_inputs) = traced?;
         let Value::Tensor(loss) = loss else { return Err(err("the loss is not a tensor")) };
         let wrt: Vec<NodeId> = self.params.iter().map(|p| p.node).collect();
         let mut grads =
@@ -196,12 +209,6 @@ impl<'s> Trainer<'s> {
         let kind = optimizer_kind(&self.info);
         let opt = self.info.field("optimizer").cloned().unwrap_or(Value::unit());
         let t = &mut self.session.t;
-        let scalar = |t: &mut dlc_language::eval::tracer::Tracer, name: &str| {
-            let id = t.graph.add_input(name, TensorTy::new(DType::F32, vec![]));
-            (id, t.node(Op::Input(id), DType::F32, vec![], vec![], Default::default()))
-        };
-        let (t_input, t_node) = scalar(t, "step");
-        let (lr_input, lr_node) = scalar(t, "lr");
         let optim = t.modules.iter().position(|m| m.name == "std.optim").ok_or_else(|| err("`use std.optim` is needed to train"))?;
         let rule = t.lookup_global(optim, &format!("{kind}_update")).ok_or_else(|| err(format!("no update rule for `{kind}`")))?;
         let mut named: Vec<(String, Value)> = vec![];

@@ -43,15 +43,23 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
             let c = t.constant(v, ty.dtype, span);
             tv(t.expand_to(c, &ty.shape, span))
         }
-        "randn" | "rand" => {
-            let ty = t.arg_type(&b, "type")?;
+        "randn" | "rand" | "rand_like" => {
+            let ty = if name == "rand_like" {
+                let x = t.arg_tensor(&b, "x")?;
+                t.ty(x)
+            } else {
+                t.arg_type(&b, "type")?
+            };
             if !ty.dtype.is_float() {
                 return t.err("E0307", format!("`{name}` makes float tensors, found {}", ty.dtype), b.span_of("type"), "not a float type");
             }
             let default_seed = t.next_seed() as i64;
             let seed = t.arg_int(&b, "seed", default_seed)? as u64;
             let dist = if name == "randn" { RandDist::Normal } else { RandDist::Uniform };
-            tv(t.node(Op::Rand { dist, seed }, ty.dtype, ty.shape, vec![], span))
+            // Inside a training step the stream also depends on the step number, so dropout
+            // masks differ from step to step yet repeat exactly on a resumed run.
+            let src = if t.training { t.step_input.into_iter().collect() } else { vec![] };
+            tv(t.node(Op::Rand { dist, seed }, ty.dtype, ty.shape, src, span))
         }
         "arange" => {
             // `arange(T)` with a symbolic size (checking a generic function).

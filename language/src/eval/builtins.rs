@@ -22,6 +22,7 @@ pub const TABLE: &[(&str, &str, &[&str])] = &[
     ("full", "", &["type", "value"]),
     ("randn", "", &["type", "seed="]),
     ("rand", "", &["type", "seed="]),
+    ("rand_like", "", &["x", "seed="]),
     ("arange", "", &["start", "end=", "step="]),
     ("eye", "", &["n"]),
     ("exp", "", &["x"]),

@@ -45,6 +45,8 @@ pub struct Tracer {
     pub training: bool,
     /// Addresses of the function declarations being traced, to reject recursion.
     pub active_fns: Vec<usize>,
+    /// The step-number input of a training step being traced: random ops draw per step.
+    pub step_input: Option<crate::ir::NodeId>,
     /// Recipes that checked cleanly, in source order.
     pub recipes: Vec<super::recipe::RecipeInfo>,
     /// The definition being checked on its own (`dlc check` of code nothing calls), by name span.
@@ -71,6 +73,7 @@ impl Tracer {
             poisoned: Default::default(),
             generic_site: None,
             recipes: vec![],
+            step_input: None,
         }
     }
 

@@ -172,3 +172,43 @@ fn dropout_masks_per_step() {
     let mut ex = Executor::new(0);
     assert!(ex.eval(&s.t.graph, same).unwrap().to_f64().iter().all(|v| *v == 1.0), "identity outside training");
 }
+
+/// BatchNorm updates its running statistics in training (checkpointed with the parameters under
+/// PyTorch's names) and evaluation normalises with them.
+#[test]
+fn batchnorm_running_statistics_are_trained_and_used() {
+    let dir = std::env::temp_dir().join(format!("dlc-bn-{}", std::process::id()));
+    let src = format!(
+        r#"
+use std.nn
+use std.data
+use std.optim
+model Net() {{
+  fc1 = Linear(64, 32)
+  bn = BatchNorm1d(32)
+  fc2 = Linear(32, 10)
+  forward(x: f32[B, 64]) = fc2(relu(bn(fc1(x))))
+}}
+data tr = csv("data/sklearn/digits.csv.gz", features: 64, label: 64) |> map(r => (r.features / 16.0, r.label)) |> split(0.8) |> shuffle(seed: 1) |> batch(32, drop_last: true)
+data va = csv("data/sklearn/digits.csv.gz", features: 64, label: 64) |> map(r => (r.features / 16.0, r.label)) |> split(0.8, part: "rest") |> batch(100)
+train {{
+  model = Net()
+  data = tr
+  loss = cross_entropy(model(x), y)
+  optimizer = adam(lr: 0.005)
+  epochs = 6
+  evaluate va every epoch {{ accuracy(model(x), y) }}
+  checkpoint "{}" every epoch
+}}
+"#,
+        dir.display()
+    );
+    let r = train(&src);
+    let acc = r.evals.last().unwrap().1[0];
+    assert!(acc > 0.85, "held-out accuracy with running statistics {acc}");
+    let ck = dlc::train::checkpoint::load(&dir).expect("checkpoint");
+    let names: Vec<&str> = ck.params.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(names.contains(&"bn.running_mean") && names.contains(&"bn.running_var"), "{names:?}");
+    let rm = &ck.params.iter().find(|(n, _)| n == "bn.running_mean").unwrap().1;
+    assert!(rm.to_f64().iter().any(|v| v.abs() > 1e-3), "running mean was updated");
+}

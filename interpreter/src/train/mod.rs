@@ -74,6 +74,8 @@ struct Step {
     lr_input: u32,
     /// Per parameter: its state inputs and the nodes of (new param, new states...).
     updates: Vec<(Vec<u32>, Vec<NodeId>)>,
+    /// New values of buffers (BatchNorm's running statistics), by parameter id.
+    buffer_updates: Vec<(u32, NodeId)>,
 }
 
 /// Training stopped by Ctrl-C (after saving a checkpoint when the recipe has a directory).
@@ -93,6 +95,8 @@ pub struct Trainer<'s> {
     model: Value,
     pipeline: Rc<Pipeline>,
     params: Vec<Param>,
+    /// Non-trainable state of the model (running statistics): checkpointed, updated by `assign`.
+    buffers: Vec<Param>,
     store: HashMap<u32, Tensor>,
     states: Vec<Vec<Tensor>>,
     steps: HashMap<Vec<(DType, Vec<usize>)>, Step>,
@@ -111,14 +115,20 @@ impl<'s> Trainer<'s> {
         let mut found = vec![];
         collect_params(&model, "", &mut found);
         let mut params = vec![];
+        let mut buffers = vec![];
         let mut init = Executor::new(opts.seed);
         let mut store = HashMap::new();
         for (path, v) in found {
             let Value::Tensor(node) = v else { continue };
             if let Op::Param(id) = session.t.graph.node(node).op {
-                if session.t.graph.params[id as usize].trainable && !params.iter().any(|p: &Param| p.id == id) {
-                    store.insert(id, init.param(&session.t.graph, id)?);
+                if params.iter().chain(buffers.iter()).any(|p: &Param| p.id == id) {
+                    continue;
+                }
+                store.insert(id, init.param(&session.t.graph, id)?);
+                if session.t.graph.params[id as usize].trainable {
                     params.push(Param { id, node, path });
+                } else {
+                    buffers.push(Param { id, node, path });
                 }
             }
         }
@@ -134,7 +144,7 @@ impl<'s> Trainer<'s> {
                 (0..n_state).map(|_| Tensor::from_f64(t.dtype, t.shape.clone(), std::iter::repeat(0.0).take(t.numel()))).collect()
             })
             .collect();
-        Ok(Trainer { session, info, model, pipeline, params, store, states, steps: HashMap::new(), opts, step_node: None })
+        Ok(Trainer { session, info, model, pipeline, params, buffers, store, states, steps: HashMap::new(), opts, step_node: None })
     }
 
     fn expr_field(&self, name: &str) -> Option<Expr> {
@@ -196,8 +206,10 @@ impl<'s> Trainer<'s> {
         let (t_input, t_node) = scalar(&mut self.session.t, "step");
         let (lr_input, lr_node) = scalar(&mut self.session.t, "lr");
         self.step_node = Some(t_node);
+        self.session.t.buffer_updates.clear();
         let traced = self.trace(&loss_expr, shapes, true);
         self.step_node = None;
+        let buffer_updates = std::mem::take(&mut self.session.t.buffer_updates);
         let (loss, elem_inputs) = traced?;
         let Value::Tensor(loss) = loss else { return Err(err("the loss is not a tensor")) };
         let wrt: Vec<NodeId> = self.params.iter().map(|p| p.node).collect();
@@ -266,7 +278,7 @@ impl<'s> Trainer<'s> {
             let nodes = nodes.into_iter().map(|n| t.cast(n, ty.dtype, Default::default())).collect();
             updates.push((state_ids, nodes));
         }
-        Ok(Step { elem_inputs, loss, t_input, lr_input, updates })
+        Ok(Step { elem_inputs, loss, t_input, lr_input, updates, buffer_updates })
     }
 
     /// Optimiser state names as torch.optim calls them.
@@ -280,7 +292,7 @@ impl<'s> Trainer<'s> {
     fn checkpoint(&self, step: usize, epoch: usize) -> checkpoint::Checkpoint {
         let names = self.state_names();
         checkpoint::Checkpoint {
-            params: self.params.iter().map(|p| (p.path.clone(), self.store[&p.id].clone())).collect(),
+            params: self.params.iter().chain(&self.buffers).map(|p| (p.path.clone(), self.store[&p.id].clone())).collect(),
             optimizer: self
                 .params
                 .iter()
@@ -312,6 +324,10 @@ impl<'s> Trainer<'s> {
                 self.states[k][j] =
                     find(&ck.optimizer, &name).ok_or_else(|| err(format!("the checkpoint has no optimiser state `{name}`")))?;
             }
+        }
+        for b in &self.buffers {
+            let t = find(&ck.params, &b.path).ok_or_else(|| err(format!("the checkpoint has no buffer `{}`", b.path)))?;
+            self.store.insert(b.id, t);
         }
         Ok(())
     }
@@ -353,7 +369,7 @@ impl<'s> Trainer<'s> {
 
     fn executor(&self) -> Executor {
         let mut ex = Executor::new(self.opts.seed);
-        for p in &self.params {
+        for p in self.params.iter().chain(&self.buffers) {
             ex.set_param(p.id, self.store[&p.id].clone());
         }
         ex
@@ -461,6 +477,9 @@ impl<'s> Trainer<'s> {
                 for (_, outs) in &st.updates {
                     new_values.push(outs.iter().map(|n| ex.eval(graph, *n)).collect::<Result<Vec<_>, _>>()?);
                 }
+                let new_buffers: Vec<(u32, Tensor)> =
+                    st.buffer_updates.iter().map(|(id, n)| ex.eval(graph, *n).map(|t| (*id, t))).collect::<Result<_, _>>()?;
+                self.store.extend(new_buffers);
                 for (k, mut vals) in new_values.into_iter().enumerate() {
                     let p = vals.remove(0);
                     self.store.insert(self.params[k].id, p);

@@ -484,6 +484,39 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
             Ok(Value::Init(Init::constant(v)))
         }
         "training" => Ok(Value::Bool(t.training)),
+        // The new value of a buffer (running statistics) after this training step; nothing
+        // outside training, where buffers are read-only.
+        "assign" => {
+            let target = t.arg_tensor(&b, "buffer")?;
+            let value = t.arg_tensor(&b, "value")?;
+            let Op::Param(id) = t.graph.node(target).op else {
+                return t.err("E0310", "`assign` updates a `buffer(...)` of a model", b.span_of("buffer"), "not a buffer");
+            };
+            if t.graph.params[id as usize].trainable {
+                return t.err(
+                    "E0310",
+                    "`assign` updates buffers; parameters are updated by the optimiser",
+                    b.span_of("buffer"),
+                    "a trainable parameter",
+                );
+            }
+            let (bt, vt) = (t.ty(target), t.ty(value));
+            let shape = rules::broadcast(&bt.shape, &vt.shape).map_err(|e| t.rule_error(e, span))?;
+            if shape != bt.shape {
+                return t.err(
+                    "E0301",
+                    format!("`assign` needs a value of the buffer's shape {bt}, found {vt}"),
+                    b.span_of("value"),
+                    "wrong shape",
+                );
+            }
+            if t.training {
+                let v = t.cast(value, bt.dtype, span);
+                let v = t.expand_to(v, &bt.shape, span);
+                t.buffer_updates.push((id, v));
+            }
+            Ok(Value::unit())
+        }
         "numel" => {
             let x = t.arg_tensor(&b, "x")?;
             let n = crate::types::shape::numel(&t.ty(x).shape);

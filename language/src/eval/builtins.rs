@@ -67,6 +67,7 @@ pub const TABLE: &[(&str, &str, &[&str])] = &[
     ("normal", "", &["mean=", "std="]),
     ("constant", "", &["value"]),
     ("training", "", &[]),
+    ("assign", "", &["buffer", "value"]),
     ("numel", "", &["x"]),
     ("float", "", &["x"]),
     ("int", "", &["x"]),

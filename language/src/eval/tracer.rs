@@ -47,6 +47,8 @@ pub struct Tracer {
     pub active_fns: Vec<usize>,
     /// The step-number input of a training step being traced: random ops draw per step.
     pub step_input: Option<crate::ir::NodeId>,
+    /// `assign(buffer, value)` calls of a training step: (buffer's parameter id, new value).
+    pub buffer_updates: Vec<(u32, crate::ir::NodeId)>,
     /// Recipes that checked cleanly, in source order.
     pub recipes: Vec<super::recipe::RecipeInfo>,
     /// The definition being checked on its own (`dlc check` of code nothing calls), by name span.
@@ -74,6 +76,7 @@ impl Tracer {
             generic_site: None,
             recipes: vec![],
             step_input: None,
+            buffer_updates: vec![],
         }
     }
 

@@ -225,6 +225,17 @@ fn run_recipes(
                 return 1;
             }
         }
+        if info.kind == RecipeKind::Evaluate {
+            let mut opts = dlc::train::TrainOptions::new(root.clone(), seed);
+            opts.echo = true;
+            match dlc::train::Trainer::new(&mut p.session, info, opts).and_then(|mut t| t.evaluate_recipe()) {
+                Ok(_) => continue,
+                Err(e) => {
+                    eprintln!("error: evaluation failed: {e}");
+                    return 1;
+                }
+            }
+        }
         if info.kind != RecipeKind::Train {
             skipped.push(format!("`{}` (not executed yet)", info.kind.keyword()));
             continue;

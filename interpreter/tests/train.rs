@@ -211,4 +211,12 @@ train {{
     assert!(names.contains(&"bn.running_mean") && names.contains(&"bn.running_var"), "{names:?}");
     let rm = &ck.params.iter().find(|(n, _)| n == "bn.running_mean").unwrap().1;
     assert!(rm.to_f64().iter().any(|v| v.abs() > 1e-3), "running mean was updated");
+    // A standalone evaluate block on the checkpoint reproduces the last evaluation exactly.
+    let eval_src = src[..src.find("train {").unwrap()].to_string()
+        + &format!("evaluate {{ model = Net(), data = va, checkpoint = \"{}\", metrics = accuracy(model(x), y) }}\n", dir.display());
+    let mut p = Program::run("eval.dl", &eval_src, Some(&examples()), false);
+    assert!(p.ok, "{:?}", p.diagnostics());
+    let info = p.session.t.recipes[0].clone();
+    let got = Trainer::new(&mut p.session, info, TrainOptions::new(examples(), 0)).and_then(|mut t| t.evaluate_recipe()).expect("evaluate");
+    assert_eq!(got[0], acc);
 }

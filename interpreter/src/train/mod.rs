@@ -605,6 +605,20 @@ impl<'s> Trainer<'s> {
             let t = &mut self.session.t;
             t.ctx = Ctx { module: self.info.module, instance: None, env: vec![] };
             let Ok(Value::Pipeline(p)) = t.eval(&data) else { return Err(err("the evaluate clause's data is not a pipeline")) };
+            let (means, count) = self.evaluate_pipeline(p, &body)?;
+            if self.opts.echo {
+                let shown: Vec<String> = means.iter().map(|m| format!("{m:.4}")).collect();
+                println!("epoch {epoch} evaluate: {} (over {count} examples)", shown.join(", "));
+            }
+            report.evals.push((epoch, means));
+        }
+        Ok(())
+    }
+
+    /// The metrics of `body` averaged over the pipeline's data, weighted by batch size, traced
+    /// without backward and with `training()` false. Returns the means and the example count.
+    fn evaluate_pipeline(&mut self, p: Rc<Pipeline>, body: &Expr) -> Result<(Vec<f64>, usize), RuntimeError> {
+        {
             let batches = pipeline::run(&p, &self.opts.root, &self.session.t.graph, 0)?;
             let saved = std::mem::replace(&mut self.pipeline, p);
             let mut sums: Vec<f64> = vec![];
@@ -613,7 +627,7 @@ impl<'s> Trainer<'s> {
             for batch in batches {
                 let key = shapes_of(&batch);
                 if !graphs.contains_key(&key) {
-                    let (v, ids) = self.trace(&body, &key, false)?;
+                    let (v, ids) = self.trace(body, &key, false)?;
                     let mut nodes = vec![];
                     leaves(&v, &mut nodes);
                     graphs.insert(key.clone(), (nodes, ids));
@@ -636,11 +650,41 @@ impl<'s> Trainer<'s> {
             }
             self.pipeline = saved;
             let means: Vec<f64> = sums.iter().map(|s| s / count.max(1) as f64).collect();
-            if self.opts.echo {
-                let shown: Vec<String> = means.iter().map(|m| format!("{m:.4}")).collect();
-                println!("epoch {epoch} evaluate: {} (over {count} examples)", shown.join(", "));
+            Ok((means, count))
+        }
+    }
+
+    /// A standalone `evaluate { model, data, checkpoint, metrics }` block: load the checkpoint's
+    /// parameters and buffers (when given), then average the metrics over the data.
+    pub fn evaluate_recipe(&mut self) -> Result<Vec<f64>, RuntimeError> {
+        if let Some(Value::Str(dir)) = self.info.field("checkpoint").cloned() {
+            self.load_weights(&self.opts.root.join(&*dir).clone())?;
+        }
+        let body = self.expr_field("metrics").ok_or_else(|| err("the evaluate block has no `metrics`"))?;
+        let p = self.pipeline.clone();
+        let (means, count) = self.evaluate_pipeline(p, &body)?;
+        if self.opts.echo {
+            let shown: Vec<String> = means.iter().map(|m| format!("{m:.4}")).collect();
+            println!("evaluate: {} (over {count} examples)", shown.join(", "));
+        }
+        Ok(means)
+    }
+
+    /// Parameters and buffers from a checkpoint (no optimiser state), matched by path and shape.
+    pub fn load_weights(&mut self, dir: &std::path::Path) -> Result<(), RuntimeError> {
+        let ck = checkpoint::load(dir).map_err(RuntimeError::Io)?;
+        for p in self.params.iter().chain(&self.buffers) {
+            let t = ck
+                .params
+                .iter()
+                .find(|(n, _)| *n == p.path)
+                .map(|(_, t)| t.clone())
+                .ok_or_else(|| err(format!("the checkpoint in {} has no `{}`", dir.display(), p.path)))?;
+            let cur = &self.store[&p.id];
+            if t.shape != cur.shape {
+                return Err(err(format!("checkpoint `{}` is {:?}, the model's is {:?}", p.path, t.shape, cur.shape)));
             }
-            report.evals.push((epoch, means));
+            self.store.insert(p.id, t);
         }
         Ok(())
     }

@@ -236,6 +236,21 @@ fn run_recipes(
                 }
             }
         }
+        if info.kind == RecipeKind::Infer {
+            match dlc::train::infer::run(&mut p.session, &info, &root) {
+                Ok(y) => {
+                    match info.field("output") {
+                        Some(dlc_language::eval::Value::Str(path)) => println!("infer: wrote {} {:?} to {path}", y.dtype, y.shape),
+                        _ => println!("{}", dlc::runtime::format::format_tensor(&y)),
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    eprintln!("error: inference failed: {e}");
+                    return 1;
+                }
+            }
+        }
         if info.kind != RecipeKind::Train {
             skipped.push(format!("`{}` (not executed yet)", info.kind.keyword()));
             continue;

@@ -219,4 +219,22 @@ train {{
     let info = p.session.t.recipes[0].clone();
     let got = Trainer::new(&mut p.session, info, TrainOptions::new(examples(), 0)).and_then(|mut t| t.evaluate_recipe()).expect("evaluate");
     assert_eq!(got[0], acc);
+    // And an infer block runs the trained model on new inputs, writing a .npy file numpy reads.
+    let npy = dir.join("out.npy");
+    let infer_src = src[..src.find("train {").unwrap()].to_string()
+        + &format!(
+            "let batch = cast(reshape(arange(128), (2, 64)) % 17, f32) / 16.0\ninfer {{ model = Net(), checkpoint = \"{}\", input = batch, output = \"{}\" }}\n",
+            dir.display(),
+            npy.display()
+        );
+    let mut p = Program::run("infer.dl", &infer_src, Some(&examples()), false);
+    assert!(p.ok, "{:?}", p.diagnostics());
+    let info = p.session.t.recipes[0].clone();
+    let y = dlc::train::infer::run(&mut p.session, &info, &examples()).expect("infer");
+    assert_eq!(y.shape, vec![2, 10]);
+    let bytes = std::fs::read(&npy).expect("npy written");
+    assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
+    let header = String::from_utf8_lossy(&bytes[10..128]).to_string();
+    assert!(header.contains("'descr': '<f4'") && header.contains("'shape': (2, 10)"), "{header}");
+    assert_eq!(bytes.len(), 128 + 2 * 10 * 4, "64-byte aligned header, then the data");
 }

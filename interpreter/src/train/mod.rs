@@ -4,6 +4,7 @@
 //! backward pass and `training()` false (the guide's `no_grad` + `eval()`).
 
 pub mod checkpoint;
+pub mod infer;
 mod metrics;
 mod overrides;
 pub mod schedule;

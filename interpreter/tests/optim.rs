@@ -75,3 +75,42 @@ fn adam_and_adamw_match_torch() {
         }
     }
 }
+
+fn norm(v: &[f64]) -> f64 {
+    v.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+#[test]
+fn lamb_matches_the_paper() {
+    let got = run(&program("lamb_update", 2));
+    let (mut p, mut m, mut v) = (P0.to_vec(), vec![0.0; 3], vec![0.0; 3]);
+    for (t, g) in GRADS.iter().enumerate() {
+        let t1 = (t + 1) as i32;
+        let mut r = vec![0.0; 3];
+        for i in 0..3 {
+            m[i] = 0.9 * m[i] + 0.1 * g[i];
+            v[i] = 0.999 * v[i] + 0.001 * g[i] * g[i];
+            r[i] = m[i] / (1.0 - 0.9f64.powi(t1)) / ((v[i] / (1.0 - 0.999f64.powi(t1))).sqrt() + 1e-6) + 0.05 * p[i];
+        }
+        let ratio = norm(&p) / norm(&r);
+        for i in 0..3 {
+            p[i] -= 0.1 * ratio * r[i];
+        }
+        close(&got[t], &p);
+    }
+}
+
+#[test]
+fn lars_matches_the_paper() {
+    let src = program("lars_update", 1).replace(ARGS, "lr: 0.1, momentum: 0.9, weight_decay: 0.05, trust: 0.01");
+    let got = run(&src);
+    let (mut p, mut buf) = (P0.to_vec(), vec![0.0; 3]);
+    for (t, g) in GRADS.iter().enumerate() {
+        let local = 0.01 * norm(&p) / (norm(g) + 0.05 * norm(&p));
+        for i in 0..3 {
+            buf[i] = 0.9 * buf[i] + local * (g[i] + 0.05 * p[i]);
+            p[i] -= 0.1 * buf[i];
+        }
+        close(&got[t], &p);
+    }
+}

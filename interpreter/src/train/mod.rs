@@ -134,9 +134,11 @@ impl<'s> Trainer<'s> {
             }
         }
         let n_state = match optimizer_kind(&info).as_str() {
-            "sgd" => 1,
-            "adam" | "adamw" => 2,
-            other => return Err(err(format!("the `{other}` optimiser is checked but not executed yet (sgd, adam and adamw run)"))),
+            "sgd" | "lars" => 1,
+            "adam" | "adamw" | "lamb" => 2,
+            other => {
+                return Err(err(format!("the `{other}` optimiser is checked but not executed yet (sgd, adam, adamw, lamb and lars run)")))
+            }
         };
         let states = params
             .iter()
@@ -227,8 +229,8 @@ impl<'s> Trainer<'s> {
         let mut named: Vec<(String, Value)> = vec![];
         let num = |k: &str| opt.field(k).filter(|v| v.as_float().is_some());
         match kind.as_str() {
-            "sgd" => {
-                for k in ["momentum", "nesterov", "weight_decay"] {
+            "sgd" | "lars" => {
+                for k in ["momentum", "nesterov", "weight_decay", "trust"] {
                     if let Some(v) = opt.field(k) {
                         named.push((k.into(), v));
                     }

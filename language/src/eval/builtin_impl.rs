@@ -552,21 +552,6 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
     }
 }
 
-impl Tracer {
-    /// Two operands of an elementwise builtin, promoted like a binary operator would.
-    fn promote_pair(&mut self, a: &Value, b: &Value, span: Span) -> R<(crate::ir::NodeId, crate::ir::NodeId)> {
-        let dtype = match (a, b) {
-            (Value::Tensor(x), Value::Tensor(y)) => DType::promote(self.ty(*x).dtype, self.ty(*y).dtype),
-            (Value::Tensor(x), s) | (s, Value::Tensor(x)) => {
-                DType::promote_scalar(self.ty(*x).dtype, matches!(s, Value::Float(_)), matches!(s, Value::Bool(_)))
-            }
-            (Value::Float(_), _) | (_, Value::Float(_)) => DType::F32,
-            _ => DType::I64,
-        };
-        Ok((self.to_tensor(a, Some(dtype), span)?, self.to_tensor(b, Some(dtype), span)?))
-    }
-}
-
 /// erf for compile-time folding (Abramowitz–Stegun 7.1.26 refined by one Newton step is not
 /// needed here: this only folds constants in initialisers; tensors use the runtime's erf).
 fn erf(x: f64) -> f64 {

@@ -123,16 +123,8 @@ impl Tracer {
                 );
             }
         }
-        // Promotion: tensor-tensor by promote_types; a scalar only lifts the category.
-        let dtype = match (ta, tb) {
-            (Value::Tensor(x), Value::Tensor(y)) => DType::promote(self.ty(*x).dtype, self.ty(*y).dtype),
-            (Value::Tensor(x), s) | (s, Value::Tensor(x)) => {
-                DType::promote_scalar(self.ty(*x).dtype, matches!(s, Value::Float(_)), matches!(s, Value::Bool(_)))
-            }
-            _ => DType::F32,
-        };
-        let x = self.to_tensor(ta, Some(dtype), span)?;
-        let y = self.to_tensor(tb, Some(dtype), span)?;
+        let (x, y) = self.promote_pair(ta, tb, span)?;
+        let dtype = self.ty(x).dtype;
         if op == BinOp::MatMul {
             return Ok(Value::Tensor(self.matmul(x, y, span)?));
         }
@@ -177,6 +169,20 @@ impl Tracer {
             return self.err("E0307", format!("`{}` is not defined on bool tensors", op.symbol()), span, "bool operands");
         }
         Ok(Value::Tensor(self.tensor_binary(prim, x, y, span)?))
+    }
+
+    /// Two operands as tensors of their common dtype: tensor-tensor by promote_types; a scalar
+    /// only lifts the category (as in PyTorch); two scalars give f32 or i64.
+    pub fn promote_pair(&mut self, a: &Value, b: &Value, span: Span) -> R<(NodeId, NodeId)> {
+        let dtype = match (a, b) {
+            (Value::Tensor(x), Value::Tensor(y)) => DType::promote(self.ty(*x).dtype, self.ty(*y).dtype),
+            (Value::Tensor(x), s) | (s, Value::Tensor(x)) => {
+                DType::promote_scalar(self.ty(*x).dtype, matches!(s, Value::Float(_)), matches!(s, Value::Bool(_)))
+            }
+            (Value::Float(_), _) | (_, Value::Float(_)) => DType::F32,
+            _ => DType::I64,
+        };
+        Ok((self.to_tensor(a, Some(dtype), span)?, self.to_tensor(b, Some(dtype), span)?))
     }
 
     /// A binary primitive on two tensors of one dtype, broadcasting them to a common shape.

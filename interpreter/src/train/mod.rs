@@ -343,13 +343,7 @@ impl<'s> Trainer<'s> {
                     dlc_language::syntax::ast::ExprKind::Str(s) => PathBuf::from(s),
                     _ => return None,
                 };
-                let n = every.count.as_ref().and_then(|c| {
-                    if let dlc_language::syntax::ast::ExprKind::Int(n) = c.kind {
-                        Some(n as usize)
-                    } else {
-                        None
-                    }
-                });
+                let n = every.count.as_ref().and_then(int_literal);
                 Some((d, every.unit.name.clone(), n.unwrap_or(1).max(1)))
             }
             _ => None,
@@ -383,13 +377,7 @@ impl<'s> Trainer<'s> {
         let epochs_field = self.info.field("epochs").and_then(|v| v.as_int());
         let max_steps = self.info.field("steps").and_then(|v| v.as_int()).map(|s| s as usize);
         let log_every = self.info.recipe.entries.iter().find_map(|e| match e {
-            RecipeEntry::Log { every, .. } => every.count.as_ref().and_then(|c| {
-                if let dlc_language::syntax::ast::ExprKind::Int(n) = c.kind {
-                    Some(n as usize)
-                } else {
-                    None
-                }
-            }),
+            RecipeEntry::Log { every, .. } => every.count.as_ref().and_then(int_literal),
             _ => None,
         });
         let lr = self.info.field("optimizer").and_then(|o| o.field("lr")).and_then(|v| v.as_float()).unwrap_or(1e-3);
@@ -421,15 +409,7 @@ impl<'s> Trainer<'s> {
         }
         // The schedule's horizon comes from the recipe as written, not from `--set`: a run split
         // with `--set epochs=1` and `--resume` follows the same learning rates as one whole run.
-        let declared = |name: &str| {
-            self.info.recipe.entries.iter().find_map(|e| match e {
-                RecipeEntry::Field(f) if f.name.name == name => match f.value.kind {
-                    dlc_language::syntax::ast::ExprKind::Int(n) => Some(n.max(1) as usize),
-                    _ => None,
-                },
-                _ => None,
-            })
-        };
+        let declared = |name: &str| self.expr_field(name).as_ref().and_then(int_literal);
         let total = declared("steps")
             .or_else(|| declared("epochs").map(|e| e * per_epoch))
             .unwrap_or_else(|| max_steps.unwrap_or(per_epoch.saturating_mul(epochs.min(1 << 20))));
@@ -690,6 +670,14 @@ impl<'s> Trainer<'s> {
             self.store.insert(p.id, t);
         }
         Ok(())
+    }
+}
+
+/// A count written as an integer literal in the recipe (`every 50 steps`, `epochs = 3`), at least 1.
+fn int_literal(e: &Expr) -> Option<usize> {
+    match e.kind {
+        dlc_language::syntax::ast::ExprKind::Int(n) => Some(n.max(1) as usize),
+        _ => None,
     }
 }
 

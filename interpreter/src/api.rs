@@ -78,7 +78,7 @@ impl RuntimeHost {
                 parts.extend(p.stages.iter().map(|s| s.describe()));
                 format!("<data {}>", parts.join(" |> "))
             }
-            Value::Grads(m) => format!("<gradients of {}>", m.decl.name.name),
+            Value::Grads(m, _) => format!("<gradients of {}>", m.decl.name.name),
         })
     }
 }

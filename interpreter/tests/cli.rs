@@ -59,14 +59,15 @@ fn check_reports_errors_with_exit_1() {
 }
 
 #[test]
-fn run_prints_and_refuses_to_pretend_training() {
+fn run_prints_and_runs_a_custom_step() {
     let o = dlc(&["run", "examples/gelu.dl"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("tensor(["));
-    // A custom `step` block is checked but not executed yet: say so, exit 2, train nothing.
-    let t = dlc(&["run", "examples/gan.dl"]);
-    assert_eq!(t.status.code(), Some(2));
-    assert!(text(&t.stderr).contains("custom `step` blocks are checked but not executed yet"), "{}", text(&t.stderr));
+    // A custom `step` block (the GAN: two models, two optimisers) runs and logs both losses.
+    let t = dlc(&["run", "examples/gan.dl", "--set", "steps=3"]);
+    assert!(t.status.success(), "{}", text(&t.stderr));
+    let out = text(&t.stdout);
+    assert!(out.contains("step 3: d_loss ") && out.contains(", g_loss ") && out.contains("trained 3 steps"), "{out}");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! elements. An element is the list of tensor leaves of the stage's element value (tuples and
 //! records flattened in order); `map` evaluates the graph the checker traced for its lambda.
 
-use super::data::{cifar, csv, idx, text, DataError};
+use super::data::{cifar, csv, idx, npy, text, DataError};
 use super::rng;
 use super::tensor::Tensor;
 use super::RuntimeError;
@@ -10,6 +10,7 @@ use crate::exec::Executor;
 use dlc_language::eval::value::{Pipeline, Stage};
 use dlc_language::eval::Value;
 use dlc_language::ir::{Graph, NodeId, Op};
+use dlc_language::types::{DType, Dim, TensorTy};
 use std::path::{Path, PathBuf};
 
 /// One element of the stream: its tensor leaves.
@@ -113,6 +114,32 @@ pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor)
                     ]
                 })
                 .collect())
+        }
+        "npy" => {
+            let ty = |k: &str, d: TensorTy| match src.arg(k) {
+                Some(Value::Type(t)) => t.clone(),
+                _ => d,
+            };
+            let x = npy::read(&path("path"), &ty("row", TensorTy::new(DType::F32, vec![Dim::Any]))).map_err(|e| data_err(e, src.span))?;
+            let mut cols = vec![x];
+            if str_arg(src, "labels").is_some() {
+                let y =
+                    npy::read(&path("labels"), &ty("label_row", TensorTy::new(DType::I64, vec![]))).map_err(|e| data_err(e, src.span))?;
+                if y.shape[0] != cols[0].shape[0] {
+                    return Err(RuntimeError::Data {
+                        message: format!(
+                            "{} has {} rows but {} has {}",
+                            path("path").display(),
+                            cols[0].shape[0],
+                            path("labels").display(),
+                            y.shape[0]
+                        ),
+                        span: src.span,
+                    });
+                }
+                cols.push(y);
+            }
+            Ok(zip_rows(&cols))
         }
         "tensors" => {
             let mut cols = vec![];

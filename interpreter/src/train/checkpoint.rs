@@ -120,19 +120,22 @@ pub fn save(dir: &Path, ck: &Checkpoint) -> Result<(), String> {
     Ok(())
 }
 
+/// Every tensor of one safetensors file (from dlc or from PyTorch's `safetensors.torch.save_file`),
+/// sorted by name.
+pub fn read_safetensors(path: &Path) -> Result<Vec<(String, Tensor)>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut names: Vec<&str> = st.names();
+    names.sort();
+    names.into_iter().map(|n| st.tensor(n).map_err(|e| e.to_string()).and_then(|v| tensor_of(&v)).map(|t| (n.to_string(), t))).collect()
+}
+
 pub fn load(dir: &Path) -> Result<Checkpoint, String> {
     let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()));
     let manifest: serde_json::Value =
         serde_json::from_slice(&read("manifest.json")?).map_err(|e| format!("{}: corrupt manifest: {e}", dir.display()))?;
     let files = dir.join(manifest["dir"].as_str().unwrap_or("."));
-    let tensors = |name: &str| -> Result<Vec<(String, Tensor)>, String> {
-        let path = files.join(name);
-        let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut names: Vec<&str> = st.names();
-        names.sort();
-        names.into_iter().map(|n| st.tensor(n).map_err(|e| e.to_string()).and_then(|v| tensor_of(&v)).map(|t| (n.to_string(), t))).collect()
-    };
+    let tensors = |name: &str| read_safetensors(&files.join(name));
     Ok(Checkpoint {
         params: tensors("model.safetensors")?,
         optimizer: tensors("optimizer.safetensors")?,

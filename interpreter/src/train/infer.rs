@@ -1,5 +1,5 @@
 //! `infer { model, checkpoint, input, output }`: run a trained model on new inputs. The output is
-//! printed, or written as a `.npy` file when `output` names one.
+//! printed, or written as a `.npy` file when `output` names one (a PNG grid for `.png`).
 
 use super::checkpoint;
 use crate::exec::Executor;
@@ -55,7 +55,12 @@ pub fn run(session: &mut Session, info: &RecipeInfo, root: &Path) -> Result<Tens
     }
     let y = ex.eval(&t.graph, out)?;
     if let Some(Value::Str(path)) = info.field("output") {
-        write_npy(&root.join(&**path), &y)?;
+        let path = root.join(&**path);
+        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
+            super::png::write_grid(&path, &y)?;
+        } else {
+            write_npy(&path, &y)?;
+        }
     }
     Ok(y)
 }

@@ -43,8 +43,8 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
             let c = t.constant(v, ty.dtype, span);
             tv(t.expand_to(c, &ty.shape, span))
         }
-        "randn" | "rand" | "rand_like" => {
-            let ty = if name == "rand_like" {
+        "randn" | "rand" | "rand_like" | "randn_like" => {
+            let ty = if name.ends_with("_like") {
                 let x = t.arg_tensor(&b, "x")?;
                 t.ty(x)
             } else {
@@ -55,7 +55,7 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
             }
             let default_seed = t.next_seed() as i64;
             let seed = t.arg_int(&b, "seed", default_seed)? as u64;
-            let dist = if name == "randn" { RandDist::Normal } else { RandDist::Uniform };
+            let dist = if name.starts_with("randn") { RandDist::Normal } else { RandDist::Uniform };
             // Inside a training step the stream also depends on the step number, so dropout
             // masks differ from step to step yet repeat exactly on a resumed run.
             let src = if t.training { t.step_input.into_iter().collect() } else { vec![] };
@@ -536,7 +536,7 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
                     .map_err(|r| r);
             }
             match b.value("model") {
-                Some(Value::Model(m)) => Ok(Value::Grads(m)),
+                Some(Value::Model(m)) => Ok(Value::Grads(m, loss)),
                 other => {
                     let kind = other.map(|v| v.kind()).unwrap_or("nothing");
                     t.err(

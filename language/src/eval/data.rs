@@ -43,6 +43,17 @@ impl Tracer {
         }
     }
 
+    /// A tensor type argument (`row: f32[784]`), or the default when absent.
+    fn type_arg(&mut self, b: &Bound, name: &str, default: TensorTy) -> R<TensorTy> {
+        match b.get(name).cloned() {
+            Some((Value::Type(t), _)) => Ok(t),
+            Some((v, s)) => {
+                self.err("E0310", format!("`{name}` must be a tensor type like `f32[784]`, found {}", v.kind()), s, "expected a type")
+            }
+            None => Ok(default),
+        }
+    }
+
     pub fn data_builtin(&mut self, name: &'static str, b: &Bound) -> R<Value> {
         let span = b.span;
         let args = bound_args(b);
@@ -85,8 +96,17 @@ impl Tracer {
                 source(Self::record(vec![("features", features), ("label", label)]), format!("csv({path})"))
             }
             "npy" => {
+                // The file's shape is only known at run time: the program declares each row's
+                // type (`row: f32[28, 28]`, default `f32[?]`), and the reader checks the file.
                 let path = self.str_arg(b, "path")?;
-                let x = self.elem_input("npy.x", DType::F32, vec![Dim::Any], span);
+                let row = self.type_arg(b, "row", TensorTy::new(DType::F32, vec![Dim::Any]))?;
+                let x = self.elem_input("npy.x", row.dtype, row.shape, span);
+                if b.get("labels").is_some() {
+                    self.str_arg(b, "labels")?;
+                    let lrow = self.type_arg(b, "label_row", TensorTy::new(DType::I64, vec![]))?;
+                    let y = self.elem_input("npy.y", lrow.dtype, lrow.shape, span);
+                    return source(Value::Tuple(Rc::new(vec![x, y])), format!("npy({path})"));
+                }
                 source(x, format!("npy({path})"))
             }
             "text" => {

@@ -7,6 +7,7 @@ use super::tracer::Tracer;
 use super::value::{Ctx, ModelInst, Value};
 use super::R;
 use crate::diag::Diagnostic;
+use crate::ir::NodeId;
 use crate::span::Span;
 use crate::syntax::ast::ModelDecl;
 use std::collections::HashMap;
@@ -64,5 +65,25 @@ pub fn collect_params(v: &Value, prefix: &str, out: &mut Vec<(String, Value)>) {
             }
         }
         _ => {}
+    }
+}
+
+/// The same model with some tensors replaced (`map`: old node to new node), sub-models rebuilt
+/// as needed. A custom `step` uses it after `update m by ...`, so that later uses of `m` in the
+/// step see the updated parameters, as they would after `optimizer.step()` in PyTorch.
+pub fn substitute(v: &Value, map: &HashMap<NodeId, NodeId>) -> Value {
+    match v {
+        Value::Tensor(n) => Value::Tensor(*map.get(n).unwrap_or(n)),
+        Value::Model(m) => Value::Model(Rc::new(ModelInst {
+            decl: m.decl.clone(),
+            module: m.module,
+            path: m.path.clone(),
+            hparams: m.hparams.clone(),
+            fields: m.fields.iter().map(|(n, f)| (n.clone(), substitute(f, map))).collect(),
+            span: m.span,
+        })),
+        Value::Tuple(items) => Value::Tuple(Rc::new(items.iter().map(|x| substitute(x, map)).collect())),
+        Value::Record(items) => Value::Record(Rc::new(items.iter().map(|(n, x)| (n.clone(), substitute(x, map))).collect())),
+        other => other.clone(),
     }
 }

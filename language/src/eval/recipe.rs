@@ -456,8 +456,8 @@ impl Tracer {
                         let t = self.eval(target)?;
                         let g = self.eval(grads)?;
                         match (&t, &g) {
-                            (Value::Model(m), Value::Grads(gm)) if Rc::ptr_eq(m, gm) => {}
-                            (Value::Model(_), Value::Grads(_)) => {
+                            (Value::Model(m), Value::Grads(gm, _)) if Rc::ptr_eq(m, gm) => {}
+                            (Value::Model(_), Value::Grads(..)) => {
                                 return self.err(
                                     "E0403",
                                     "these gradients are for a different model",

@@ -24,8 +24,9 @@ pub enum Value {
     Model(Rc<ModelInst>),
     Init(Init),
     Pipeline(Rc<Pipeline>),
-    /// Gradients of a loss with respect to a model's parameters (`grad(loss, model)`).
-    Grads(Rc<ModelInst>),
+    /// Gradients of a loss with respect to a model's parameters (`grad(loss, model)`): the model
+    /// as it was when `grad` was called and the loss node; autodiff runs when they are used.
+    Grads(Rc<ModelInst>, NodeId),
 }
 
 impl Value {
@@ -54,7 +55,7 @@ impl Value {
             Value::Model(_) => "a model",
             Value::Init(_) => "an initialiser",
             Value::Pipeline(_) => "a data pipeline",
-            Value::Grads(_) => "gradients",
+            Value::Grads(..) => "gradients",
         }
     }
     pub fn as_int(&self) -> Option<i64> {

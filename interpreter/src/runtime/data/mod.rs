@@ -1,10 +1,11 @@
 //! Readers of the data formats DL sources name: IDX (MNIST, Fashion-MNIST; gzip or raw), the
-//! CIFAR-10 binary records, CSV, and plain text. Each validates what it reads and fails with the
+//! CIFAR-10 binary records, CSV, NumPy .npy, and plain text. Each validates what it reads and fails with the
 //! file and, for CSV, the row and column.
 
 pub mod cifar;
 pub mod csv;
 pub mod idx;
+pub mod npy;
 pub mod text;
 
 use std::path::{Path, PathBuf};

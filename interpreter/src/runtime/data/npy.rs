@@ -1,0 +1,152 @@
+//! NumPy `.npy` files (format versions 1, 2 and 3): little-endian bool, u8, i8..i64, u16..u64,
+//! f16, f32 and f64 arrays in C order. The first dimension is the row count; the rest must match
+//! the row type the program declares (`npy(path, row: f32[28, 28])`).
+
+use super::{err, read_maybe_gz, DataError};
+use crate::runtime::tensor::Tensor;
+use dlc_language::types::{DType, TensorTy};
+use std::path::Path;
+
+/// The array's element kind, size in bytes, and shape, from the header.
+struct Header {
+    kind: char,
+    size: usize,
+    shape: Vec<usize>,
+    data_start: usize,
+}
+
+fn header(path: &Path, bytes: &[u8]) -> Result<Header, DataError> {
+    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+        return Err(err(path, "not a .npy file (the magic bytes \\x93NUMPY are missing)"));
+    }
+    let (len, start) = match bytes[6] {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
+        v => return Err(err(path, format!("unsupported .npy format version {v}"))),
+    };
+    let text = bytes.get(start..start + len).ok_or_else(|| err(path, "the header is truncated"))?;
+    let text = std::str::from_utf8(text).map_err(|_| err(path, "the header is not text"))?;
+    let field = |key: &str| -> Option<&str> {
+        let at = text.find(&format!("'{key}'"))? + key.len() + 2;
+        Some(text[at..].trim_start().trim_start_matches(':').trim_start())
+    };
+    let descr = field("descr").and_then(|s| s.strip_prefix('\'')).and_then(|s| s.split('\'').next());
+    let descr = descr.ok_or_else(|| err(path, "the header has no 'descr'"))?;
+    if field("fortran_order").is_some_and(|s| s.starts_with("True")) {
+        return Err(err(path, "Fortran-order arrays are not supported: save with np.ascontiguousarray"));
+    }
+    let shape_text = field("shape").and_then(|s| s.strip_prefix('(')).and_then(|s| s.split(')').next());
+    let shape_text = shape_text.ok_or_else(|| err(path, "the header has no 'shape'"))?;
+    let shape = shape_text
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<usize>().map_err(|_| err(path, format!("bad shape entry `{s}` in the header"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut chars = descr.chars();
+    let order = chars.next().unwrap_or('?');
+    let kind = chars.next().unwrap_or('?');
+    let size: usize = chars.as_str().parse().unwrap_or(0);
+    let known = matches!((kind, size), ('b', 1) | ('u', 1 | 2 | 4 | 8) | ('i', 1 | 2 | 4 | 8) | ('f', 2 | 4 | 8));
+    if order == '>' || !known {
+        return Err(err(path, format!("unsupported dtype '{descr}' (little-endian bool, integers and floats are)")));
+    }
+    Ok(Header { kind, size, shape, data_start: start + len })
+}
+
+fn decode(kind: char, size: usize, b: &[u8]) -> f64 {
+    let mut a = [0u8; 8];
+    a[..size].copy_from_slice(b);
+    match (kind, size) {
+        ('b', _) | ('u', 1) => b[0] as f64,
+        ('u', 2) => u16::from_le_bytes([a[0], a[1]]) as f64,
+        ('u', 4) => u32::from_le_bytes([a[0], a[1], a[2], a[3]]) as f64,
+        ('u', _) => u64::from_le_bytes(a) as f64,
+        ('i', 1) => b[0] as i8 as f64,
+        ('i', 2) => i16::from_le_bytes([a[0], a[1]]) as f64,
+        ('i', 4) => i32::from_le_bytes([a[0], a[1], a[2], a[3]]) as f64,
+        ('i', _) => i64::from_le_bytes(a) as f64,
+        ('f', 2) => half::f16::from_le_bytes([a[0], a[1]]).to_f64(),
+        ('f', 4) => f32::from_le_bytes([a[0], a[1], a[2], a[3]]) as f64,
+        _ => f64::from_le_bytes(a),
+    }
+}
+
+/// Read the file as rows of `row` (the declared element type): the file's dimensions after the
+/// first must match `row`'s known dimensions, and floats are not read into integer rows.
+pub fn read(path: &Path, row: &TensorTy) -> Result<Tensor, DataError> {
+    let bytes = read_maybe_gz(path)?;
+    let h = header(path, &bytes)?;
+    if h.shape.is_empty() {
+        return Err(err(path, "a 0-d array has no rows"));
+    }
+    let file_row = &h.shape[1..];
+    let fits = file_row.len() == row.shape.len()
+        && file_row.iter().zip(&row.shape).all(|(f, d)| d.as_known().map(|k| k as usize == *f).unwrap_or(true));
+    if !fits {
+        return Err(err(path, format!("rows are {:?} ({} rows), but the source declares `row: {row}`", file_row, h.shape[0])));
+    }
+    if h.kind == 'f' && !matches!(row.dtype, DType::F16 | DType::BF16 | DType::F32 | DType::F64) {
+        return Err(err(path, format!("holds floats (f{}), but the source declares {} rows", h.size * 8, row.dtype)));
+    }
+    let n: usize = h.shape.iter().product();
+    let data = &bytes[h.data_start.min(bytes.len())..];
+    if data.len() < n * h.size {
+        return Err(err(path, format!("truncated: the header promises {} bytes of data, the file has {}", n * h.size, data.len())));
+    }
+    let vals = data[..n * h.size].chunks_exact(h.size).map(|c| decode(h.kind, h.size, c));
+    Ok(Tensor::from_f64(row.dtype, h.shape.clone(), vals))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dlc_language::types::Dim;
+
+    fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+        let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        header.push_str(&" ".repeat((64 - (10 + header.len() + 1) % 64) % 64));
+        header.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend((header.len() as u16).to_le_bytes());
+        out.extend(header.as_bytes());
+        out.extend(data);
+        out
+    }
+
+    fn write(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("dlc-npy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    #[test]
+    fn reads_f32_rows_and_int_labels() {
+        let data: Vec<u8> = [1.5f32, -2.0, 3.0, 4.25].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let p = write("x.npy", &npy("<f4", "(2, 2)", &data));
+        let t = read(&p, &TensorTy::new(DType::F32, vec![Dim::known(2)])).unwrap();
+        assert_eq!(t.shape, vec![2, 2]);
+        assert_eq!(t.to_f64(), vec![1.5, -2.0, 3.0, 4.25]);
+        let labels: Vec<u8> = [7i64, 1].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let p = write("y.npy", &npy("<i8", "(2,)", &labels));
+        let y = read(&p, &TensorTy::new(DType::I64, vec![])).unwrap();
+        assert_eq!(y.to_f64(), vec![7.0, 1.0]);
+    }
+
+    #[test]
+    fn rejects_mismatched_rows_truncation_and_float_into_int() {
+        let data: Vec<u8> = [0f32; 6].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let p = write("m.npy", &npy("<f4", "(2, 3)", &data));
+        let e = read(&p, &TensorTy::new(DType::F32, vec![Dim::known(4)])).unwrap_err();
+        assert!(e.detail.contains("rows are [3]") && e.detail.contains("f32[4]"), "{e}");
+        let e = read(&p, &TensorTy::new(DType::I64, vec![Dim::known(3)])).unwrap_err();
+        assert!(e.detail.contains("holds floats"), "{e}");
+        let p = write("t.npy", &npy("<f4", "(2, 3)", &data[..10]));
+        let e = read(&p, &TensorTy::new(DType::F32, vec![Dim::known(3)])).unwrap_err();
+        assert!(e.detail.contains("truncated"), "{e}");
+        let p = write("bad.npy", b"hello world");
+        assert!(read(&p, &TensorTy::new(DType::F32, vec![])).unwrap_err().detail.contains("magic"));
+    }
+}

@@ -1,0 +1,124 @@
+//! Evaluation: `evaluate DATA every epoch { metrics }` clauses and standalone `evaluate` recipes.
+//! The metrics are traced with no backward pass and `training()` false (the guide's `no_grad` +
+//! `eval()`), and averaged over the data weighted by batch size.
+
+use super::{checkpoint, err, shapes_of, TrainReport, Trainer};
+use crate::runtime::pipeline::{self, leaves};
+use crate::runtime::RuntimeError;
+use dlc_language::eval::value::{Ctx, Pipeline};
+use dlc_language::eval::Value;
+use dlc_language::ir::NodeId;
+use dlc_language::syntax::ast::{Expr, RecipeEntry};
+use dlc_language::types::DType;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+impl<'s> Trainer<'s> {
+    /// Every `evaluate DATA every epoch { metrics }` clause: metrics averaged over the data,
+    /// weighted by batch size, traced without backward and with `training()` false.
+    pub(super) fn evaluate(&mut self, epoch: usize, report: &mut TrainReport) -> Result<(), RuntimeError> {
+        let clauses: Vec<(Expr, Expr)> = self
+            .info
+            .recipe
+            .entries
+            .iter()
+            .filter_map(|e| match e {
+                RecipeEntry::Evaluate { data, body, .. } => Some((data.clone(), body.clone())),
+                _ => None,
+            })
+            .collect();
+        for (data, body) in clauses {
+            let t = &mut self.session.t;
+            t.ctx = Ctx { module: self.info.module, instance: None, env: vec![] };
+            let Ok(Value::Pipeline(p)) = t.eval(&data) else { return Err(err("the evaluate clause's data is not a pipeline")) };
+            let (means, count) = self.evaluate_pipeline(p, &body)?;
+            if self.opts.echo {
+                let shown: Vec<String> = means.iter().map(|m| format!("{m:.4}")).collect();
+                println!("epoch {epoch} evaluate: {} (over {count} examples)", shown.join(", "));
+            }
+            report.evals.push((epoch, means));
+        }
+        Ok(())
+    }
+
+    /// The metrics of `body` averaged over the pipeline's data, weighted by batch size, traced
+    /// without backward and with `training()` false. Returns the means and the example count.
+    fn evaluate_pipeline(&mut self, p: Rc<Pipeline>, body: &Expr) -> Result<(Vec<f64>, usize), RuntimeError> {
+        {
+            let batches = pipeline::run(&p, &self.opts.root, &self.session.t.graph, 0)?;
+            let saved = std::mem::replace(&mut self.pipeline, p);
+            let mut sums: Vec<f64> = vec![];
+            let mut count = 0usize;
+            let mut graphs: HashMap<Vec<(DType, Vec<usize>)>, (Vec<NodeId>, Vec<u32>)> = HashMap::new();
+            for batch in batches {
+                let key = shapes_of(&batch);
+                if !graphs.contains_key(&key) {
+                    let (v, ids) = self.trace(body, &key, false)?;
+                    let mut nodes = vec![];
+                    leaves(&v, &mut nodes);
+                    graphs.insert(key.clone(), (nodes, ids));
+                }
+                let (nodes, ids) = &graphs[&key];
+                let n = batch.first().map(|t| t.shape.first().copied().unwrap_or(1)).unwrap_or(1);
+                let mut ex = self.executor();
+                for (id, t) in ids.iter().zip(batch) {
+                    ex.inputs.insert(*id, t);
+                }
+                let vals: Vec<f64> =
+                    nodes.iter().map(|m| ex.eval(&self.session.t.graph, *m).map(|t| t.to_f64()[0])).collect::<Result<_, _>>()?;
+                if sums.is_empty() {
+                    sums = vec![0.0; vals.len()];
+                }
+                for (s, v) in sums.iter_mut().zip(vals) {
+                    *s += v * n as f64;
+                }
+                count += n;
+            }
+            self.pipeline = saved;
+            let means: Vec<f64> = sums.iter().map(|s| s / count.max(1) as f64).collect();
+            Ok((means, count))
+        }
+    }
+
+    /// A standalone `evaluate { model, data, checkpoint, metrics }` block: load the checkpoint's
+    /// parameters and buffers (when given), then average the metrics over the data.
+    pub fn evaluate_recipe(&mut self) -> Result<Vec<f64>, RuntimeError> {
+        if let Some(Value::Str(dir)) = self.info.field("checkpoint").cloned() {
+            self.load_weights(&self.opts.root.join(&*dir).clone())?;
+        }
+        let body = self.expr_field("metrics").ok_or_else(|| err("the evaluate block has no `metrics`"))?;
+        let p = self.pipeline.clone();
+        let (means, count) = self.evaluate_pipeline(p, &body)?;
+        if self.opts.echo {
+            let shown: Vec<String> = means.iter().map(|m| format!("{m:.4}")).collect();
+            println!("evaluate: {} (over {count} examples)", shown.join(", "));
+        }
+        Ok(means)
+    }
+
+    /// Parameters and buffers from a checkpoint (no optimiser state), matched by path and shape.
+    pub fn load_weights(&mut self, dir: &std::path::Path) -> Result<(), RuntimeError> {
+        let ck = checkpoint::load(dir).map_err(RuntimeError::Io)?;
+        self.set_parameters(&ck.params, &format!("the checkpoint in {}", dir.display()))
+    }
+
+    /// Set every parameter and buffer from `(path, tensor)` pairs (e.g. weights exported from
+    /// PyTorch): each must be there with the model's shape; it is converted to the model's dtype.
+    /// `source` names where they come from, for messages.
+    pub fn set_parameters(&mut self, tensors: &[(String, crate::runtime::tensor::Tensor)], source: &str) -> Result<(), RuntimeError> {
+        for p in self.params.iter().chain(&self.buffers) {
+            let t = tensors
+                .iter()
+                .find(|(n, _)| *n == p.path)
+                .map(|(_, t)| t.clone())
+                .ok_or_else(|| err(format!("{source} has no `{}`", p.path)))?;
+            let cur = &self.store[&p.id];
+            if t.shape != cur.shape {
+                return Err(err(format!("`{}` in {source} is {:?}, the model's is {:?}", p.path, t.shape, cur.shape)));
+            }
+            let t = if t.dtype == cur.dtype { t } else { t.cast(cur.dtype) };
+            self.store.insert(p.id, t);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,365 @@
+//! Compiling one training step for one batch shape into the graph: the forward pass, gradients
+//! by autodiff, clipping, and every parameter's update rule. A classic recipe's step is
+//! `loss = ...` differentiated with respect to all parameters; a custom `step(x) { ... }` block is
+//! traced statement by statement, `update m by grad(loss, m)` applying `m`'s optimiser on the spot
+//! so that what follows in the block sees the new parameters (as after `optimizer.step()`).
+
+use super::{err, Trainer};
+use crate::runtime::pipeline::leaves;
+use crate::runtime::RuntimeError;
+use dlc_language::eval::model::{collect_params, substitute};
+use dlc_language::eval::tracer::Tracer;
+use dlc_language::eval::value::Ctx;
+use dlc_language::eval::Value;
+use dlc_language::ir::{NodeId, Op};
+use dlc_language::passes::autodiff;
+use dlc_language::syntax::ast::{Expr, ExprKind, Param as AstParam, RecipeEntry, Stmt};
+use dlc_language::types::{DType, Dim, TensorTy};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// One compiled training step for one batch shape.
+pub struct Step {
+    pub elem_inputs: Vec<u32>,
+    /// The optimiser step count (Adam's bias correction) and the batch count (random draws).
+    pub t_input: u32,
+    pub draw_input: u32,
+    /// The learning rate of each group, after the schedule.
+    pub lr_inputs: Vec<u32>,
+    /// What the step reports, by name; the first is "the loss" (progress bar, NaN check).
+    pub logged: Vec<(String, NodeId)>,
+    /// Per updated parameter (index into `Trainer::params`): its state inputs and the nodes of
+    /// (new parameter, new states...).
+    pub updates: Vec<(usize, Vec<u32>, Vec<NodeId>)>,
+    /// With `accumulate = N`: per parameter, the running gradient sum's input and its new value.
+    /// The updates then use the mean of the N gradients.
+    pub accum: Vec<(u32, NodeId)>,
+    /// New values of buffers (BatchNorm's running statistics), by parameter id.
+    pub buffer_updates: Vec<(u32, NodeId)>,
+}
+
+fn scalar_input(t: &mut Tracer, name: &str) -> (u32, NodeId) {
+    let id = t.graph.add_input(name, TensorTy::new(DType::F32, vec![]));
+    (id, t.node(Op::Input(id), DType::F32, vec![], vec![], Default::default()))
+}
+
+fn input_like(t: &mut Tracer, name: &str, like: NodeId) -> (u32, NodeId) {
+    let ty = t.ty(like);
+    let id = t.graph.add_input(name, ty.clone());
+    (id, t.node(Op::Input(id), ty.dtype, ty.shape, vec![], Default::default()))
+}
+
+/// The scalar inputs every step has.
+struct Scalars {
+    t: (u32, NodeId),
+    draw: (u32, NodeId),
+    lrs: Vec<(u32, NodeId)>,
+}
+
+impl<'s> Trainer<'s> {
+    /// A copy of the pipeline's element structure whose tensors are fresh inputs of these shapes.
+    pub(super) fn element_inputs(&mut self, elem: &Value, shapes: &mut std::slice::Iter<(DType, Vec<usize>)>, ids: &mut Vec<u32>) -> Value {
+        match elem {
+            Value::Tensor(_) => {
+                let (dt, shape) = shapes.next().cloned().unwrap_or((DType::F32, vec![]));
+                let dims: Vec<Dim> = shape.iter().map(|d| Dim::known(*d as i64)).collect();
+                let t = &mut self.session.t;
+                let id = t.graph.add_input("batch", TensorTy::new(dt, dims.clone()));
+                ids.push(id);
+                Value::Tensor(t.node(Op::Input(id), dt, dims, vec![], Default::default()))
+            }
+            Value::Tuple(items) => Value::Tuple(Rc::new(items.iter().map(|x| self.element_inputs(x, shapes, ids)).collect())),
+            Value::Record(items) => {
+                Value::Record(Rc::new(items.iter().map(|(k, x)| (k.clone(), self.element_inputs(x, shapes, ids))).collect()))
+            }
+            other => other.clone(),
+        }
+    }
+
+    /// Set the tracer up for the recipe: its module, every group's model bound by name (and
+    /// `model` for a single one), `training()` as given, random draws keyed by `draw`.
+    fn enter(&mut self, training: bool, draw: Option<NodeId>) {
+        let t = &mut self.session.t;
+        t.ctx = Ctx { module: self.info.module, instance: None, env: vec![] };
+        for g in &self.groups {
+            t.bind(&g.name, g.model.clone());
+        }
+        t.training = training;
+        t.step_input = draw;
+    }
+
+    fn leave(&mut self) {
+        self.session.t.training = false;
+        self.session.t.step_input = None;
+    }
+
+    fn traced_error(&self, before: usize, what: &str) -> RuntimeError {
+        err(format!("tracing {what} failed: {:?}", self.session.t.diags[before..].iter().map(|d| d.message.clone()).collect::<Vec<_>>()))
+    }
+
+    /// Trace `expr` with the models and the element bound (`x`, `y`, record fields, `batch`),
+    /// for a batch of these shapes, with no backward pass. Returns the value and the input ids.
+    pub(super) fn trace(&mut self, expr: &Expr, shapes: &[(DType, Vec<usize>)], training: bool) -> Result<(Value, Vec<u32>), RuntimeError> {
+        let elem = self.pipeline.elem.clone();
+        let mut ids = vec![];
+        let e = self.element_inputs(&elem, &mut shapes.iter(), &mut ids);
+        self.enter(training, None);
+        self.session.t.bind_element(&e);
+        let before = self.session.t.diags.len();
+        let r = self.session.t.eval(expr);
+        self.leave();
+        r.map(|v| (v, ids)).map_err(|_| self.traced_error(before, "the recipe"))
+    }
+
+    fn custom_step(&self) -> Option<(Vec<AstParam>, Vec<Stmt>)> {
+        self.info.recipe.entries.iter().find_map(|e| match e {
+            RecipeEntry::Step { params, body, .. } => Some((params.clone(), body.clone())),
+            _ => None,
+        })
+    }
+
+    pub(super) fn build_step(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<Step, RuntimeError> {
+        let t = &mut self.session.t;
+        let sc = Scalars {
+            t: scalar_input(t, "step"),
+            draw: scalar_input(t, "draw"),
+            lrs: self.groups.iter().map(|g| scalar_input(t, &format!("lr {}", g.name))).collect(),
+        };
+        t.buffer_updates.clear();
+        let elem = self.pipeline.elem.clone();
+        let mut elem_inputs = vec![];
+        let e = self.element_inputs(&elem, &mut shapes.iter(), &mut elem_inputs);
+        self.enter(true, Some(sc.draw.1));
+        let before = self.session.t.diags.len();
+        let traced = match self.custom_step() {
+            Some((params, body)) => self.trace_custom(&params, &body, e, &sc, before),
+            None => self.trace_classic(e, &sc, before),
+        };
+        self.leave();
+        let (logged, updates, accum) = traced?;
+        let buffer_updates = std::mem::take(&mut self.session.t.buffer_updates);
+        Ok(Step {
+            elem_inputs,
+            t_input: sc.t.0,
+            draw_input: sc.draw.0,
+            lr_inputs: sc.lrs.iter().map(|l| l.0).collect(),
+            logged,
+            updates,
+            accum,
+            buffer_updates,
+        })
+    }
+
+    /// Gradients of `loss` for these parameters, clipped by global norm when the recipe asks.
+    fn grads(&mut self, loss: NodeId, wrt: &[NodeId]) -> Result<Vec<NodeId>, RuntimeError> {
+        autodiff::grad(&mut self.session.t.graph, loss, wrt).map_err(|e| err(format!("cannot differentiate the loss: {e:?}")))
+    }
+
+    fn clip(&mut self, grads: Vec<NodeId>) -> Result<Vec<NodeId>, RuntimeError> {
+        match self.info.field("clip_grad_norm").and_then(|v| v.as_float()) {
+            Some(max_norm) => clip_by_global_norm(&mut self.session.t, &grads, max_norm),
+            None => Ok(grads),
+        }
+    }
+
+    /// Apply each parameter's group's update rule; returns (param index, state inputs, outputs).
+    fn apply_updates(
+        &mut self,
+        idx: &[usize],
+        nodes: &[NodeId],
+        grads: &[NodeId],
+        sc: &Scalars,
+        states: &mut HashMap<usize, (Vec<u32>, Vec<NodeId>)>,
+    ) -> Result<Vec<(usize, Vec<NodeId>)>, RuntimeError> {
+        let mut out = vec![];
+        for ((&k, &node), &g) in idx.iter().zip(nodes).zip(grads) {
+            let group = self.params[k].group;
+            let n_state = self.groups[group].n_state()?;
+            let t = &mut self.session.t;
+            let (_, cur) = states.entry(k).or_insert_with(|| {
+                let made: Vec<(u32, NodeId)> = (0..n_state).map(|_| input_like(t, "state", node)).collect();
+                (made.iter().map(|m| m.0).collect(), made.iter().map(|m| m.1).collect())
+            });
+            let cur_states = cur.clone();
+            let new = self.groups[group].trace_update(t, node, g, &cur_states, sc.t.1, sc.lrs[group].1)?;
+            states.get_mut(&k).expect("just inserted").1 = new[1..].to_vec();
+            out.push((k, new));
+        }
+        Ok(out)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn trace_classic(
+        &mut self,
+        elem: Value,
+        sc: &Scalars,
+        before: usize,
+    ) -> Result<(Vec<(String, NodeId)>, Vec<(usize, Vec<u32>, Vec<NodeId>)>, Vec<(u32, NodeId)>), RuntimeError> {
+        let loss_expr = self.expr_field("loss").ok_or_else(|| err("the recipe has no loss"))?;
+        self.session.t.bind_element(&elem);
+        let loss = match self.session.t.eval(&loss_expr) {
+            Ok(Value::Tensor(n)) => n,
+            Ok(other) => return Err(err(format!("the loss is {}, not a tensor", other.kind()))),
+            Err(_) => return Err(self.traced_error(before, "the loss")),
+        };
+        let idx: Vec<usize> = (0..self.params.len()).collect();
+        let nodes: Vec<NodeId> = self.params.iter().map(|p| p.node).collect();
+        let mut grads = self.grads(loss, &nodes)?;
+        let mut accum = vec![];
+        if self.accumulate > 1 {
+            // The update sees the mean gradient of the N micro-batches, like `(loss / N).backward()`
+            // N times before `optimizer.step()`.
+            let t = &mut self.session.t;
+            let inv = t.constant(1.0 / self.accumulate as f64, DType::F32, Default::default());
+            for g in grads.iter_mut() {
+                let (id, acc) = input_like(t, "grad sum", *g);
+                let sum = t.tensor_binary(dlc_language::ir::BinaryOp::Add, acc, *g, Default::default()).map_err(|_| err("accumulate"))?;
+                accum.push((id, sum));
+                let k = t.cast(inv, t.ty(sum).dtype, Default::default());
+                *g = t.tensor_binary(dlc_language::ir::BinaryOp::Mul, sum, k, Default::default()).map_err(|_| err("accumulate"))?;
+            }
+        }
+        let grads = self.clip(grads)?;
+        let mut states = HashMap::new();
+        let new = self.apply_updates(&idx, &nodes, &grads, sc, &mut states)?;
+        let updates = new.into_iter().map(|(k, outs)| (k, states[&k].0.clone(), outs)).collect();
+        Ok((vec![("loss".into(), loss)], updates, accum))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn trace_custom(
+        &mut self,
+        params: &[AstParam],
+        body: &[Stmt],
+        elem: Value,
+        sc: &Scalars,
+        before: usize,
+    ) -> Result<(Vec<(String, NodeId)>, Vec<(usize, Vec<u32>, Vec<NodeId>)>, Vec<(u32, NodeId)>), RuntimeError> {
+        if self.accumulate > 1 {
+            return Err(err("`accumulate` applies to recipes with a `loss`; a custom `step` decides its own updates"));
+        }
+        // As in the checker: the element's parts by name (`x`, `y`, record fields), and the
+        // whole element under the step's parameter name.
+        self.session.t.bind_element(&elem);
+        if let Some(p) = params.first() {
+            self.session.t.bind(&p.name.name, elem);
+        }
+        let mut logged = vec![];
+        // Per parameter index: its state inputs and current state nodes, and its latest value.
+        let mut states: HashMap<usize, (Vec<u32>, Vec<NodeId>)> = HashMap::new();
+        let mut latest: HashMap<usize, Vec<NodeId>> = HashMap::new();
+        let fail = |s: &Self| s.traced_error(before, "the step");
+        for s in body {
+            match s {
+                Stmt::Let(n, e) => {
+                    let v = self.session.t.eval(e).map_err(|_| fail(self))?;
+                    self.session.t.bind(&n.name, v);
+                }
+                Stmt::Expr(e) => {
+                    self.session.t.eval(e).map_err(|_| fail(self))?;
+                }
+                Stmt::Log(e, _) => {
+                    let v = self.session.t.eval(e).map_err(|_| fail(self))?;
+                    let mut nodes = vec![];
+                    leaves(&v, &mut nodes);
+                    let names: Vec<String> = match &e.kind {
+                        ExprKind::Tuple(items) => items.iter().enumerate().map(|(i, x)| log_name(x, i)).collect(),
+                        _ => vec![log_name(e, 0)],
+                    };
+                    for (i, n) in nodes.into_iter().enumerate() {
+                        let name = names.get(i).cloned().unwrap_or_else(|| format!("log{i}"));
+                        logged.push((name, n));
+                    }
+                }
+                Stmt::Update { target, grads, .. } => {
+                    let Ok(Value::Grads(model, loss)) = self.session.t.eval(grads) else { return Err(fail(self)) };
+                    let gi = self
+                        .groups
+                        .iter()
+                        .position(|g| matches!(self.session.t.lookup(&g.name), Some(Value::Model(m)) if Rc::ptr_eq(&m, &model)))
+                        .ok_or_else(|| err("`update` names a model that is not one of the recipe's `models`"))?;
+                    let mut found = vec![];
+                    collect_params(&Value::Model(model.clone()), "", &mut found);
+                    let prefix = self.groups[gi].prefix.clone();
+                    let mut idx = vec![];
+                    let mut nodes = vec![];
+                    for (path, v) in found {
+                        let Value::Tensor(node) = v else { continue };
+                        let full = format!("{prefix}{path}");
+                        if let Some(k) = self.params.iter().position(|p| p.path == full) {
+                            if !idx.contains(&k) {
+                                idx.push(k);
+                                nodes.push(node);
+                            }
+                        }
+                    }
+                    let g = self.grads(loss, &nodes)?;
+                    let g = self.clip(g)?;
+                    let new = self.apply_updates(&idx, &nodes, &g, sc, &mut states)?;
+                    let map: HashMap<NodeId, NodeId> = nodes.iter().zip(&new).map(|(old, (_, outs))| (*old, outs[0])).collect();
+                    for (k, outs) in new {
+                        latest.insert(k, outs);
+                    }
+                    let rebuilt = substitute(&Value::Model(model), &map);
+                    let name = self.groups[gi].name.clone();
+                    self.session.t.bind(&name, rebuilt.clone());
+                    if let ExprKind::Name(n) = &target.kind {
+                        if *n != name {
+                            self.session.t.bind(n, rebuilt);
+                        }
+                    }
+                }
+            }
+        }
+        if logged.is_empty() {
+            return Err(err("the `step` block logs nothing: add `log loss` (or `log (a, b)`) so that training can be followed"));
+        }
+        let mut updates: Vec<(usize, Vec<u32>, Vec<NodeId>)> =
+            latest.into_iter().map(|(k, outs)| (k, states[&k].0.clone(), [vec![outs[0]], states[&k].1.clone()].concat())).collect();
+        updates.sort_by_key(|u| u.0);
+        Ok((logged, updates, vec![]))
+    }
+}
+
+/// `log (d_loss, g_loss)` reports `d_loss` and `g_loss`; anything else is `log0`, `log1`, ...
+fn log_name(e: &Expr, i: usize) -> String {
+    match &e.kind {
+        ExprKind::Name(n) => n.clone(),
+        _ if i == 0 => "loss".into(),
+        _ => format!("log{i}"),
+    }
+}
+
+/// torch.nn.utils.clip_grad_norm_: scale every gradient by min(1, max_norm / (‖g‖₂ + 1e-6)),
+/// with the norm taken over all parameters together.
+fn clip_by_global_norm(t: &mut Tracer, grads: &[NodeId], max_norm: f64) -> Result<Vec<NodeId>, RuntimeError> {
+    use dlc_language::ir::{BinaryOp, ReduceOp, UnaryOp};
+    let sp = Default::default();
+    let fail = |_| err("could not build the gradient clipping");
+    let mut total: Option<NodeId> = None;
+    for &g in grads {
+        let g32 = t.cast(g, DType::F32, sp);
+        let sq = t.tensor_binary(BinaryOp::Mul, g32, g32, sp).map_err(fail)?;
+        let s = t.reduce(ReduceOp::Sum, sq, None, false, sp).map_err(fail)?;
+        total = Some(match total {
+            Some(acc) => t.tensor_binary(BinaryOp::Add, acc, s, sp).map_err(fail)?,
+            None => s,
+        });
+    }
+    let Some(total) = total else { return Ok(vec![]) };
+    let norm = t.unary(UnaryOp::Sqrt, total, sp);
+    let eps = t.constant(1e-6, DType::F32, sp);
+    let denom = t.tensor_binary(BinaryOp::Add, norm, eps, sp).map_err(fail)?;
+    let max = t.constant(max_norm, DType::F32, sp);
+    let coef = t.tensor_binary(BinaryOp::Div, max, denom, sp).map_err(fail)?;
+    let one = t.constant(1.0, DType::F32, sp);
+    let coef = t.tensor_binary(BinaryOp::Min, coef, one, sp).map_err(fail)?;
+    grads
+        .iter()
+        .map(|&g| {
+            let dt = t.ty(g).dtype;
+            let c = t.cast(coef, dt, sp);
+            t.tensor_binary(BinaryOp::Mul, g, c, sp).map_err(fail)
+        })
+        .collect()
+}

@@ -236,6 +236,18 @@ fn run_recipes(
                 }
             }
         }
+        if info.kind == RecipeKind::Infer && info.field("generate").is_some() {
+            match dlc::train::infer::generate(&mut p.session, &info, &root) {
+                Ok(text) => {
+                    println!("infer: sample\n{text}");
+                    continue;
+                }
+                Err(e) => {
+                    eprintln!("error: inference failed: {e}");
+                    return 1;
+                }
+            }
+        }
         if info.kind == RecipeKind::Infer {
             match dlc::train::infer::run(&mut p.session, &info, &root) {
                 Ok(y) => {

@@ -9,4 +9,5 @@ pub mod runtime;
 pub mod train;
 
 pub use api::{Program, RunOutput};
+pub use dlc_language::types::DType;
 pub use runtime::tensor::{Data, Tensor};

@@ -20,7 +20,7 @@ use std::sync::Arc;
 #[derive(Default)]
 pub struct Executor {
     cache: HashMap<NodeId, Tensor>,
-    params: HashMap<u32, Tensor>,
+    pub params: HashMap<u32, Tensor>,
     pub inputs: HashMap<u32, Tensor>,
     /// Seed for parameter initialisation.
     pub seed: u64,

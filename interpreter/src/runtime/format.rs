@@ -82,7 +82,7 @@ impl Formatter {
         }
         match self.style {
             Style::Int => format!("{}", v as i64),
-            Style::Bool => (if v != 0.0 { "true" } else { "false" }).into(),
+            Style::Bool => (if v != 0.0 { "True" } else { "False" }).into(),
             Style::IntegralFloat => format!("{v:.0}."),
             Style::Fixed => format!("{v:.4}"),
             Style::Sci => sci(v),

@@ -176,16 +176,20 @@ pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> R
             leaves(&stage.input, &mut ins);
             leaves(&stage.output, &mut outs);
             let input_ids: Vec<u32> = ins.iter().map(|n| if let Op::Input(i) = graph.node(*n).op { i } else { u32::MAX }).collect();
-            let mut out = Vec::with_capacity(elems.len());
-            for e in elems {
-                // A fresh executor per element: the inputs change, and results are cached by node.
-                let mut ex = Executor::new(0);
-                for (id, t) in input_ids.iter().zip(e) {
-                    ex.inputs.insert(*id, t);
-                }
-                out.push(outs.iter().map(|n| ex.eval(graph, *n)).collect::<Result<Element, _>>()?);
-            }
-            Ok(out)
+            // Elements are independent: map them on all cores (rayon keeps the order, so the
+            // result does not depend on the number of threads).
+            use rayon::prelude::*;
+            elems
+                .into_par_iter()
+                .map(|e| {
+                    // A fresh executor per element: the inputs change, and results are cached by node.
+                    let mut ex = Executor::new(0);
+                    for (id, t) in input_ids.iter().zip(e) {
+                        ex.inputs.insert(*id, t);
+                    }
+                    outs.iter().map(|n| ex.eval(graph, *n)).collect::<Result<Element, _>>()
+                })
+                .collect()
         }
         "shuffle" => {
             let seed = int_arg(stage, "seed", 0) as u64;
@@ -213,8 +217,58 @@ pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> R
         }
         // Worker threads and the bounded queue come with the trainer; the values are the same.
         "prefetch" => Ok(elems),
+        "random_crop" | "random_flip" => {
+            let seed = int_arg(stage, "seed", 0) as u64;
+            // Each element's draw depends on (seed, epoch, position) only: reproducible, and
+            // a new crop every epoch.
+            let stream = seed.wrapping_mul(0xA24B_AED4_963E_E407) ^ epoch.wrapping_mul(0x9FB2_1C65_1E98_DF25) ^ (stage.kind.len() as u64);
+            let pad = int_arg(stage, "padding", 0).max(0) as usize;
+            let p = stage.arg("p").and_then(|v| v.as_float()).unwrap_or(0.5);
+            let crop = stage.kind == "random_crop";
+            Ok(elems
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut e)| {
+                    let (a, b) = (rng::uniform(stream, 2 * i as u64), rng::uniform(stream, 2 * i as u64 + 1));
+                    if let Some(img) = e.first_mut() {
+                        *img = if crop {
+                            let span = 2 * pad + 1;
+                            shifted(img, (a * span as f64) as isize - pad as isize, (b * span as f64) as isize - pad as isize, false)
+                        } else {
+                            shifted(img, 0, 0, a < p)
+                        };
+                    }
+                    e
+                })
+                .collect())
+        }
         other => Err(RuntimeError::Unsupported(format!("the `{other}` stage cannot run yet"))),
     }
+}
+
+/// An image ([.., H, W]) moved by (dy, dx) with zeros shifted in (a random crop of the
+/// zero-padded image), and mirrored left-right when `flip`.
+fn shifted(t: &Tensor, dy: isize, dx: isize, flip: bool) -> Tensor {
+    let r = t.shape.len();
+    let (h, w) = (t.shape[r - 2], t.shape[r - 1]);
+    let planes = t.numel() / (h * w).max(1);
+    let v = t.to_f64();
+    let mut out = vec![0.0; v.len()];
+    for c in 0..planes {
+        for y in 0..h {
+            let sy = y as isize + dy;
+            if sy < 0 || sy >= h as isize {
+                continue;
+            }
+            for x in 0..w {
+                let xx = if flip { w - 1 - x } else { x } as isize + dx;
+                if xx >= 0 && xx < w as isize {
+                    out[(c * h + y) * w + x] = v[(c * h + sy as usize) * w + xx as usize];
+                }
+            }
+        }
+    }
+    Tensor::from_f64(t.dtype, t.shape.clone(), out)
 }
 
 /// Every element of one epoch of the pipeline.

@@ -13,17 +13,36 @@ use dlc_language::types::DType;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+/// When evaluation is asked for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum When {
+    EpochEnd,
+    Step(usize),
+    Final,
+}
+
 impl<'s> Trainer<'s> {
     /// Every `evaluate DATA every epoch { metrics }` clause: metrics averaged over the data,
     /// weighted by batch size, traced without backward and with `training()` false.
-    pub(super) fn evaluate(&mut self, epoch: usize, report: &mut TrainReport) -> Result<(), RuntimeError> {
+    /// `when` says which clauses are due: `every N epochs` ones at the end of an epoch,
+    /// `every N steps` ones after a step, and all of them when training stops.
+    pub(super) fn evaluate(&mut self, epoch: usize, when: When, report: &mut TrainReport) -> Result<(), RuntimeError> {
         let clauses: Vec<(Expr, Expr)> = self
             .info
             .recipe
             .entries
             .iter()
             .filter_map(|e| match e {
-                RecipeEntry::Evaluate { data, body, .. } => Some((data.clone(), body.clone())),
+                RecipeEntry::Evaluate { data, body, every, .. } => {
+                    let n = every.count.as_ref().and_then(super::int_literal).unwrap_or(1);
+                    let by_steps = every.unit.name.starts_with("step");
+                    let due = match when {
+                        When::EpochEnd => !by_steps && epoch % n == 0,
+                        When::Step(s) => by_steps && s % n == 0,
+                        When::Final => true,
+                    };
+                    due.then(|| (data.clone(), body.clone()))
+                }
                 _ => None,
             })
             .collect();

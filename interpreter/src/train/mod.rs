@@ -13,6 +13,7 @@ pub mod png;
 pub mod schedule;
 mod step;
 
+use evaluate::When;
 use groups::{Group, Param};
 use metrics::Metrics;
 pub use overrides::apply_overrides;
@@ -67,11 +68,29 @@ pub struct TrainOptions {
     pub progress: bool,
     /// Called after every optimiser step (embedders: live metrics, early stopping).
     pub on_step: Option<Box<dyn FnMut(&StepEvent) -> Control>>,
+    /// Training batches from Rust instead of the recipe's pipeline (see [`BatchSource`]).
+    pub batches: Option<BatchSource>,
 }
+
+/// A Rust data source for training: called once per epoch with the epoch number (from 0), it
+/// returns that epoch's batches, each a list of tensors in the order of the recipe's pipeline
+/// element's leaves (`(x, y)`: x then y). Each batch is checked against the element's dtypes
+/// and ranks, and its shapes against the model when the step is compiled.
+pub type BatchSource = Box<dyn FnMut(u64) -> Result<Vec<Element>, String>>;
 
 impl TrainOptions {
     pub fn new(root: PathBuf, seed: u64) -> TrainOptions {
-        TrainOptions { root, seed, echo: false, resume: None, metrics: None, interrupt: None, progress: false, on_step: None }
+        TrainOptions {
+            root,
+            seed,
+            echo: false,
+            resume: None,
+            metrics: None,
+            interrupt: None,
+            progress: false,
+            on_step: None,
+            batches: None,
+        }
     }
 }
 
@@ -206,7 +225,9 @@ impl<'s> Trainer<'s> {
         })
     }
 
-    fn save(&self, dir: &std::path::Path, step: usize, epoch: usize) -> Result<(), RuntimeError> {
+    /// Write a checkpoint (parameters, buffers, optimiser state, and a manifest with `step` and
+    /// `epoch`) to `dir`, atomically; `--resume dir` and `load_weights` read it.
+    pub fn save(&self, dir: &std::path::Path, step: usize, epoch: usize) -> Result<(), RuntimeError> {
         checkpoint::save(dir, &self.checkpoint(step, epoch)).map_err(RuntimeError::Io)?;
         if self.opts.echo {
             println!("checkpoint: {} (step {step})", dir.display());
@@ -226,6 +247,35 @@ impl<'s> Trainer<'s> {
             ex.set_param(p.id, self.store[&p.id].clone());
         }
         ex
+    }
+
+    /// One epoch of training batches: from the Rust source when one is bound, else the pipeline.
+    fn epoch_batches(&mut self, epoch: u64) -> Result<Vec<Element>, RuntimeError> {
+        let Some(source) = self.opts.batches.as_mut() else {
+            return pipeline::run(&self.pipeline, &self.opts.root, &self.session.t.graph, epoch);
+        };
+        let batches = source(epoch).map_err(|e| err(format!("the Rust data source failed: {e}")))?;
+        let mut leaves = vec![];
+        pipeline::leaves(&self.pipeline.elem, &mut leaves);
+        let want: Vec<(DType, usize)> = leaves
+            .iter()
+            .map(|n| {
+                let ty = self.session.t.ty(*n);
+                (ty.dtype, ty.rank())
+            })
+            .collect();
+        for (i, b) in batches.iter().enumerate() {
+            let got: Vec<(DType, usize)> = b.iter().map(|t| (t.dtype, t.shape.len())).collect();
+            if got != want {
+                let show = |v: &[(DType, usize)]| v.iter().map(|(d, r)| format!("{d} rank {r}")).collect::<Vec<_>>().join(", ");
+                return Err(err(format!(
+                    "batch {i} of epoch {epoch} from the Rust data source has ({}), the recipe's data element needs ({})",
+                    show(&got),
+                    show(&want)
+                )));
+            }
+        }
+        Ok(batches)
     }
 
     /// Run one batch through its compiled step. `update` is false for the first N-1 micro-batches
@@ -321,7 +371,7 @@ impl<'s> Trainer<'s> {
         let metrics_path = self.opts.metrics.clone().or_else(|| ck_clause.as_ref().map(|c| c.0.join("metrics.jsonl")));
         let mut metrics = Metrics::open(metrics_path)?;
         let epochs = epochs_field.map(|e| e as usize).unwrap_or(usize::MAX);
-        let first = pipeline::run(&self.pipeline, &self.opts.root, &self.session.t.graph, 0)?;
+        let first = self.epoch_batches(0)?;
         if first.is_empty() {
             return Err(err("the training data pipeline yields no batches"));
         }
@@ -352,9 +402,10 @@ impl<'s> Trainer<'s> {
         'outer: for epoch in start_epoch..epochs {
             let data = match batches.take() {
                 Some(b) if epoch == 0 => b,
-                _ => pipeline::run(&self.pipeline, &self.opts.root, &self.session.t.graph, epoch as u64)?,
+                _ => self.epoch_batches(epoch as u64)?,
             };
             let mut epoch_loss = (0.0, 0usize);
+            let epoch_started = Instant::now();
             let skip = if epoch == start_epoch { skip_in_epoch } else { 0 };
             let mut data = data.into_iter().skip(skip * n_acc);
             for _ in skip..per_epoch {
@@ -412,6 +463,13 @@ impl<'s> Trainer<'s> {
                         println!("epoch {} step {step}: {}, lr {:.3e}, {rate_s:.0} samples/s", epoch + 1, shown.join(", "), rates[0]);
                     }
                 }
+                if !stop {
+                    let before = report.evals.len();
+                    self.evaluate(epoch + 1, When::Step(step), &mut report)?;
+                    for (_, vals) in &report.evals[before..] {
+                        metrics.write(serde_json::json!({"step": step, "epoch": epoch + 1, "evaluate": vals}));
+                    }
+                }
                 let done_epochs = if step % per_epoch == 0 { epoch + 1 } else { epoch };
                 if self.opts.interrupt.as_ref().map(|f| f.load(std::sync::atomic::Ordering::SeqCst)).unwrap_or(false) {
                     if let Some((dir, _, _)) = &ck_clause {
@@ -427,7 +485,7 @@ impl<'s> Trainer<'s> {
                 }
                 if stop {
                     report.steps = step;
-                    self.evaluate(epoch + 1, &mut report)?;
+                    self.evaluate(epoch + 1, When::Final, &mut report)?;
                     if let Some((dir, _, _)) = &ck_clause {
                         self.save(dir, step, done_epochs)?;
                     }
@@ -437,12 +495,18 @@ impl<'s> Trainer<'s> {
             let mean = epoch_loss.0 / epoch_loss.1.max(1) as f64;
             if self.opts.echo {
                 self.clear_progress();
-                println!("epoch {} done: mean loss {mean:.4} over {} steps", epoch + 1, epoch_loss.1);
+                println!(
+                    "epoch {} done: mean loss {mean:.4} over {} steps in {:.1} s",
+                    epoch + 1,
+                    epoch_loss.1,
+                    epoch_started.elapsed().as_secs_f64()
+                );
             }
             report.losses.push((step, mean));
-            metrics.write(serde_json::json!({"step": step, "epoch": epoch + 1, "mean_loss": mean}));
+            let secs = epoch_started.elapsed().as_secs_f64();
+            metrics.write(serde_json::json!({"step": step, "epoch": epoch + 1, "mean_loss": mean, "epoch_s": secs}));
             let before = report.evals.len();
-            self.evaluate(epoch + 1, &mut report)?;
+            self.evaluate(epoch + 1, When::EpochEnd, &mut report)?;
             for (e, vals) in &report.evals[before..] {
                 metrics.write(serde_json::json!({"step": step, "epoch": e, "evaluate": vals}));
             }

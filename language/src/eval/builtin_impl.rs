@@ -435,6 +435,27 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
             tv(t.cast(eq, DType::F32, span))
         }
         // Forward value unchanged; autodiff (next milestone) stops gradients here.
+        "chain" => {
+            // `chain(x, (f, g, h))` is `h(g(f(x)))`: the body of `Sequential`.
+            let (mut x, xs) = b.get("x").cloned().ok_or(super::Reported)?;
+            let (fns, fs) = b.get("fns").cloned().ok_or(super::Reported)?;
+            let list = match fns {
+                Value::Tuple(items) => items.as_ref().clone(),
+                f @ (Value::Func(_) | Value::Model(_)) => vec![f],
+                other => {
+                    return t.err(
+                        "E0310",
+                        format!("`chain` needs a tuple of layers or functions, found {}", other.kind()),
+                        fs,
+                        "not a tuple",
+                    )
+                }
+            };
+            for f in &list {
+                x = t.call(f, vec![(None, x, xs)], fs, fs)?;
+            }
+            Ok(x)
+        }
         "stop_grad" => {
             let x = t.arg_tensor(&b, "x")?;
             let ty = t.ty(x);

@@ -73,6 +73,7 @@ pub const TABLE: &[(&str, &str, &[&str])] = &[
     ("float", "", &["x"]),
     ("int", "", &["x"]),
     ("grad", "", &["loss", "model"]),
+    ("chain", "", &["x", "fns"]),
     // std.data: sources and stages (typed here; executed by the runtime).
     ("mnist", "std.data", &["dir", "split="]),
     ("fashion_mnist", "std.data", &["dir", "split="]),
@@ -86,6 +87,8 @@ pub const TABLE: &[(&str, &str, &[&str])] = &[
     ("shuffle", "std.data", &["pipeline", "seed=", "buffer="]),
     ("batch", "std.data", &["pipeline", "size", "drop_last="]),
     ("prefetch", "std.data", &["pipeline", "n="]),
+    ("random_crop", "std.data", &["pipeline", "padding=", "seed="]),
+    ("random_flip", "std.data", &["pipeline", "p=", "seed="]),
     ("skip", "std.data", &["pipeline", "n"]),
     ("split", "std.data", &["pipeline", "fraction", "part="]),
 ];

@@ -160,6 +160,34 @@ impl Tracer {
                 let elem = self.batch_elem(&p.elem, &dim, span);
                 Ok(self.stage(&p, name, b, elem))
             }
+            "random_crop" | "random_flip" => {
+                // Augmentations of the element's first tensor (the image), torchvision-style:
+                // RandomCrop(size, padding) and RandomHorizontalFlip(p), before `batch`.
+                let p = self.pipeline_arg(b)?;
+                let mut first = vec![];
+                first_tensor(&p.elem, &mut first);
+                let ok = first.first().map(|n| self.ty(*n).rank() >= 2).unwrap_or(false);
+                if !ok {
+                    let found = first.first().map(|n| self.ty(*n).to_string()).unwrap_or_else(|| "no tensor".into());
+                    return self.err(
+                        "E0403",
+                        format!("`{name}` works on images: the element's first tensor must be [H, W] or [C, H, W], found {found}"),
+                        span,
+                        "not an image",
+                    );
+                }
+                if name == "random_crop" && self.arg_int(b, "padding", 0)? < 0 {
+                    return self.err("E0403", "`padding` must be at least 0", b.span_of("padding"), "negative");
+                }
+                if name == "random_flip" {
+                    let prob = self.arg_float(b, "p", 0.5)?;
+                    if !(0.0..=1.0).contains(&prob) {
+                        return self.err("E0403", format!("`p` is a probability, found {prob}"), b.span_of("p"), "out of range");
+                    }
+                }
+                let elem = p.elem.clone();
+                Ok(self.stage(&p, name, b, elem))
+            }
             "shuffle" | "prefetch" | "skip" | "take" | "split" => {
                 let p = self.pipeline_arg(b)?;
                 if name == "split" {
@@ -202,6 +230,16 @@ impl Tracer {
 }
 
 /// Pipeline elements are tensors, or tuples/records of them.
+/// The first tensor node of an element, depth-first (the image of `(image, label)`).
+fn first_tensor(v: &Value, out: &mut Vec<crate::ir::NodeId>) {
+    match v {
+        Value::Tensor(n) if out.is_empty() => out.push(*n),
+        Value::Tuple(items) => items.iter().for_each(|x| first_tensor(x, out)),
+        Value::Record(items) => items.iter().for_each(|(_, x)| first_tensor(x, out)),
+        _ => {}
+    }
+}
+
 fn check_element(t: &mut Tracer, v: &Value, span: Span) -> R<()> {
     match v {
         Value::Tensor(_) => Ok(()),

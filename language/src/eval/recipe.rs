@@ -78,6 +78,13 @@ const INFER_FIELDS: &[(&str, Want)] = &[
     ("checkpoint", Want::Str),
     ("input", Want::Any),
     ("output", Want::Str),
+    // Autoregressive sampling from a language model: `input` is a text prompt, `vocab` the text
+    // file whose characters are the vocabulary (as for the `text` source).
+    ("generate", Want::PositiveInt),
+    ("vocab", Want::Str),
+    ("context", Want::PositiveInt),
+    ("temperature", Want::Number),
+    ("seed", Want::Int),
     ("precision", Want::Precision),
     ("device", Want::Device),
 ];
@@ -213,6 +220,10 @@ impl Tracer {
             RecipeKind::Infer => {
                 required.push(("model", "the model to run"));
                 required.push(("input", "the inputs"));
+                if has("generate") {
+                    required.push(("vocab", "the text file whose characters are the vocabulary, e.g. the training text"));
+                    required.push(("context", "the longest window the model takes, e.g. its `block`"));
+                }
             }
         }
         for (n, why) in required {

@@ -9,9 +9,10 @@ epochs=${EPOCHS:-1}
 cargo build --release -q -p dlc
 dlc_out=$(RAYON_NUM_THREADS=2 ../target/release/dlc run mnist_mlp_peer.dl --set epochs="$epochs")
 echo "$dlc_out" | grep -E "done|evaluate"
-dlc_s=$(echo "$dlc_out" | sed -n 's/.*epoch 1 done: .* in \([0-9.]*\) s/\1/p')
+dlc_s=$(echo "$dlc_out" | sed -n 's/.*epoch 1 done: .* steps in \([0-9.]*\) s .*/\1/p')
 dlc_acc=$(echo "$dlc_out" | sed -n 's/epoch 1 evaluate: \([0-9.]*\).*/\1/p' | head -1)
-peer=$("$py" peers/mnist_train.py --model mlp --epochs "$epochs" --threads 2 | head -1)
+peer=$("$py" peers/mnist_train.py --model mlp --epochs "$epochs" --threads 2)
+peer=$(echo "$peer" | head -1)
 echo "$peer"
 peer_s=$(echo "$peer" | "$py" -c 'import json,sys; print(json.load(sys.stdin)["epoch_s"])')
 peer_acc=$(echo "$peer" | "$py" -c 'import json,sys; print(json.load(sys.stdin)["test_accuracy"])')

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 pub struct Printed {
     pub text: String,
     pub tensors: Vec<Tensor>,
+    /// The graph nodes of the printed tensors (what `dlc explain` plans).
+    pub nodes: Vec<dlc_language::ir::NodeId>,
 }
 
 #[derive(Default)]
@@ -148,6 +150,12 @@ impl Host for RuntimeHost {
     }
 
     fn print(&mut self, g: &Graph, values: &[Value]) -> Result<(), String> {
+        // Compute every printed tensor in one plan (fused), then format them from the cache.
+        let mut nodes = vec![];
+        for v in values {
+            crate::runtime::pipeline::leaves(v, &mut nodes);
+        }
+        self.exec.eval_many(g, &nodes).map_err(|e| e.to_string())?;
         let mut tensors = vec![];
         let mut parts = vec![];
         for v in values {
@@ -157,7 +165,7 @@ impl Host for RuntimeHost {
         if self.echo {
             println!("{text}");
         }
-        self.out.printed.push(Printed { text, tensors });
+        self.out.printed.push(Printed { text, tensors, nodes });
         Ok(())
     }
 }
@@ -217,13 +225,20 @@ impl Program {
 
     /// As [`Program::run`], with the seed that parameter initialisation draws from.
     pub fn run_seeded(name: &str, text: &str, root: Option<&Path>, echo: bool, seed: u64) -> Program {
+        Program::run_with(name, text, root, echo, seed, true)
+    }
+
+    /// As [`Program::run_seeded`]; `fuse` false runs one kernel per op (`--no-fuse`).
+    pub fn run_with(name: &str, text: &str, root: Option<&Path>, echo: bool, seed: u64, fuse: bool) -> Program {
         let checked = Program::check(name, text, root);
         if !checked.ok {
             return checked;
         }
         let mut session = Session::new(Mode::Run);
         let mut host = RuntimeHost::new(root.map(|p| p.to_path_buf()), echo);
-        host.exec = Box::new(Executor::new(seed));
+        let mut ex = Executor::new(seed);
+        ex.fuse = fuse;
+        host.exec = Box::new(ex);
         let ok = session.run_source(name, text, &mut host);
         let recipes = checked.recipes;
         Program { session, host, ok, recipes }
@@ -234,10 +249,19 @@ impl Program {
     }
 
     pub fn load_file_seeded(path: &Path, run: bool, seed: u64) -> std::io::Result<Program> {
+        Program::load_file_with(path, run, seed, true)
+    }
+
+    /// Read and check (and with `run`, run) a file; `fuse` as in [`Program::run_with`].
+    pub fn load_file_with(path: &Path, run: bool, seed: u64, fuse: bool) -> std::io::Result<Program> {
         let text = std::fs::read_to_string(path)?;
         let root = path.parent().map(|p| p.to_path_buf());
         let name = path.display().to_string();
-        Ok(if run { Program::run_seeded(&name, &text, root.as_deref(), true, seed) } else { Program::check(&name, &text, root.as_deref()) })
+        Ok(if run {
+            Program::run_with(&name, &text, root.as_deref(), true, seed, fuse)
+        } else {
+            Program::check(&name, &text, root.as_deref())
+        })
     }
 
     pub fn diagnostics(&self) -> &[Diagnostic] {

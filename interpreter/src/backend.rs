@@ -11,6 +11,11 @@ pub trait Backend {
     fn name(&self) -> &'static str;
     /// The value of `node`, computing what it depends on. Results may be cached: graphs only grow.
     fn eval(&mut self, graph: &Graph, node: NodeId) -> Result<Tensor, RuntimeError>;
+    /// The values of several nodes, computed together (a fusing back end plans them as one
+    /// computation). By default, one after the other.
+    fn eval_many(&mut self, graph: &Graph, nodes: &[NodeId]) -> Result<Vec<Tensor>, RuntimeError> {
+        nodes.iter().map(|n| self.eval(graph, *n)).collect()
+    }
 }
 
 impl Backend for crate::exec::Executor {
@@ -19,5 +24,8 @@ impl Backend for crate::exec::Executor {
     }
     fn eval(&mut self, graph: &Graph, node: NodeId) -> Result<Tensor, RuntimeError> {
         crate::exec::Executor::eval(self, graph, node)
+    }
+    fn eval_many(&mut self, graph: &Graph, nodes: &[NodeId]) -> Result<Vec<Tensor>, RuntimeError> {
+        crate::exec::Executor::eval_many(self, graph, nodes)
     }
 }

@@ -51,6 +51,34 @@ enum Cmd {
         /// Append training metrics as JSON lines to FILE (default: metrics.jsonl in the checkpoint directory).
         #[arg(long, value_name = "FILE")]
         metrics: Option<PathBuf>,
+        /// Run one kernel per op (the eager interpreter) instead of fused kernels; results are equal.
+        #[arg(long)]
+        no_fuse: bool,
+    },
+    /// Show what the compiler did to each recipe and printed value, and why: fusion regions,
+    /// kernel counts, source lines.
+    Explain {
+        file: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Time training steps (or an `infer` block) after a warm-up: samples/s, step times,
+    /// compile time, peak memory.
+    Bench {
+        file: PathBuf,
+        /// Timed steps (or inference runs).
+        #[arg(long, default_value_t = 20)]
+        steps: usize,
+        /// Untimed steps first.
+        #[arg(long, default_value_t = 3)]
+        warmup: usize,
+        /// Run one kernel per op (the eager interpreter) for comparison.
+        #[arg(long)]
+        no_fuse: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Start an interactive session.
     Repl,
@@ -67,7 +95,11 @@ pub fn main() -> i32 {
     match cli.cmd {
         Cmd::Check { file, json, repeat: Some(n) } => time_check(&file, n.max(1), json),
         Cmd::Check { file, json, repeat: None } => check(&file, json),
-        Cmd::Run { file, dump, seed, set, resume, metrics } => run(&file, dump, seed, &set, resume, metrics),
+        Cmd::Run { file, dump, seed, set, resume, metrics, no_fuse } => {
+            run(&file, dump, seed, &set, RunFlags { resume, metrics, fuse: !no_fuse })
+        }
+        Cmd::Explain { file, json } => crate::explain::main(&file, json),
+        Cmd::Bench { file, steps, warmup, no_fuse, json } => crate::bench::main(&file, steps, warmup, !no_fuse, json),
         Cmd::Repl => crate::repl::run(),
     }
 }
@@ -77,7 +109,7 @@ fn read_error(file: &std::path::Path, e: std::io::Error) -> i32 {
     1
 }
 
-fn report(p: &Program) -> usize {
+pub(crate) fn report(p: &Program) -> usize {
     let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let mut errors = 0;
     for d in p.diagnostics() {
@@ -154,7 +186,14 @@ fn time_check(file: &std::path::Path, n: usize, json: bool) -> i32 {
     0
 }
 
-fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], resume: Option<PathBuf>, metrics: Option<PathBuf>) -> i32 {
+/// How `dlc run` runs.
+struct RunFlags {
+    resume: Option<PathBuf>,
+    metrics: Option<PathBuf>,
+    fuse: bool,
+}
+
+fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], flags: RunFlags) -> i32 {
     let mut overrides = vec![];
     for s in set {
         match s.split_once('=') {
@@ -174,7 +213,7 @@ fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], re
         println!("{prog:#?}");
         return 0;
     }
-    let p = match Program::load_file_seeded(file, true, seed) {
+    let p = match Program::load_file_with(file, true, seed, flags.fuse) {
         Ok(p) => p,
         Err(e) => return read_error(file, e),
     };
@@ -188,19 +227,13 @@ fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], re
         let roots: Vec<_> = (0..g.len() as u32).map(dlc_language::ir::NodeId).collect();
         print!("{}", dlc_language::ir::print::dump(g, &roots));
     }
-    run_recipes(p, file, seed, &overrides, resume, metrics)
+    run_recipes(p, file, seed, &overrides, flags)
 }
 
 /// Execute the program's recipes in order: `train` recipes train; the rest are reported as not
 /// executable yet (exit status 2), so nothing pretends to have run.
-fn run_recipes(
-    mut p: Program,
-    file: &std::path::Path,
-    seed: u64,
-    overrides: &[(String, String)],
-    resume: Option<PathBuf>,
-    metrics: Option<PathBuf>,
-) -> i32 {
+fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(String, String)], flags: RunFlags) -> i32 {
+    let RunFlags { resume, metrics, fuse } = flags;
     use dlc_language::syntax::ast::RecipeKind;
     let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
     let recipes = p.session.t.recipes.clone();
@@ -270,6 +303,7 @@ fn run_recipes(
         let mut opts = dlc::train::TrainOptions::new(root.clone(), seed);
         opts.echo = true;
         opts.resume = resume.clone();
+        opts.fuse = fuse;
         opts.metrics = metrics.clone();
         opts.interrupt = Some(stop.clone());
         opts.progress = std::io::stderr().is_terminal();

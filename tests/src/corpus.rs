@@ -79,6 +79,16 @@ pub fn run_case(path: &Path) -> Result<(), String> {
         return Ok(());
     }
     let printed = &p.output().printed;
+    // The same program with one kernel per op must print the same, bit for bit: fused kernels
+    // compute each op exactly as the eager ones do.
+    let eager = Program::run_with(&name, &text, root, false, 0, false);
+    let eager_printed = &eager.output().printed;
+    for (i, (f, e)) in printed.iter().zip(eager_printed).enumerate() {
+        let bits = |t: &dlc::Tensor| t.to_f64().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        if f.text != e.text || f.tensors.iter().map(bits).ne(e.tensors.iter().map(bits)) {
+            return Err(format!("print #{}: fused `{}` differs from eager `{}`", i + 1, f.text, e.text));
+        }
+    }
     if printed.len() != d.outputs.len() {
         return Err(format!(
             "{} print(s) expected, {} happened: {:?}",

@@ -4,6 +4,7 @@
 mod backward;
 mod contract;
 mod elementwise;
+pub mod fused;
 mod movement;
 mod reduce;
 
@@ -11,6 +12,7 @@ use crate::runtime::rng;
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
 use dlc_language::ir::{Graph, Init, NodeId, Op, RandDist};
+use dlc_language::passes::fusion::{self, Kernel, Plan};
 use dlc_language::types::shape::concrete;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,11 +26,16 @@ pub struct Executor {
     pub inputs: HashMap<u32, Tensor>,
     /// Seed for parameter initialisation.
     pub seed: u64,
+    /// Run fused regions as one kernel each (`eval_many`); off means one kernel per op
+    /// (`--no-fuse`). Results are equal either way.
+    pub fuse: bool,
+    /// Compiled fused regions, by output node: compiled once, run every step.
+    programs: HashMap<NodeId, Arc<fused::Program>>,
 }
 
 impl Executor {
     pub fn new(seed: u64) -> Executor {
-        Executor { seed, ..Default::default() }
+        Executor { seed, fuse: true, ..Default::default() }
     }
 
     /// Give a parameter its current value (the trainer's, after updates).
@@ -59,6 +66,57 @@ impl Executor {
         let t = Tensor::from_f64(info.ty.dtype, shape, vals);
         self.params.insert(id, t.clone());
         Ok(t)
+    }
+
+    /// Compute everything `plan` needs (its kernels in order), caching the results; then `eval`
+    /// of any of the plan's roots is a lookup. Fused regions run as one kernel each.
+    pub fn run_plan(&mut self, g: &Graph, plan: &Plan) -> Result<(), RuntimeError> {
+        for k in &plan.kernels {
+            match k {
+                Kernel::Free(n) | Kernel::Library(n) => {
+                    if !self.cache.contains_key(n) {
+                        let t = self.run_node(g, *n)?;
+                        self.cache.insert(*n, t);
+                    }
+                }
+                Kernel::Fused(r) => {
+                    let out = r.output();
+                    if self.cache.contains_key(&out) {
+                        continue;
+                    }
+                    let program = match self.programs.get(&out) {
+                        Some(p) => p.clone(),
+                        None => {
+                            let p = Arc::new(fused::compile(g, r)?);
+                            self.programs.insert(out, p.clone());
+                            p
+                        }
+                    };
+                    let inputs: Vec<Tensor> = r.inputs.iter().map(|i| self.cache[i].clone()).collect();
+                    self.cache.insert(out, program.run(&inputs));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The values of `roots`, planned together (fused when `self.fuse`).
+    pub fn eval_many(&mut self, g: &Graph, roots: &[NodeId]) -> Result<Vec<Tensor>, RuntimeError> {
+        let plan = fusion::plan(g, roots, self.fuse);
+        self.run_plan(g, &plan)?;
+        roots.iter().map(|r| self.eval(g, *r)).collect()
+    }
+
+    /// Give a node a value computed elsewhere (a benchmark's input, computed once).
+    pub fn preset(&mut self, node: NodeId, t: Tensor) {
+        self.cache.insert(node, t);
+    }
+
+    /// Forget computed values (inputs change between steps) but keep parameters and compiled
+    /// kernels.
+    pub fn clear_values(&mut self) {
+        self.cache.clear();
+        self.inputs.clear();
     }
 
     /// The value of `root`, computing whatever it depends on that is not cached yet.

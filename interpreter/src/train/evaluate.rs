@@ -83,8 +83,7 @@ impl<'s> Trainer<'s> {
                 for (id, t) in ids.iter().zip(batch) {
                     ex.inputs.insert(*id, t);
                 }
-                let vals: Vec<f64> =
-                    nodes.iter().map(|m| ex.eval(&self.session.t.graph, *m).map(|t| t.to_f64()[0])).collect::<Result<_, _>>()?;
+                let vals: Vec<f64> = ex.eval_many(&self.session.t.graph, nodes)?.iter().map(|t| t.to_f64()[0]).collect();
                 if sums.is_empty() {
                     sums = vec![0.0; vals.len()];
                 }

@@ -70,6 +70,8 @@ pub struct TrainOptions {
     pub on_step: Option<Box<dyn FnMut(&StepEvent) -> Control>>,
     /// Training batches from Rust instead of the recipe's pipeline (see [`BatchSource`]).
     pub batches: Option<BatchSource>,
+    /// Fuse elementwise chains into one kernel each (default); false runs one kernel per op.
+    pub fuse: bool,
 }
 
 /// A Rust data source for training: called once per epoch with the epoch number (from 0), it
@@ -90,6 +92,7 @@ impl TrainOptions {
             progress: false,
             on_step: None,
             batches: None,
+            fuse: true,
         }
     }
 }
@@ -243,6 +246,7 @@ impl<'s> Trainer<'s> {
 
     fn executor(&self) -> Executor {
         let mut ex = Executor::new(self.opts.seed);
+        ex.fuse = self.opts.fuse;
         for p in self.params.iter().chain(&self.buffers) {
             ex.set_param(p.id, self.store[&p.id].clone());
         }
@@ -312,6 +316,9 @@ impl<'s> Trainer<'s> {
             ex.inputs.insert(*id, s.clone());
         }
         let graph = &self.session.t.graph;
+        if update {
+            ex.run_plan(graph, &st.plan)?;
+        }
         let mut logged = vec![];
         for (name, n) in &st.logged {
             let v = ex.eval(graph, *n)?.to_f64();
@@ -542,6 +549,49 @@ impl<'s> Trainer<'s> {
             }
         }
         out
+    }
+
+    /// The batch shapes the recipe's data yield, when the element type fixes them: known sizes,
+    /// and the `batch(size)` stage's size for the symbolic batch dimension.
+    pub fn batch_shapes(&self) -> Option<Vec<(DType, Vec<usize>)>> {
+        let size = self.pipeline.stages.iter().rev().find(|s| s.kind == "batch").and_then(|s| s.arg("size")).and_then(|v| v.as_int());
+        let mut leaves = vec![];
+        pipeline::leaves(&self.pipeline.elem, &mut leaves);
+        leaves
+            .iter()
+            .map(|n| {
+                let ty = self.session.t.ty(*n);
+                let dims: Option<Vec<usize>> = ty
+                    .shape
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| d.as_known().or(if i == 0 { size } else { None }).map(|k| k as usize))
+                    .collect();
+                dims.map(|d| (ty.dtype, d))
+            })
+            .collect()
+    }
+
+    /// Compile the training step for batches of these shapes, as the first such batch would;
+    /// returns its kernel plan, the graph's size, and the seconds it took (trace, autodiff, plan).
+    pub fn compile_step(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<(dlc_language::passes::fusion::Plan, f64), RuntimeError> {
+        let key = shapes.to_vec();
+        if !self.steps.contains_key(&key) {
+            let s = self.build_step(&key)?;
+            self.steps.insert(key.clone(), s);
+        }
+        let st = &self.steps[&key];
+        Ok((st.plan.clone(), st.compile_s))
+    }
+
+    /// Seconds spent compiling training steps so far (one per batch shape).
+    pub fn compile_seconds(&self) -> f64 {
+        self.steps.values().map(|s| s.compile_s).sum()
+    }
+
+    /// The graph the steps are compiled into (for reports).
+    pub fn graph(&self) -> &dlc_language::ir::Graph {
+        &self.session.t.graph
     }
 
     /// The current value of every trained parameter, by path (for tests and embedders).

@@ -36,6 +36,21 @@ pub struct Step {
     pub accum: Vec<(u32, NodeId)>,
     /// New values of buffers (BatchNorm's running statistics), by parameter id.
     pub buffer_updates: Vec<(u32, NodeId)>,
+    /// The kernels of the whole step (fused unless `--no-fuse`).
+    pub plan: dlc_language::passes::fusion::Plan,
+    /// Seconds spent tracing, differentiating and planning it.
+    pub compile_s: f64,
+}
+
+impl Step {
+    /// Every node the step's results need.
+    pub fn roots(&self) -> Vec<NodeId> {
+        let mut r: Vec<NodeId> = self.logged.iter().map(|l| l.1).collect();
+        r.extend(self.updates.iter().flat_map(|u| u.2.iter().copied()));
+        r.extend(self.accum.iter().map(|a| a.1));
+        r.extend(self.buffer_updates.iter().map(|b| b.1));
+        r
+    }
 }
 
 fn scalar_input(t: &mut Tracer, name: &str) -> (u32, NodeId) {
@@ -119,6 +134,7 @@ impl<'s> Trainer<'s> {
     }
 
     pub(super) fn build_step(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<Step, RuntimeError> {
+        let started = std::time::Instant::now();
         let t = &mut self.session.t;
         let sc = Scalars {
             t: scalar_input(t, "step"),
@@ -138,7 +154,7 @@ impl<'s> Trainer<'s> {
         self.leave();
         let (logged, updates, accum) = traced?;
         let buffer_updates = std::mem::take(&mut self.session.t.buffer_updates);
-        Ok(Step {
+        let mut step = Step {
             elem_inputs,
             t_input: sc.t.0,
             draw_input: sc.draw.0,
@@ -147,7 +163,12 @@ impl<'s> Trainer<'s> {
             updates,
             accum,
             buffer_updates,
-        })
+            plan: Default::default(),
+            compile_s: 0.0,
+        };
+        step.plan = dlc_language::passes::fusion::plan(&self.session.t.graph, &step.roots(), self.opts.fuse);
+        step.compile_s = started.elapsed().as_secs_f64();
+        Ok(step)
     }
 
     /// Gradients of `loss` for these parameters, clipped by global norm when the recipe asks.

@@ -44,6 +44,8 @@ enum Want {
     Parallel,
     Str,
     Any,
+    /// A model or a function (what an `infer` block applies).
+    Callable,
 }
 
 const TRAIN_FIELDS: &[(&str, Want)] = &[
@@ -74,7 +76,7 @@ const EVAL_FIELDS: &[(&str, Want)] = &[
 ];
 
 const INFER_FIELDS: &[(&str, Want)] = &[
-    ("model", Want::Model),
+    ("model", Want::Callable),
     ("checkpoint", Want::Str),
     ("input", Want::Any),
     ("output", Want::Str),
@@ -317,6 +319,13 @@ impl Tracer {
                     Ok(())
                 } else {
                     bad(self, "a model, like `Mlp()`")
+                }
+            }
+            Want::Callable => {
+                if matches!(v, Value::Model(_) | Value::Func(_)) {
+                    Ok(())
+                } else {
+                    bad(self, "a model or a function, like `Mlp()` or `gelu`")
                 }
             }
             Want::Models => match v {

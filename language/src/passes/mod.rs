@@ -2,3 +2,4 @@
 //! so a pass adds nodes and returns the ids that replace the ones it rewrote.
 
 pub mod autodiff;
+pub mod fusion;

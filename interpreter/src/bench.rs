@@ -1,0 +1,199 @@
+//! `dlc bench FILE`: time the first `train` recipe's steps on its real data (or, with no `train`
+//! recipe, the first `infer` block's computation on its input) after a warm-up. Reports step
+//! times (median, min, max), samples/s, compile time, kernels per step and peak memory; `--json`
+//! prints one object, for scripts that compare with the PyTorch peers.
+
+use dlc::exec::Executor;
+use dlc::train::{apply_overrides, Control, TrainOptions, Trainer};
+use dlc::Program;
+use dlc_language::eval::value::Ctx;
+use dlc_language::eval::Value;
+use dlc_language::syntax::ast::RecipeKind;
+use serde_json::json;
+use std::cell::RefCell;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Instant;
+
+/// Peak resident memory of this process so far, in MiB (Linux; 0 elsewhere).
+fn peak_rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+fn stats(mut ms: Vec<f64>) -> (f64, f64, f64) {
+    ms.sort_by(|a, b| a.total_cmp(b));
+    let n = ms.len();
+    if n == 0 {
+        return (0.0, 0.0, 0.0);
+    }
+    let median = if n % 2 == 1 { ms[n / 2] } else { (ms[n / 2 - 1] + ms[n / 2]) / 2.0 };
+    (median, ms[0], ms[n - 1])
+}
+
+pub fn main(file: &Path, steps: usize, warmup: usize, fuse: bool, as_json: bool) -> i32 {
+    let started = Instant::now();
+    let p = match Program::load_file_with(file, false, 0, fuse) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: cannot read `{}`: {e}", file.display());
+            return 1;
+        }
+    };
+    if !p.ok {
+        crate::cli::report(&p);
+        eprintln!("error: `{}` has errors; nothing to benchmark", file.display());
+        return 1;
+    }
+    let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut p = Program::run_with(&file.display().to_string(), &text, Some(&root), false, 0, fuse);
+    let recipes = p.session.t.recipes.clone();
+    let result = if let Some(info) = recipes.iter().find(|r| r.kind == RecipeKind::Train).cloned() {
+        bench_train(&mut p, info, &root, steps, warmup, fuse)
+    } else if let Some(info) = recipes.iter().find(|r| r.kind == RecipeKind::Infer).cloned() {
+        bench_infer(&mut p, &info, steps, warmup, fuse)
+    } else {
+        Err("the file has no `train` recipe and no `infer` block to time".to_string())
+    };
+    let mut report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    report["file"] = json!(file.display().to_string());
+    report["fuse"] = json!(fuse);
+    report["threads"] = json!(rayon::current_num_threads());
+    report["peak_rss_mb"] = json!((peak_rss_mb() * 10.0).round() / 10.0);
+    report["total_s"] = json!((started.elapsed().as_secs_f64() * 100.0).round() / 100.0);
+    if as_json {
+        println!("{report}");
+    } else {
+        println!(
+            "{}: {} {} steps after {} warm-up ({}): median {:.3} ms, min {:.3} ms, max {:.3} ms; {:.0} samples/s; {} kernels a step (eager {}); compiled in {:.1} ms; peak RSS {:.0} MiB",
+            report["file"].as_str().unwrap_or(""),
+            report["what"].as_str().unwrap_or(""),
+            report["steps"],
+            report["warmup"],
+            if fuse { "fused" } else { "eager, --no-fuse" },
+            report["median_ms"].as_f64().unwrap_or(0.0),
+            report["min_ms"].as_f64().unwrap_or(0.0),
+            report["max_ms"].as_f64().unwrap_or(0.0),
+            report["samples_per_s"].as_f64().unwrap_or(0.0),
+            report["kernels"],
+            report["eager_kernels"],
+            report["compile_ms"].as_f64().unwrap_or(0.0),
+            report["peak_rss_mb"].as_f64().unwrap_or(0.0),
+        );
+    }
+    0
+}
+
+fn bench_train(
+    p: &mut Program,
+    mut info: dlc_language::eval::recipe::RecipeInfo,
+    root: &Path,
+    steps: usize,
+    warmup: usize,
+    fuse: bool,
+) -> Result<serde_json::Value, String> {
+    let total = warmup + steps;
+    apply_overrides(&mut info, &[("steps".into(), total.to_string())]).map_err(|e| e.to_string())?;
+    // Time from one step's end to the next: the step itself (data are prepared per epoch, before).
+    let times: Rc<RefCell<Vec<f64>>> = Rc::default();
+    let seen = times.clone();
+    let mut last = Instant::now();
+    let mut opts = TrainOptions::new(root.to_path_buf(), 0);
+    opts.fuse = fuse;
+    opts.on_step = Some(Box::new(move |_| {
+        seen.borrow_mut().push(last.elapsed().as_secs_f64() * 1e3);
+        last = Instant::now();
+        Control::Continue
+    }));
+    let mut trainer = Trainer::new(&mut p.session, info, opts).map_err(|e| e.to_string())?;
+    let shapes = trainer.batch_shapes().ok_or("the batch shapes are only known at run time")?;
+    let batch = shapes.first().and_then(|s| s.1.first().copied()).unwrap_or(1);
+    let (plan, compile_s) = trainer.compile_step(&shapes).map_err(|e| e.to_string())?;
+    trainer.run().map_err(|e| e.to_string())?;
+    // The first entry includes reading the data; steps of another batch shape (a last, smaller
+    // batch) are not expected inside warm-up + steps.
+    let all = times.borrow().clone();
+    let timed: Vec<f64> = all.iter().skip(warmup.max(1)).copied().collect();
+    let (median, min, max) = stats(timed.clone());
+    Ok(json!({
+        "what": "train",
+        "steps": timed.len(),
+        "warmup": warmup,
+        "batch": batch,
+        "median_ms": median,
+        "min_ms": min,
+        "max_ms": max,
+        "samples_per_s": batch as f64 / (median / 1e3).max(1e-12),
+        "compile_ms": compile_s * 1e3,
+        "kernels": plan.kernel_count(),
+        "eager_kernels": plan.eager_count(),
+    }))
+}
+
+fn bench_infer(
+    p: &mut Program,
+    info: &dlc_language::eval::recipe::RecipeInfo,
+    steps: usize,
+    warmup: usize,
+    fuse: bool,
+) -> Result<serde_json::Value, String> {
+    let model = info.field("model").cloned().ok_or("the infer block has no model")?;
+    let Some(Value::Tensor(input)) = info.field("input").cloned() else { return Err("the infer block's input is not a tensor".into()) };
+    let compile_started = Instant::now();
+    let t = &mut p.session.t;
+    t.ctx = Ctx { module: info.module, instance: None, env: vec![] };
+    let out = match t.call(&model, vec![(None, Value::Tensor(input), Default::default())], info.recipe.span, info.recipe.span) {
+        Ok(Value::Tensor(n)) => n,
+        _ => return Err("applying the model to the input failed".into()),
+    };
+    let plan = dlc_language::passes::fusion::plan(&t.graph, &[out], fuse);
+    let compile_s = compile_started.elapsed().as_secs_f64();
+    // The input is computed once; each timed run computes the model's output from it.
+    let mut ex = Executor::new(0);
+    let x = ex.eval(&t.graph, input).map_err(|e| e.to_string())?;
+    let n = x.numel();
+    let mut times = vec![];
+    for i in 0..warmup + steps {
+        let mut ex = Executor::new(0);
+        ex.fuse = fuse;
+        ex.preset(input, x.clone());
+        let t0 = Instant::now();
+        ex.run_plan(&t.graph, &plan).map_err(|e| e.to_string())?;
+        let y = ex.eval(&t.graph, out).map_err(|e| e.to_string())?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        std::hint::black_box(&y);
+        if i >= warmup {
+            times.push(ms);
+        }
+    }
+    let (median, min, max) = stats(times.clone());
+    let batch = x.shape.first().copied().unwrap_or(1);
+    Ok(json!({
+        "what": "infer",
+        "steps": times.len(),
+        "warmup": warmup,
+        "elements": n,
+        "median_ms": median,
+        "min_ms": min,
+        "max_ms": max,
+        "samples_per_s": batch as f64 / (median / 1e3).max(1e-12),
+        // Read the input and write the output once, 4 bytes each: the memory traffic a fused kernel needs.
+        "gb_per_s": 8.0 * n as f64 / (median / 1e3).max(1e-12) / 1e9,
+        "compile_ms": compile_s * 1e3,
+        "kernels": plan.kernel_count(),
+        "eager_kernels": plan.eager_count(),
+    }))
+}

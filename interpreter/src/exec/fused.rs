@@ -1,0 +1,239 @@
+//! One fused elementwise region (see `dlc_language::passes::fusion`) run as one kernel: the output
+//! index space is cut into chunks of `CHUNK` elements, spread over the cores, and each chunk runs
+//! the region's ops on register buffers that stay in cache. Inputs are read once and only the
+//! output is written: no intermediate tensor is allocated. Each op computes exactly what the eager
+//! interpreter computes for it (the same f32 operations), so fused and eager results are equal
+//! bit for bit.
+
+use super::elementwise::{binary_slice, unary_slice};
+use crate::runtime::tensor::{Data, Tensor};
+use crate::runtime::RuntimeError;
+use dlc_language::ir::{Graph, NodeId, Op};
+use dlc_language::passes::fusion::Region;
+use dlc_language::types::DType;
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// Elements per chunk: 16 KiB of f32 per register, so a region of a dozen ops stays in L2.
+const CHUNK: usize = 4096;
+
+/// Where an operand comes from.
+#[derive(Clone, Copy, Debug)]
+enum Operand {
+    /// The result of an earlier instruction.
+    Reg(usize),
+    /// A region input of the output's shape.
+    Input(usize),
+    /// A 0-d constant (only as the source of an `Expand`).
+    Imm(f32),
+}
+
+#[derive(Clone, Debug)]
+enum Instr {
+    Unary(dlc_language::ir::UnaryOp, Operand),
+    Binary(dlc_language::ir::BinaryOp, Operand, Operand),
+    Where(Operand, Operand, Operand),
+    /// f32 to bool (`x != 0`) or bool to f32 (unchanged 0/1).
+    Cast {
+        to_bool: bool,
+        x: Operand,
+    },
+    /// A broadcast load: an input (or a constant) expanded to the output's shape; `strides` are
+    /// the input's strides over the output's dimensions (0 where it is broadcast).
+    Expand {
+        src: Operand,
+        strides: Vec<usize>,
+    },
+}
+
+/// A region compiled for execution: instructions over registers.
+pub struct Program {
+    instrs: Vec<Instr>,
+    shape: Vec<usize>,
+    out_dtype: DType,
+}
+
+fn concrete(g: &Graph, n: NodeId) -> Vec<usize> {
+    g.node(n).shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect()
+}
+
+/// Translate a region's nodes into instructions.
+pub fn compile(g: &Graph, r: &Region) -> Result<Program, RuntimeError> {
+    let out = r.output();
+    let shape = concrete(g, out);
+    // Registers are instruction indices; `reg_of` maps members to theirs.
+    let mut reg_of: Vec<(NodeId, usize)> = vec![];
+    let mut instrs: Vec<Instr> = vec![];
+    for &m in &r.nodes {
+        let node = g.node(m);
+        let mut src = vec![];
+        for &s in &node.src {
+            let o = if let Some((_, i)) = reg_of.iter().find(|(n, _)| *n == s) {
+                Operand::Reg(*i)
+            } else if let Op::Const(bits) = g.node(s).op {
+                let v = f64::from_bits(bits) as f32;
+                if matches!(node.op, Op::Expand) {
+                    Operand::Imm(v)
+                } else {
+                    // A constant used directly (a 0-d region): give it a register of its own.
+                    instrs.push(Instr::Expand { src: Operand::Imm(v), strides: vec![] });
+                    Operand::Reg(instrs.len() - 1)
+                }
+            } else {
+                r.inputs
+                    .iter()
+                    .position(|i| *i == s)
+                    .map(Operand::Input)
+                    .ok_or_else(|| RuntimeError::Unsupported(format!("fused region: operand {s:?} is neither a member nor an input")))?
+            };
+            src.push(o);
+        }
+        reg_of.push((m, instrs.len()));
+        instrs.push(match &node.op {
+            Op::Unary(u) => Instr::Unary(*u, src[0]),
+            Op::Binary(b) => Instr::Binary(*b, src[0], src[1]),
+            Op::Where => Instr::Where(src[0], src[1], src[2]),
+            Op::Cast => Instr::Cast { to_bool: node.dtype == DType::Bool, x: src[0] },
+            Op::Expand => {
+                let from = concrete(g, node.src[0]);
+                let to = concrete(g, m);
+                let mut contiguous = vec![1usize; from.len()];
+                for d in (0..from.len().saturating_sub(1)).rev() {
+                    contiguous[d] = contiguous[d + 1] * from[d + 1];
+                }
+                let strides = (0..to.len()).map(|d| if from[d] == 1 && to[d] != 1 { 0 } else { contiguous[d] }).collect();
+                Instr::Expand { src: src[0], strides }
+            }
+            other => return Err(RuntimeError::Unsupported(format!("{other:?} cannot run in a fused region"))),
+        });
+    }
+    Ok(Program { instrs, shape, out_dtype: g.node(out).dtype })
+}
+
+/// An input as f32 values (bools as 0/1).
+fn as_f32(t: &Tensor) -> Arc<Vec<f32>> {
+    match &t.data {
+        Data::F32(v) => v.clone(),
+        other => Arc::new(match other {
+            Data::I64(v) => v.iter().map(|x| *x as f32).collect(),
+            Data::F64(v) => v.iter().map(|x| *x as f32).collect(),
+            Data::F32(_) => unreachable!(),
+        }),
+    }
+}
+
+impl Program {
+    /// Run on the region's inputs (in `Region::inputs` order).
+    pub fn run(&self, inputs: &[Tensor]) -> Tensor {
+        let n: usize = self.shape.iter().product();
+        let ins: Vec<Arc<Vec<f32>>> = inputs.iter().map(as_f32).collect();
+        let ins: Vec<&[f32]> = ins.iter().map(|v| v.as_slice()).collect();
+        let mut out = vec![0f32; n];
+        let work = |scratch: &mut Vec<Vec<f32>>, (ci, dst): (usize, &mut [f32])| {
+            self.chunk(&ins, ci * CHUNK, dst, scratch);
+        };
+        let new_scratch = || vec![vec![0f32; CHUNK]; self.instrs.len()];
+        if n > CHUNK {
+            out.par_chunks_mut(CHUNK).enumerate().for_each_init(new_scratch, work);
+        } else {
+            let mut s = new_scratch();
+            out.chunks_mut(CHUNK).enumerate().for_each(|c| work(&mut s, c));
+        }
+        let data = if self.out_dtype == DType::Bool {
+            Data::I64(Arc::new(out.iter().map(|v| (*v != 0.0) as i64).collect()))
+        } else {
+            Data::F32(Arc::new(out))
+        };
+        Tensor { dtype: self.out_dtype, shape: self.shape.clone(), data }
+    }
+
+    /// Elements `start .. start + dst.len()` of the output.
+    fn chunk(&self, ins: &[&[f32]], start: usize, dst: &mut [f32], regs: &mut [Vec<f32>]) {
+        let len = dst.len();
+        let end = start + len;
+        let last = self.instrs.len() - 1;
+        for (i, ins_i) in self.instrs.iter().enumerate() {
+            let (done, rest) = regs.split_at_mut(i);
+            let out = &mut rest[0][..len];
+            let done: &[Vec<f32>] = done;
+            // Operands have the output's shape: a register or a slice of an input.
+            let get = |o: Operand| -> &[f32] {
+                match o {
+                    Operand::Reg(j) => &done[j][..len],
+                    Operand::Input(k) => &ins[k][start..end],
+                    Operand::Imm(_) => unreachable!("constants are loaded by Expand instructions"),
+                }
+            };
+            match ins_i {
+                Instr::Unary(op, x) => unary_slice(*op, get(*x), out),
+                Instr::Binary(op, a, b) => binary_slice(*op, get(*a), get(*b), out),
+                Instr::Where(c, a, b) => {
+                    let (c, a, b) = (get(*c), get(*a), get(*b));
+                    for (t, o) in out.iter_mut().enumerate() {
+                        *o = if c[t] != 0.0 { a[t] } else { b[t] };
+                    }
+                }
+                Instr::Cast { to_bool, x } => {
+                    let x = get(*x);
+                    for (o, a) in out.iter_mut().zip(x) {
+                        *o = if *to_bool { (*a != 0.0) as i32 as f32 } else { *a };
+                    }
+                }
+                Instr::Expand { src, strides } => match src {
+                    Operand::Imm(v) => out.fill(*v),
+                    Operand::Input(k) => broadcast_load(ins[*k], &self.shape, strides, start, out),
+                    Operand::Reg(_) => unreachable!("the fusion pass never puts an expand's source in its region"),
+                },
+            }
+            if i == last {
+                dst.copy_from_slice(out);
+            }
+        }
+    }
+}
+
+/// out[t] = src[offset(start + t)], with the offset of an output index given by `strides`.
+fn broadcast_load(src: &[f32], shape: &[usize], strides: &[usize], start: usize, out: &mut [f32]) {
+    let rank = shape.len();
+    if rank == 0 || strides.iter().all(|s| *s == 0) {
+        out.fill(src[0]);
+        return;
+    }
+    // A row repeated (a bias [1, C] over [B, C]): the input cycles with period C.
+    let inner = shape[rank - 1];
+    if strides[rank - 1] == 1 && strides[..rank - 1].iter().all(|s| *s == 0) {
+        for (t, o) in out.iter_mut().enumerate() {
+            *o = src[(start + t) % inner];
+        }
+        return;
+    }
+    // A column repeated (a [B, 1] statistic over [B, C]): each input value C times.
+    if rank >= 2 && strides[rank - 1] == 0 && strides[rank - 2] == 1 && strides[..rank - 2].iter().all(|s| *s == 0) {
+        for (t, o) in out.iter_mut().enumerate() {
+            *o = src[((start + t) / inner) % shape[rank - 2]];
+        }
+        return;
+    }
+    // The multi-index of `start`, then an odometer.
+    let mut idx = vec![0usize; rank];
+    let mut rem = start;
+    for d in (0..rank).rev() {
+        idx[d] = rem % shape[d].max(1);
+        rem /= shape[d].max(1);
+    }
+    let mut off: usize = idx.iter().zip(strides).map(|(i, s)| i * s).sum();
+    let inner = rank - 1;
+    for o in out.iter_mut() {
+        *o = src[off];
+        idx[inner] += 1;
+        off += strides[inner];
+        let mut d = inner;
+        while idx[d] == shape[d] && d > 0 {
+            off -= strides[d] * shape[d];
+            idx[d] = 0;
+            d -= 1;
+            idx[d] += 1;
+            off += strides[d];
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! `dlc explain FILE [--json]`: what the compiler did to each training step and each printed
+//! value, and why, in the tuning guide's terms. Today: the kernels after fusion against the
+//! eager interpreter's one-kernel-per-op, each fused region with its size, shape and the source
+//! lines it came from.
+
+use dlc::train::{TrainOptions, Trainer};
+use dlc::Program;
+use dlc_language::ir::{Graph, NodeId, Op};
+use dlc_language::passes::fusion::{Kernel, Plan};
+use dlc_language::syntax::ast::RecipeKind;
+use serde_json::{json, Value as Json};
+use std::path::Path;
+
+const FUSE_REASON: &str =
+    "fuse pointwise operations: the chain reads its inputs and writes its result once, instead of one memory pass per op";
+
+/// `file:line` of every distinct source line the nodes came from, in first-seen order.
+fn lines(p: &Program, g: &Graph, nodes: &[NodeId]) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for &n in nodes {
+        let span = g.span(n);
+        if span.start == 0 && span.end == 0 {
+            continue; // built by the trainer (an update's bookkeeping), not by source code
+        }
+        let Some(name) = p.sources().files.get(span.file.0 as usize).map(|f| f.name.as_str()) else { continue };
+        let (line, _) = p.sources().line_col(span.file, span.start);
+        let short = name.rsplit('/').next().unwrap_or(name);
+        let s = format!("{short}:{line}");
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn op_name(g: &Graph, n: NodeId) -> String {
+    match &g.node(n).op {
+        Op::Unary(u) => format!("{u:?}").to_lowercase(),
+        Op::Binary(b) => format!("{b:?}").to_lowercase(),
+        Op::Expand => "broadcast".into(),
+        other => format!("{other:?}").split(['(', ' ', '{']).next().unwrap_or("op").to_lowercase(),
+    }
+}
+
+/// The report of one plan.
+fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
+    let mut regions = vec![];
+    for k in &plan.kernels {
+        if let Kernel::Fused(r) = k {
+            let node = g.node(r.output());
+            let broadcasts = r.nodes.iter().filter(|n| matches!(g.node(**n).op, Op::Expand)).count();
+            regions.push(json!({
+                "ops": r.nodes.len() - broadcasts,
+                "broadcasts": broadcasts,
+                "kernels": 1,
+                "output": format!("{}", node.ty()),
+                "inputs": r.inputs.len(),
+                "op_names": r.nodes.iter().map(|n| op_name(g, *n)).collect::<Vec<_>>(),
+                "lines": lines(p, g, &r.nodes),
+            }));
+        }
+    }
+    let library: Vec<String> =
+        plan.kernels.iter().filter_map(|k| if let Kernel::Library(n) = k { Some(op_name(g, *n)) } else { None }).collect();
+    let fused_ops: usize = regions.iter().map(|r| r["ops"].as_u64().unwrap_or(0) as usize).sum();
+    json!({
+        "kernels": plan.kernel_count(),
+        "eager_kernels": plan.eager_count(),
+        "fused_regions": regions.len(),
+        "fused_ops": fused_ops,
+        "library_kernels": library.len(),
+        "regions": regions,
+        "reason": FUSE_REASON,
+    })
+}
+
+pub fn main(file: &Path, as_json: bool) -> i32 {
+    let p = match Program::load_file_with(file, false, 0, true) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: cannot read `{}`: {e}", file.display());
+            return 1;
+        }
+    };
+    if !p.ok {
+        crate::cli::report(&p);
+        eprintln!("error: `{}` has errors; nothing to explain", file.display());
+        return 1;
+    }
+    // Run the top-level statements (quietly) to know what each `print` computes.
+    let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut p = Program::run_with(&file.display().to_string(), &text, Some(&root), false, 0, true);
+    let mut items = vec![];
+    let printed: Vec<Vec<NodeId>> = p.output().printed.iter().map(|x| x.nodes.clone()).collect();
+    for (i, nodes) in printed.iter().enumerate().filter(|(_, n)| !n.is_empty()) {
+        let g = p.session.graph();
+        let plan = dlc_language::passes::fusion::plan(g, nodes, true);
+        let mut item = describe(&p, g, &plan);
+        item["what"] = json!("print");
+        item["at"] = json!(format!("print #{}", i + 1));
+        items.push(item);
+    }
+    let recipes = p.session.t.recipes.clone();
+    for info in recipes.into_iter().filter(|r| r.kind == RecipeKind::Train) {
+        let name = info.name.clone().unwrap_or_else(|| "train".into());
+        let mut trainer = match Trainer::new(&mut p.session, info, TrainOptions::new(root.clone(), 0)) {
+            Ok(t) => t,
+            Err(e) => {
+                items.push(json!({"what": "train", "name": name, "error": e.to_string()}));
+                continue;
+            }
+        };
+        let Some(shapes) = trainer.batch_shapes() else {
+            items.push(json!({"what": "train", "name": name, "error": "the batch shapes are only known at run time"}));
+            continue;
+        };
+        match trainer.compile_step(&shapes) {
+            Ok((plan, secs)) => {
+                let nodes = trainer.graph().len();
+                let mut item = json!({});
+                // Describe against the program's sources; the trainer's graph has the step.
+                let g = trainer.graph().clone();
+                drop(trainer);
+                item = merge(item, describe(&p, &g, &plan));
+                item["what"] = json!("train");
+                item["name"] = json!(name);
+                item["batch"] = json!(shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
+                item["graph_nodes"] = json!(nodes);
+                item["compile_ms"] = json!((secs * 1e4).round() / 10.0);
+                items.push(item);
+            }
+            Err(e) => items.push(json!({"what": "train", "name": name, "error": e.to_string()})),
+        }
+    }
+    let report = json!({"file": file.display().to_string(), "items": items});
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print_text(&report);
+    }
+    0
+}
+
+fn merge(mut a: Json, b: Json) -> Json {
+    if let (Some(a), Json::Object(b)) = (a.as_object_mut(), b) {
+        a.extend(b);
+    }
+    a
+}
+
+fn print_text(r: &Json) {
+    println!("{}", r["file"].as_str().unwrap_or(""));
+    for item in r["items"].as_array().into_iter().flatten() {
+        let what = match item["what"].as_str() {
+            Some("print") => item["at"].as_str().unwrap_or("print").to_string(),
+            _ => format!("train `{}`, step for batch {}", item["name"].as_str().unwrap_or(""), item["batch"]),
+        };
+        if let Some(e) = item["error"].as_str() {
+            println!("  {what}: not compiled: {e}");
+            continue;
+        }
+        println!(
+            "  {what}: {} kernels (eager interpreter: {}); {} elementwise ops fused into {} kernel(s), {} library kernel(s){}",
+            item["kernels"],
+            item["eager_kernels"],
+            item["fused_ops"],
+            item["fused_regions"],
+            item["library_kernels"],
+            item["compile_ms"].as_f64().map(|m| format!("; compiled in {m} ms")).unwrap_or_default()
+        );
+        for reg in item["regions"].as_array().into_iter().flatten().filter(|r| r["ops"].as_u64().unwrap_or(0) > 1) {
+            let lines: Vec<&str> = reg["lines"].as_array().into_iter().flatten().filter_map(|l| l.as_str()).collect();
+            println!(
+                "    {} ops (+{} broadcasts) -> 1 kernel, {} ({})",
+                reg["ops"],
+                reg["broadcasts"],
+                reg["output"].as_str().unwrap_or(""),
+                lines.join(", ")
+            );
+        }
+        println!("    why: {}", item["reason"].as_str().unwrap_or(""));
+    }
+}

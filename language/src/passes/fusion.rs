@@ -1,0 +1,219 @@
+//! Fusion: partition the nodes a computation needs into kernels. Chains of elementwise ops over
+//! one index space become one *region*, executed as one kernel that reads its inputs once and
+//! writes one output, with no intermediate tensors (the tuning guide's "fuse pointwise
+//! operations"). Everything else is a library kernel (matrix products, convolutions, reductions,
+//! copies) or free (inputs, parameters, constants, reshapes, which are views).
+//!
+//! The rule is greedy, from the outputs back: an elementwise node joins the region of its users
+//! when all of its users are in that one region and it has the region's shape; otherwise it ends a
+//! region of its own (its value is needed elsewhere, so it is materialised once). A region has
+//! one output. `Expand` (broadcast) joins as a broadcasting load of its source, and a 0-d
+//! constant is inlined.
+//!
+//! Only f32 values and bools are fused today (the dtypes the CPU kernels compute in); f16/bf16
+//! storage rounding and integer arithmetic run as library kernels.
+
+use crate::ir::{BinaryOp, Graph, NodeId, Op, UnaryOp};
+use crate::types::DType;
+use std::collections::HashMap;
+
+/// A fused elementwise kernel.
+#[derive(Clone, Debug)]
+pub struct Region {
+    /// Members in dependency order; the last is the output.
+    pub nodes: Vec<NodeId>,
+    /// Values read from outside the region (materialised before it runs), in first-use order.
+    pub inputs: Vec<NodeId>,
+}
+
+impl Region {
+    pub fn output(&self) -> NodeId {
+        *self.nodes.last().expect("a region has at least one node")
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Kernel {
+    Fused(Region),
+    /// One op run by its own kernel (a library call or a copy).
+    Library(NodeId),
+    /// No work: bound inputs, parameters, constants, literals, views.
+    Free(NodeId),
+}
+
+/// The kernels of a computation, in an order that respects dependencies.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    pub kernels: Vec<Kernel>,
+    pub roots: Vec<NodeId>,
+}
+
+impl Plan {
+    /// Kernels that do work (fused regions and library kernels).
+    pub fn kernel_count(&self) -> usize {
+        self.kernels.iter().filter(|k| !matches!(k, Kernel::Free(_))).count()
+    }
+    /// What an eager interpreter launches: one kernel per node that does work.
+    pub fn eager_count(&self) -> usize {
+        self.kernels
+            .iter()
+            .map(|k| match k {
+                Kernel::Fused(r) => r.nodes.len(),
+                Kernel::Library(_) => 1,
+                Kernel::Free(_) => 0,
+            })
+            .sum()
+    }
+    pub fn regions(&self) -> impl Iterator<Item = &Region> {
+        self.kernels.iter().filter_map(|k| if let Kernel::Fused(r) = k { Some(r) } else { None })
+    }
+}
+
+/// Nodes that cost nothing to "run".
+pub fn is_free(op: &Op) -> bool {
+    matches!(op, Op::Input(_) | Op::Param(_) | Op::Const(_) | Op::Literal(_) | Op::Reshape | Op::Detach)
+}
+
+/// Whether a node can be computed inside a fused elementwise kernel.
+pub fn is_fusible(g: &Graph, id: NodeId) -> bool {
+    let n = g.node(id);
+    let known = n.shape.iter().all(|d| d.as_known().is_some());
+    let f32_or_bool = |t: DType| matches!(t, DType::F32 | DType::Bool);
+    if !known || !f32_or_bool(n.dtype) || !n.src.iter().all(|s| f32_or_bool(g.node(*s).dtype)) {
+        return false;
+    }
+    let is_bool = n.dtype == DType::Bool;
+    match &n.op {
+        Op::Unary(UnaryOp::Not) => is_bool,
+        Op::Unary(_) => !is_bool,
+        Op::Binary(b) => match b {
+            BinaryOp::CmpLt | BinaryOp::CmpLe | BinaryOp::CmpEq | BinaryOp::CmpNe => true,
+            BinaryOp::And | BinaryOp::Or => is_bool,
+            // Bool arithmetic wraps to 0/1 in the eager interpreter: keep it there.
+            _ => !is_bool && n.src.iter().all(|s| g.node(*s).dtype == DType::F32),
+        },
+        Op::Where => g.node(n.src[1]).dtype == n.dtype,
+        Op::Cast => true,
+        Op::Expand => true,
+        _ => false,
+    }
+}
+
+/// Partition what `roots` need into kernels. With `fuse` false every working node is its own
+/// kernel (the eager interpreter's plan, for `--no-fuse` and for comparison).
+pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
+    let order = g.topo(roots);
+    let pos: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let mut users: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
+    for &n in &order {
+        for &s in &g.node(n).src {
+            users.entry(s).or_default().push(n);
+        }
+    }
+    // Region index of each fused node, decided from the outputs back.
+    let mut region_of: HashMap<NodeId, usize> = HashMap::new();
+    let mut region_count = 0;
+    for &n in order.iter().rev() {
+        if !fuse || !is_fusible(g, n) {
+            continue;
+        }
+        let us = users.get(&n).map(|v| v.as_slice()).unwrap_or(&[]);
+        let joined = if roots.contains(&n) || us.is_empty() {
+            None
+        } else {
+            let first = region_of.get(&us[0]).copied();
+            let same = first.is_some() && us.iter().all(|u| region_of.get(u).copied() == first);
+            // An expand's source is loaded with broadcasting, so it is never a member itself.
+            let into_expand = us.iter().any(|u| matches!(g.node(*u).op, Op::Expand));
+            let same_shape = us.iter().all(|u| g.node(*u).shape == g.node(n).shape);
+            if same && !into_expand && same_shape {
+                first
+            } else {
+                None
+            }
+        };
+        let r = joined.unwrap_or_else(|| {
+            region_count += 1;
+            region_count - 1
+        });
+        region_of.insert(n, r);
+    }
+    let mut members: Vec<Vec<NodeId>> = vec![vec![]; region_count];
+    for &n in &order {
+        if let Some(&r) = region_of.get(&n) {
+            members[r].push(n);
+        }
+    }
+    // Emit kernels in dependency order: a region goes where its output sits in the order.
+    let mut kernels = vec![];
+    for &n in &order {
+        match region_of.get(&n) {
+            Some(&r) => {
+                let nodes = &members[r];
+                if *nodes.last().expect("non-empty") != n {
+                    continue;
+                }
+                let mut inputs = vec![];
+                for &m in nodes {
+                    for &s in &g.node(m).src {
+                        let inside = region_of.get(&s) == Some(&r);
+                        let inlined = matches!(g.node(s).op, Op::Const(_));
+                        if !inside && !inlined && !inputs.contains(&s) {
+                            inputs.push(s);
+                        }
+                    }
+                }
+                kernels.push(Kernel::Fused(Region { nodes: nodes.clone(), inputs }));
+            }
+            None if is_free(&g.node(n).op) => kernels.push(Kernel::Free(n)),
+            None => kernels.push(Kernel::Library(n)),
+        }
+    }
+    debug_assert!(kernels.iter().all(|k| match k {
+        Kernel::Fused(r) => r.inputs.iter().all(|i| pos[i] < pos[&r.output()]),
+        _ => true,
+    }));
+    Plan { kernels, roots: roots.to_vec() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::{Mode, Session};
+
+    fn printed_plan(src: &str, fuse: bool) -> (Plan, Graph) {
+        let mut s = Session::new(Mode::Check);
+        assert!(s.run_source("t.dl", src, &mut crate::eval::host::NullHost), "{:?}", s.diagnostics());
+        let crate::eval::Value::Tensor(root) = s.t.lookup("y").expect("y is bound") else { panic!("y is not a tensor") };
+        let g = s.t.graph.clone();
+        (plan(&g, &[root], fuse), g)
+    }
+
+    #[test]
+    fn the_guides_gelu_is_one_kernel() {
+        let src = "let x = randn(f32[1000], seed: 0)\nlet y = x * 0.5 * (1.0 + erf(x / 1.41421))\n";
+        let (p, _) = printed_plan(src, true);
+        let regions: Vec<&Region> = p.regions().collect();
+        assert_eq!(regions.len(), 1);
+        assert!(regions[0].nodes.len() >= 5, "{:?}", regions[0]);
+        // randn is a library kernel, the five elementwise ops (and the constants' broadcasts) one region.
+        assert_eq!(p.kernel_count(), 2, "{p:?}");
+        let (eager, _) = printed_plan(src, false);
+        assert!(eager.kernel_count() >= 6, "eager: randn + 5 ops + broadcasts, got {}", eager.kernel_count());
+    }
+
+    #[test]
+    fn a_value_used_by_a_library_op_is_materialised() {
+        // h feeds both the matmul and the elementwise tail: it ends its own region.
+        let src = "let x = randn(f32[4, 8], seed: 0)\nlet h = tanh(x) * 2.0\nlet y = exp(h @ transpose(h, 0, 1)) + 1.0\n";
+        let (p, g) = printed_plan(src, true);
+        let regions: Vec<&Region> = p.regions().collect();
+        assert_eq!(regions.len(), 2, "{p:?}");
+        for r in regions {
+            for &i in &r.inputs {
+                assert!(!r.nodes.contains(&i));
+            }
+            assert!(r.nodes.iter().all(|n| is_fusible(&g, *n)));
+        }
+    }
+}

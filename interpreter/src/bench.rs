@@ -37,7 +37,7 @@ fn stats(mut ms: Vec<f64>) -> (f64, f64, f64) {
     (median, ms[0], ms[n - 1])
 }
 
-pub fn main(file: &Path, steps: usize, warmup: usize, fuse: bool, as_json: bool) -> i32 {
+pub fn main(file: &Path, steps: usize, warmup: usize, fuse: bool, as_json: bool, profile: bool) -> i32 {
     let started = Instant::now();
     let p = match Program::load_file_with(file, false, 0, fuse) {
         Ok(p) => p,
@@ -56,7 +56,7 @@ pub fn main(file: &Path, steps: usize, warmup: usize, fuse: bool, as_json: bool)
     let mut p = Program::run_with(&file.display().to_string(), &text, Some(&root), false, 0, fuse);
     let recipes = p.session.t.recipes.clone();
     let result = if let Some(info) = recipes.iter().find(|r| r.kind == RecipeKind::Train).cloned() {
-        bench_train(&mut p, info, &root, steps, warmup, fuse)
+        bench_train(&mut p, info, &root, steps, warmup, fuse, profile)
     } else if let Some(info) = recipes.iter().find(|r| r.kind == RecipeKind::Infer).cloned() {
         bench_infer(&mut p, &info, steps, warmup, fuse)
     } else {
@@ -104,6 +104,7 @@ fn bench_train(
     steps: usize,
     warmup: usize,
     fuse: bool,
+    profile: bool,
 ) -> Result<serde_json::Value, String> {
     let total = warmup + steps;
     apply_overrides(&mut info, &[("steps".into(), total.to_string())]).map_err(|e| e.to_string())?;
@@ -113,6 +114,10 @@ fn bench_train(
     let mut last = Instant::now();
     let mut opts = TrainOptions::new(root.to_path_buf(), 0);
     opts.fuse = fuse;
+    let prof: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, (usize, f64)>>> = Default::default();
+    if profile {
+        opts.profile = Some(prof.clone());
+    }
     opts.on_step = Some(Box::new(move |_| {
         seen.borrow_mut().push(last.elapsed().as_secs_f64() * 1e3);
         last = Instant::now();
@@ -128,7 +133,17 @@ fn bench_train(
     let all = times.borrow().clone();
     let timed: Vec<f64> = all.iter().skip(warmup.max(1)).copied().collect();
     let (median, min, max) = stats(timed.clone());
+    let mut by_kind: Vec<(String, (usize, f64))> = prof.lock().map(|p| p.clone().into_iter().collect()).unwrap_or_default();
+    by_kind.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+    let steps_run = all.len().max(1) as f64;
+    if profile {
+        eprintln!("time per step by kernel kind (all {} steps):", all.len());
+        for (k, (n, s)) in &by_kind {
+            eprintln!("  {k:<20} {:>8.3} ms  ({:.0} kernels a step)", s * 1e3 / steps_run, *n as f64 / steps_run);
+        }
+    }
     Ok(json!({
+        "profile": by_kind.iter().map(|(k, (n, s))| json!({"kind": k, "ms_per_step": s * 1e3 / steps_run, "count_per_step": *n as f64 / steps_run})).collect::<Vec<_>>(),
         "what": "train",
         "steps": timed.len(),
         "warmup": warmup,

@@ -79,6 +79,9 @@ enum Cmd {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        /// Also time every kernel by kind and print where the step's time goes.
+        #[arg(long)]
+        profile: bool,
     },
     /// Start an interactive session.
     Repl,
@@ -99,7 +102,7 @@ pub fn main() -> i32 {
             run(&file, dump, seed, &set, RunFlags { resume, metrics, fuse: !no_fuse })
         }
         Cmd::Explain { file, json } => crate::explain::main(&file, json),
-        Cmd::Bench { file, steps, warmup, no_fuse, json } => crate::bench::main(&file, steps, warmup, !no_fuse, json),
+        Cmd::Bench { file, steps, warmup, no_fuse, json, profile } => crate::bench::main(&file, steps, warmup, !no_fuse, json, profile),
         Cmd::Repl => crate::repl::run(),
     }
 }

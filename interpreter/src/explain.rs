@@ -69,6 +69,7 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
         "fused_regions": regions.len(),
         "fused_ops": fused_ops,
         "library_kernels": library.len(),
+        "library_ops": library,
         "regions": regions,
         "reason": FUSE_REASON,
     })

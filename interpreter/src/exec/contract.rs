@@ -18,6 +18,13 @@ fn parallelism(flops: usize) -> Parallelism {
 
 /// dst[m×n] = lhs[m×k] @ rhs[k×n], all row-major and contiguous.
 fn gemm_f32(m: usize, n: usize, k: usize, lhs: &[f32], rhs: &[f32], dst: &mut [f32]) {
+    gemm_f32_t(m, n, k, lhs, false, rhs, false, dst)
+}
+
+/// As `gemm_f32`, with either operand stored transposed (`lhs` as k×m, `rhs` as n×k, row-major):
+/// the gemm crate reads it through strides, so no transposed copy is made.
+#[allow(clippy::too_many_arguments)]
+fn gemm_f32_t(m: usize, n: usize, k: usize, lhs: &[f32], lhs_t: bool, rhs: &[f32], rhs_t: bool, dst: &mut [f32]) {
     if m == 0 || n == 0 {
         return;
     }
@@ -25,6 +32,9 @@ fn gemm_f32(m: usize, n: usize, k: usize, lhs: &[f32], rhs: &[f32], dst: &mut [f
         dst.iter_mut().for_each(|d| *d = 0.0);
         return;
     }
+    // (column stride, row stride) of each operand.
+    let (lcs, lrs) = if lhs_t { (m as isize, 1) } else { (1, k as isize) };
+    let (rcs, rrs) = if rhs_t { (k as isize, 1) } else { (1, n as isize) };
     // SAFETY: the slices hold m*k, k*n and m*n elements, with the strides given (row-major).
     unsafe {
         gemm::gemm(
@@ -36,11 +46,11 @@ fn gemm_f32(m: usize, n: usize, k: usize, lhs: &[f32], rhs: &[f32], dst: &mut [f
             n as isize,
             false,
             lhs.as_ptr(),
-            1,
-            k as isize,
+            lcs,
+            lrs,
             rhs.as_ptr(),
-            1,
-            n as isize,
+            rcs,
+            rrs,
             0.0f32,
             1.0f32,
             false,
@@ -82,6 +92,48 @@ pub(super) fn gemm_f64(m: usize, n: usize, k: usize, lhs: &[f64], rhs: &[f64], d
             false,
             parallelism(m * n * k),
         )
+    }
+}
+
+/// `matmul` where either operand may be given as the source of a transpose (`a_t`: `a` holds
+/// [.., K, M] and the product uses its transpose). f32 only reads through strides; other
+/// dtypes transpose first.
+pub fn matmul_t(a: &Tensor, a_t: bool, b: &Tensor, b_t: bool, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
+    if !a_t && !b_t {
+        return matmul(a, b, shape);
+    }
+    let swap = |t: &Tensor| {
+        let r = t.shape.len();
+        let mut p: Vec<usize> = (0..r).collect();
+        p.swap(r - 2, r - 1);
+        super::movement::permute(t, &p)
+    };
+    match (&a.data, &b.data) {
+        (Data::F32(x), Data::F32(y)) if a.dtype == dlc_language::types::DType::F32 => {
+            let r = shape.len();
+            let (m, n) = (shape[r - 2], shape[r - 1]);
+            let k = if a_t { a.shape[a.shape.len() - 2] } else { a.shape[a.shape.len() - 1] };
+            let batch: usize = shape[..r - 2].iter().product();
+            let mut out = vec![0f32; batch * m * n];
+            for i in 0..batch {
+                gemm_f32_t(
+                    m,
+                    n,
+                    k,
+                    &x[i * m * k..(i + 1) * m * k],
+                    a_t,
+                    &y[i * k * n..(i + 1) * k * n],
+                    b_t,
+                    &mut out[i * m * n..(i + 1) * m * n],
+                );
+            }
+            Ok(Tensor { dtype: a.dtype, shape, data: Data::F32(Arc::new(out)) })
+        }
+        _ => {
+            let a = if a_t { swap(a) } else { a.clone() };
+            let b = if b_t { swap(b) } else { b.clone() };
+            matmul(&a, &b, shape)
+        }
     }
 }
 

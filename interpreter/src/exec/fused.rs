@@ -129,15 +129,18 @@ impl Program {
         let ins: Vec<Arc<Vec<f32>>> = inputs.iter().map(as_f32).collect();
         let ins: Vec<&[f32]> = ins.iter().map(|v| v.as_slice()).collect();
         let mut out = vec![0f32; n];
-        let work = |scratch: &mut Vec<Vec<f32>>, (ci, dst): (usize, &mut [f32])| {
-            self.chunk(&ins, ci * CHUNK, dst, scratch);
+        // A task is a run of chunks sharing one set of registers: a few tasks per thread.
+        let per_task = n.div_ceil(CHUNK).div_ceil(4 * rayon::current_num_threads()).max(1) * CHUNK;
+        let task = |(ti, dst): (usize, &mut [f32])| {
+            let mut regs = vec![vec![0f32; CHUNK.min(dst.len())]; self.instrs.len()];
+            for (ci, part) in dst.chunks_mut(CHUNK).enumerate() {
+                self.chunk(&ins, ti * per_task + ci * CHUNK, part, &mut regs);
+            }
         };
-        let new_scratch = || vec![vec![0f32; CHUNK]; self.instrs.len()];
         if n > CHUNK {
-            out.par_chunks_mut(CHUNK).enumerate().for_each_init(new_scratch, work);
+            out.par_chunks_mut(per_task).enumerate().for_each(task);
         } else {
-            let mut s = new_scratch();
-            out.chunks_mut(CHUNK).enumerate().for_each(|c| work(&mut s, c));
+            task((0, &mut out[..]));
         }
         let data = if self.out_dtype == DType::Bool {
             Data::I64(Arc::new(out.iter().map(|v| (*v != 0.0) as i64).collect()))

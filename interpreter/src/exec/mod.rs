@@ -31,6 +31,8 @@ pub struct Executor {
     pub fuse: bool,
     /// Compiled fused regions, by output node: compiled once, run every step.
     programs: HashMap<NodeId, Arc<fused::Program>>,
+    /// When set, `run_plan` adds each kernel's time to it, by kind (`dlc bench --profile`).
+    pub profile: Option<Arc<std::sync::Mutex<HashMap<String, (usize, f64)>>>>,
 }
 
 impl Executor {
@@ -72,7 +74,15 @@ impl Executor {
     /// of any of the plan's roots is a lookup. Fused regions run as one kernel each.
     pub fn run_plan(&mut self, g: &Graph, plan: &Plan) -> Result<(), RuntimeError> {
         for k in &plan.kernels {
+            let started = self.profile.as_ref().map(|_| std::time::Instant::now());
+            let kind = match k {
+                Kernel::Fused(_) => "fused elementwise".to_string(),
+                Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => {
+                    format!("{:?}", g.node(*n).op).split(['(', ' ', '{']).next().unwrap_or("op").to_lowercase()
+                }
+            };
             match k {
+                Kernel::View(_) => {}
                 Kernel::Free(n) | Kernel::Library(n) => {
                     if !self.cache.contains_key(n) {
                         let t = self.run_node(g, *n)?;
@@ -95,6 +105,12 @@ impl Executor {
                     let inputs: Vec<Tensor> = r.inputs.iter().map(|i| self.cache[i].clone()).collect();
                     self.cache.insert(out, program.run(&inputs));
                 }
+            }
+            if let (Some(p), Some(t0)) = (&self.profile, started) {
+                let mut p = p.lock().expect("profile lock");
+                let e = p.entry(kind).or_insert((0, 0.0));
+                e.0 += 1;
+                e.1 += t0.elapsed().as_secs_f64();
             }
         }
         Ok(())
@@ -137,6 +153,26 @@ impl Executor {
     fn run_node(&mut self, g: &Graph, id: NodeId) -> Result<Tensor, RuntimeError> {
         let node = g.node(id);
         let shape = concrete(&node.shape).ok_or_else(|| RuntimeError::SymbolicShape(node.ty().to_string()))?;
+        if let Op::MatMul = node.op {
+            // An operand that is an unmaterialised transpose (a `View` in the plan) is read
+            // from its source with swapped strides.
+            let mut operands = vec![];
+            for s in &node.src {
+                match self.cache.get(s) {
+                    Some(t) => operands.push((t.clone(), false)),
+                    None if fusion::is_transpose(&g.node(*s).op) => {
+                        let inner = g.node(*s).src[0];
+                        if !self.cache.contains_key(&inner) {
+                            let t = self.eval(g, inner)?;
+                            self.cache.insert(inner, t);
+                        }
+                        operands.push((self.cache[&inner].clone(), true));
+                    }
+                    None => return Err(RuntimeError::Unsupported(format!("matmul operand {s:?} was not computed"))),
+                }
+            }
+            return contract::matmul_t(&operands[0].0, operands[0].1, &operands[1].0, operands[1].1, shape);
+        }
         let src: Vec<Tensor> = node.src.iter().map(|s| self.cache[s].clone()).collect();
         let dtype = node.dtype;
         let n: usize = shape.iter().product();

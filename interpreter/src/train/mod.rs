@@ -72,6 +72,8 @@ pub struct TrainOptions {
     pub batches: Option<BatchSource>,
     /// Fuse elementwise chains into one kernel each (default); false runs one kernel per op.
     pub fuse: bool,
+    /// Time every kernel of every step, by kind (see `Executor::profile`).
+    pub profile: Option<std::sync::Arc<std::sync::Mutex<HashMap<String, (usize, f64)>>>>,
 }
 
 /// A Rust data source for training: called once per epoch with the epoch number (from 0), it
@@ -93,6 +95,7 @@ impl TrainOptions {
             on_step: None,
             batches: None,
             fuse: true,
+            profile: None,
         }
     }
 }
@@ -247,6 +250,7 @@ impl<'s> Trainer<'s> {
     fn executor(&self) -> Executor {
         let mut ex = Executor::new(self.opts.seed);
         ex.fuse = self.opts.fuse;
+        ex.profile = self.opts.profile.clone();
         for p in self.params.iter().chain(&self.buffers) {
             ex.set_param(p.id, self.store[&p.id].clone());
         }

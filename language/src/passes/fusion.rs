@@ -39,6 +39,9 @@ pub enum Kernel {
     Library(NodeId),
     /// No work: bound inputs, parameters, constants, literals, views.
     Free(NodeId),
+    /// A transpose that only matrix products read: they read its source with swapped strides,
+    /// so it is never materialised.
+    View(NodeId),
 }
 
 /// The kernels of a computation, in an order that respects dependencies.
@@ -51,7 +54,7 @@ pub struct Plan {
 impl Plan {
     /// Kernels that do work (fused regions and library kernels).
     pub fn kernel_count(&self) -> usize {
-        self.kernels.iter().filter(|k| !matches!(k, Kernel::Free(_))).count()
+        self.kernels.iter().filter(|k| !matches!(k, Kernel::Free(_) | Kernel::View(_))).count()
     }
     /// What an eager interpreter launches: one kernel per node that does work.
     pub fn eager_count(&self) -> usize {
@@ -59,7 +62,7 @@ impl Plan {
             .iter()
             .map(|k| match k {
                 Kernel::Fused(r) => r.nodes.len(),
-                Kernel::Library(_) => 1,
+                Kernel::Library(_) | Kernel::View(_) => 1,
                 Kernel::Free(_) => 0,
             })
             .sum()
@@ -95,6 +98,17 @@ pub fn is_fusible(g: &Graph, id: NodeId) -> bool {
         Op::Where => g.node(n.src[1]).dtype == n.dtype,
         Op::Cast => true,
         Op::Expand => true,
+        _ => false,
+    }
+}
+
+/// A permutation that swaps the last two axes and keeps the others (a batched transpose).
+pub fn is_transpose(op: &Op) -> bool {
+    match op {
+        Op::Permute(p) => {
+            let r = p.len();
+            r >= 2 && p[r - 2] == r - 1 && p[r - 1] == r - 2 && p[..r - 2].iter().enumerate().all(|(i, x)| *x == i)
+        }
         _ => false,
     }
 }
@@ -166,6 +180,14 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
                 kernels.push(Kernel::Fused(Region { nodes: nodes.clone(), inputs }));
             }
             None if is_free(&g.node(n).op) => kernels.push(Kernel::Free(n)),
+            // A transpose read only by matrix products: they take it as strides (with `fuse`).
+            None if fuse
+                && is_transpose(&g.node(n).op)
+                && !roots.contains(&n)
+                && users.get(&n).is_some_and(|us| us.iter().all(|u| matches!(g.node(*u).op, Op::MatMul))) =>
+            {
+                kernels.push(Kernel::View(n))
+            }
             None => kernels.push(Kernel::Library(n)),
         }
     }

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Run dlc's benchmarks and the PyTorch peers side by side on this machine and print the ratios.
+
+Usage (after `bash bench/setup.sh`):  bench/.venv/bin/python bench/compare.py [--quick]
+Each row: dlc's median time, PyTorch eager's, PyTorch's best variant (F.gelu, fused optimizer,
+torch.compile), and the speed-up of dlc over each (above 1: dlc is faster). 2 threads each.
+"""
+import argparse, json, os, subprocess, sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DLC = ROOT / "target" / "release" / "dlc"
+
+
+def dlc_bench(file, steps):
+    env = dict(os.environ, RAYON_NUM_THREADS="2")
+    out = subprocess.run([str(DLC), "bench", str(ROOT / "bench" / file), "--json", "--steps", str(steps)],
+                         capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def peer(script, *args):
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "peers" / script), "--threads", "2", *args],
+                         capture_output=True, text=True, check=True)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer iterations")
+    args = ap.parse_args()
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "dlc"], cwd=ROOT, check=True)
+    iters = "10" if args.quick else "30"
+    rows = []
+    gelu = peer("gelu.py", "--iters", iters)
+    for n, file in [(1 << 20, "gelu_1m.dl"), (1 << 24, "gelu_16m.dl")]:
+        d = dlc_bench(file, int(iters))
+        p = {r["variant"]: r["median_us"] / 1e3 for r in gelu if r["params"]["n"] == n}
+        best = min(p["builtin"], p["compile"])
+        rows.append((f"guide gelu {n >> 20}M f32", d["median_ms"], p["eager"], best, f"{d['gb_per_s']:.1f} GB/s"))
+    mlp = peer("mlp.py", "--iters", iters)
+    for batch in (128, 1024):
+        d = dlc_bench(f"mlp_step_{batch}.dl", int(iters))
+        p = {r["variant"]: r["median_us"] / 1e3 for r in mlp if r["params"]["batch"] == batch}
+        best = min(p["eager-fused"], p["compile"])
+        rows.append((f"MLP AdamW step, batch {batch}", d["median_ms"], p["eager"], best, f"{d['kernels']} kernels"))
+    print(f"{'workload':<28} {'dlc ms':>9} {'torch eager':>12} {'torch best':>11} {'vs eager':>9} {'vs best':>8}  note")
+    for name, d, e, b, note in rows:
+        print(f"{name:<28} {d:>9.3f} {e:>12.3f} {b:>11.3f} {e / d:>8.2f}x {b / d:>7.2f}x  {note}")
+
+
+if __name__ == "__main__":
+    main()

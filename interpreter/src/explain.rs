@@ -45,8 +45,8 @@ fn op_name(g: &Graph, n: NodeId) -> String {
 /// The report of one plan.
 fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
     let mut regions = vec![];
-    for k in &plan.kernels {
-        if let Kernel::Fused(r) = k {
+    for r in plan.regions() {
+        {
             let node = g.node(r.output());
             let broadcasts = r.nodes.iter().filter(|n| matches!(g.node(**n).op, Op::Expand)).count();
             regions.push(json!({
@@ -62,6 +62,17 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
     }
     let library: Vec<String> =
         plan.kernels.iter().filter_map(|k| if let Kernel::Library(n) = k { Some(op_name(g, *n)) } else { None }).collect();
+    // The launch order, for readers who want to see the schedule.
+    let sequence: Vec<String> = plan
+        .kernels
+        .iter()
+        .filter_map(|k| match k {
+            Kernel::Fused(r) => Some(format!("fused({})", r.nodes.len())),
+            Kernel::Group(rs) => Some(format!("group({} regions)", rs.len())),
+            Kernel::Library(n) => Some(op_name(g, *n)),
+            Kernel::Free(_) | Kernel::View(_) => None,
+        })
+        .collect();
     let fused_ops: usize = regions.iter().map(|r| r["ops"].as_u64().unwrap_or(0) as usize).sum();
     json!({
         "kernels": plan.kernel_count(),
@@ -70,6 +81,7 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
         "fused_ops": fused_ops,
         "library_kernels": library.len(),
         "library_ops": library,
+        "sequence": sequence,
         "regions": regions,
         "reason": FUSE_REASON,
     })

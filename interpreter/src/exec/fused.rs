@@ -50,7 +50,8 @@ enum Instr {
 pub struct Program {
     instrs: Vec<Instr>,
     shape: Vec<usize>,
-    out_dtype: DType,
+    /// The registers written out (one per region output) and their dtypes.
+    outputs: Vec<(usize, DType)>,
 }
 
 fn concrete(g: &Graph, n: NodeId) -> Vec<usize> {
@@ -59,8 +60,7 @@ fn concrete(g: &Graph, n: NodeId) -> Vec<usize> {
 
 /// Translate a region's nodes into instructions.
 pub fn compile(g: &Graph, r: &Region) -> Result<Program, RuntimeError> {
-    let out = r.output();
-    let shape = concrete(g, out);
+    let shape = concrete(g, r.output());
     // Registers are instruction indices; `reg_of` maps members to theirs.
     let mut reg_of: Vec<(NodeId, usize)> = vec![];
     let mut instrs: Vec<Instr> = vec![];
@@ -107,7 +107,15 @@ pub fn compile(g: &Graph, r: &Region) -> Result<Program, RuntimeError> {
             other => return Err(RuntimeError::Unsupported(format!("{other:?} cannot run in a fused region"))),
         });
     }
-    Ok(Program { instrs, shape, out_dtype: g.node(out).dtype })
+    let outputs = r
+        .outputs
+        .iter()
+        .map(|o| {
+            let reg = reg_of.iter().find(|(n, _)| n == o).map(|(_, i)| *i).expect("an output is a member");
+            (reg, g.node(*o).dtype)
+        })
+        .collect();
+    Ok(Program { instrs, shape, outputs })
 }
 
 /// An input as f32 values (bools as 0/1).
@@ -123,38 +131,19 @@ fn as_f32(t: &Tensor) -> Arc<Vec<f32>> {
 }
 
 impl Program {
-    /// Run on the region's inputs (in `Region::inputs` order).
-    pub fn run(&self, inputs: &[Tensor]) -> Tensor {
-        let n: usize = self.shape.iter().product();
-        let ins: Vec<Arc<Vec<f32>>> = inputs.iter().map(as_f32).collect();
-        let ins: Vec<&[f32]> = ins.iter().map(|v| v.as_slice()).collect();
-        let mut out = vec![0f32; n];
-        // A task is a run of chunks sharing one set of registers: a few tasks per thread.
-        let per_task = n.div_ceil(CHUNK).div_ceil(4 * rayon::current_num_threads()).max(1) * CHUNK;
-        let task = |(ti, dst): (usize, &mut [f32])| {
-            let mut regs = vec![vec![0f32; CHUNK.min(dst.len())]; self.instrs.len()];
-            for (ci, part) in dst.chunks_mut(CHUNK).enumerate() {
-                self.chunk(&ins, ti * per_task + ci * CHUNK, part, &mut regs);
-            }
-        };
-        if n > CHUNK {
-            out.par_chunks_mut(per_task).enumerate().for_each(task);
-        } else {
-            task((0, &mut out[..]));
-        }
-        let data = if self.out_dtype == DType::Bool {
-            Data::I64(Arc::new(out.iter().map(|v| (*v != 0.0) as i64).collect()))
-        } else {
-            Data::F32(Arc::new(out))
-        };
-        Tensor { dtype: self.out_dtype, shape: self.shape.clone(), data }
+    fn numel(&self) -> usize {
+        self.shape.iter().product()
     }
 
-    /// Elements `start .. start + dst.len()` of the output.
-    fn chunk(&self, ins: &[&[f32]], start: usize, dst: &mut [f32], regs: &mut [Vec<f32>]) {
-        let len = dst.len();
+    /// Run on the region's inputs (in `Region::inputs` order); one tensor per region output.
+    pub fn run(&self, inputs: &[Tensor]) -> Vec<Tensor> {
+        run_many(&[(self, inputs)]).pop().expect("one program")
+    }
+
+    /// Elements `start .. start + len` of every output (`dsts`, one slice each).
+    fn chunk(&self, ins: &[&[f32]], start: usize, dsts: &mut [&mut [f32]], regs: &mut [Vec<f32>]) {
+        let len = dsts.first().map(|d| d.len()).unwrap_or(0);
         let end = start + len;
-        let last = self.instrs.len() - 1;
         for (i, ins_i) in self.instrs.iter().enumerate() {
             let (done, rest) = regs.split_at_mut(i);
             let out = &mut rest[0][..len];
@@ -188,11 +177,68 @@ impl Program {
                     Operand::Reg(_) => unreachable!("the fusion pass never puts an expand's source in its region"),
                 },
             }
-            if i == last {
-                dst.copy_from_slice(out);
-            }
+        }
+        for ((reg, _), dst) in self.outputs.iter().zip(dsts.iter_mut()) {
+            dst.copy_from_slice(&regs[*reg][..len]);
         }
     }
+}
+
+/// Run several independent programs as one launch: their chunks are spread over the cores
+/// together. Returns each program's outputs.
+pub fn run_many(items: &[(&Program, &[Tensor])]) -> Vec<Vec<Tensor>> {
+    let inputs: Vec<Vec<Arc<Vec<f32>>>> = items.iter().map(|(_, ins)| ins.iter().map(as_f32).collect()).collect();
+    let views: Vec<Vec<&[f32]>> = inputs.iter().map(|v| v.iter().map(|a| a.as_slice()).collect()).collect();
+    let mut bufs: Vec<Vec<Vec<f32>>> = items.iter().map(|(p, _)| p.outputs.iter().map(|_| vec![0f32; p.numel()]).collect()).collect();
+    let total: usize = items.iter().map(|(p, _)| p.numel()).sum();
+    // A task is a run of chunks of one program sharing one set of registers: a few tasks per
+    // thread over the whole launch.
+    let per_task = total.div_ceil(CHUNK).div_ceil(4 * rayon::current_num_threads()).max(1) * CHUNK;
+    let mut tasks: Vec<(usize, usize, Vec<&mut [f32]>)> = vec![];
+    for (pi, outs) in bufs.iter_mut().enumerate() {
+        let n = items[pi].0.numel();
+        let mut parts: Vec<std::slice::ChunksMut<f32>> = outs.iter_mut().map(|b| b.chunks_mut(per_task)).collect();
+        for (ti, start) in (0..n).step_by(per_task).enumerate() {
+            let _ = ti;
+            let slices: Vec<&mut [f32]> = parts.iter_mut().map(|c| c.next().expect("as many chunks as tasks")).collect();
+            tasks.push((pi, start, slices));
+        }
+    }
+    let work = |(pi, start, mut dsts): (usize, usize, Vec<&mut [f32]>)| {
+        let p = items[pi].0;
+        let len = dsts.first().map(|d| d.len()).unwrap_or(0);
+        let mut regs = vec![vec![0f32; CHUNK.min(len.max(1))]; p.instrs.len()];
+        let mut off = 0;
+        while off < len {
+            let step = CHUNK.min(len - off);
+            let mut parts: Vec<&mut [f32]> = dsts.iter_mut().map(|d| &mut d[off..off + step]).collect();
+            p.chunk(&views[pi], start + off, &mut parts, &mut regs);
+            off += step;
+        }
+    };
+    if total > CHUNK {
+        tasks.into_par_iter().for_each(work);
+    } else {
+        tasks.into_iter().for_each(work);
+    }
+    items
+        .iter()
+        .zip(bufs)
+        .map(|((p, _), outs)| {
+            p.outputs
+                .iter()
+                .zip(outs)
+                .map(|((_, dtype), v)| {
+                    let data = if *dtype == DType::Bool {
+                        Data::I64(Arc::new(v.iter().map(|x| (*x != 0.0) as i64).collect()))
+                    } else {
+                        Data::F32(Arc::new(v))
+                    };
+                    Tensor { dtype: *dtype, shape: p.shape.clone(), data }
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// out[t] = src[offset(start + t)], with the offset of an output index given by `strides`.

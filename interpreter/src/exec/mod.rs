@@ -77,6 +77,7 @@ impl Executor {
             let started = self.profile.as_ref().map(|_| std::time::Instant::now());
             let kind = match k {
                 Kernel::Fused(_) => "fused elementwise".to_string(),
+                Kernel::Group(_) => "fused group".to_string(),
                 Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => {
                     format!("{:?}", g.node(*n).op).split(['(', ' ', '{']).next().unwrap_or("op").to_lowercase()
                 }
@@ -89,28 +90,39 @@ impl Executor {
                         self.cache.insert(*n, t);
                     }
                 }
-                Kernel::Fused(r) => {
-                    let out = r.output();
-                    if self.cache.contains_key(&out) {
-                        continue;
-                    }
-                    let program = match self.programs.get(&out) {
-                        Some(p) => p.clone(),
-                        None => {
-                            let p = Arc::new(fused::compile(g, r)?);
-                            self.programs.insert(out, p.clone());
-                            p
-                        }
-                    };
-                    let inputs: Vec<Tensor> = r.inputs.iter().map(|i| self.cache[i].clone()).collect();
-                    self.cache.insert(out, program.run(&inputs));
-                }
+                Kernel::Fused(r) => self.run_regions(g, std::slice::from_ref(r))?,
+                Kernel::Group(rs) => self.run_regions(g, rs)?,
             }
             if let (Some(p), Some(t0)) = (&self.profile, started) {
                 let mut p = p.lock().expect("profile lock");
                 let e = p.entry(kind).or_insert((0, 0.0));
                 e.0 += 1;
                 e.1 += t0.elapsed().as_secs_f64();
+            }
+        }
+        Ok(())
+    }
+
+    /// Run fused regions as one launch (those whose outputs are all computed already are skipped).
+    fn run_regions(&mut self, g: &Graph, regions: &[fusion::Region]) -> Result<(), RuntimeError> {
+        let mut todo = vec![];
+        for r in regions.iter().filter(|r| !r.outputs.iter().all(|o| self.cache.contains_key(o))) {
+            let program = match self.programs.get(&r.output()) {
+                Some(p) => p.clone(),
+                None => {
+                    let p = Arc::new(fused::compile(g, r)?);
+                    self.programs.insert(r.output(), p.clone());
+                    p
+                }
+            };
+            let inputs: Vec<Tensor> = r.inputs.iter().map(|i| self.cache[i].clone()).collect();
+            todo.push((r, program, inputs));
+        }
+        let items: Vec<(&fused::Program, &[Tensor])> = todo.iter().map(|(_, p, ins)| (p.as_ref(), ins.as_slice())).collect();
+        let results = fused::run_many(&items);
+        for ((r, _, _), outs) in todo.iter().zip(results) {
+            for (o, t) in r.outputs.iter().zip(outs) {
+                self.cache.insert(*o, t);
             }
         }
         Ok(())

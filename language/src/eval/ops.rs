@@ -307,6 +307,12 @@ impl Tracer {
         if perm.iter().enumerate().all(|(i, p)| i == *p) {
             return x;
         }
+        // Compose with a permutation underneath (`transpose(transpose(x))` is `x`).
+        if let Op::Permute(inner) = &self.graph.node(x).op {
+            let composed: Vec<usize> = perm.iter().map(|p| inner[*p]).collect();
+            let src = self.graph.node(x).src[0];
+            return self.permute(src, &composed, span);
+        }
         let shape = perm.iter().map(|&p| ty.shape[p].clone()).collect();
         self.node(Op::Permute(perm.to_vec()), ty.dtype, shape, vec![x], span)
     }

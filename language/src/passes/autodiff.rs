@@ -157,6 +157,13 @@ impl Builder<'_> {
         if perm.iter().enumerate().all(|(i, p)| i == *p) {
             return a;
         }
+        // A permutation of a permutation: compose them (the transpose of `x.T` is `x`), so
+        // backward does not transpose what forward transposed.
+        if let Op::Permute(inner) = &self.g.node(a).op {
+            let composed: Vec<usize> = perm.iter().map(|p| inner[*p]).collect();
+            let src = self.g.node(a).src[0];
+            return self.permute(src, &composed, span);
+        }
         let shape = perm.iter().map(|p| s[*p].clone()).collect();
         self.add(Op::Permute(perm.to_vec()), dt, shape, vec![a], span)
     }

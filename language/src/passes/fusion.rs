@@ -20,13 +20,17 @@ use std::collections::HashMap;
 /// A fused elementwise kernel.
 #[derive(Clone, Debug)]
 pub struct Region {
-    /// Members in dependency order; the last is the output.
+    /// Members in dependency order; the last is an output.
     pub nodes: Vec<NodeId>,
     /// Values read from outside the region (materialised before it runs), in first-use order.
     pub inputs: Vec<NodeId>,
+    /// Members whose values are needed after the region (the last member, and roots computed
+    /// on the way, like an optimiser's new moments next to the new parameter), in member order.
+    pub outputs: Vec<NodeId>,
 }
 
 impl Region {
+    /// The last member: where the region sits in the order.
     pub fn output(&self) -> NodeId {
         *self.nodes.last().expect("a region has at least one node")
     }
@@ -42,6 +46,9 @@ pub enum Kernel {
     /// A transpose that only matrix products read: they read its source with swapped strides,
     /// so it is never materialised.
     View(NodeId),
+    /// Independent fused regions run as one launch (e.g. the optimiser's update of every
+    /// parameter: the guide's multi-tensor "foreach"/fused optimiser).
+    Group(Vec<Region>),
 }
 
 /// The kernels of a computation, in an order that respects dependencies.
@@ -62,13 +69,19 @@ impl Plan {
             .iter()
             .map(|k| match k {
                 Kernel::Fused(r) => r.nodes.len(),
+                Kernel::Group(rs) => rs.iter().map(|r| r.nodes.len()).sum(),
                 Kernel::Library(_) | Kernel::View(_) => 1,
                 Kernel::Free(_) => 0,
             })
             .sum()
     }
+    /// Every fused region, grouped or not.
     pub fn regions(&self) -> impl Iterator<Item = &Region> {
-        self.kernels.iter().filter_map(|k| if let Kernel::Fused(r) = k { Some(r) } else { None })
+        self.kernels.iter().flat_map(|k| match k {
+            Kernel::Fused(r) => std::slice::from_ref(r),
+            Kernel::Group(rs) => rs.as_slice(),
+            _ => &[],
+        })
     }
 }
 
@@ -132,7 +145,8 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
             continue;
         }
         let us = users.get(&n).map(|v| v.as_slice()).unwrap_or(&[]);
-        let joined = if roots.contains(&n) || us.is_empty() {
+        // A root joins its users' region too (as an extra output of it) when they all are in one.
+        let joined = if us.is_empty() {
             None
         } else {
             let first = region_of.get(&us[0]).copied();
@@ -158,8 +172,11 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
             members[r].push(n);
         }
     }
-    // Emit kernels in dependency order: a region goes where its output sits in the order.
+    // Emit kernels in dependency order: a region goes where its output sits in the order; a
+    // region nothing else reads (an optimiser update) waits for the end, so that all of them
+    // can run as one launch.
     let mut kernels = vec![];
+    let mut sinks = vec![];
     for &n in &order {
         match region_of.get(&n) {
             Some(&r) => {
@@ -177,7 +194,20 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
                         }
                     }
                 }
-                kernels.push(Kernel::Fused(Region { nodes: nodes.clone(), inputs }));
+                let outputs = nodes
+                    .iter()
+                    .copied()
+                    .filter(|m| {
+                        *m == n || roots.contains(m) || users.get(m).is_some_and(|us| us.iter().any(|u| region_of.get(u) != Some(&r)))
+                    })
+                    .collect();
+                let region = Region { nodes: nodes.clone(), inputs, outputs };
+                let read_outside = |o: &NodeId| users.get(o).is_some_and(|us| us.iter().any(|u| region_of.get(u) != Some(&r)));
+                if !region.outputs.iter().any(read_outside) {
+                    sinks.push(Kernel::Fused(region));
+                } else {
+                    kernels.push(Kernel::Fused(region));
+                }
             }
             None if is_free(&g.node(n).op) => kernels.push(Kernel::Free(n)),
             // A transpose read only by matrix products: they take it as strides (with `fuse`).
@@ -191,11 +221,56 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
             None => kernels.push(Kernel::Library(n)),
         }
     }
+    kernels.append(&mut sinks);
     debug_assert!(kernels.iter().all(|k| match k {
         Kernel::Fused(r) => r.inputs.iter().all(|i| pos[i] < pos[&r.output()]),
         _ => true,
     }));
+    let kernels = if fuse { group_independent(g, kernels) } else { kernels };
     Plan { kernels, roots: roots.to_vec() }
+}
+
+/// Merge runs of fused regions that do not read each other's outputs into one launch. Free
+/// kernels in between that do not depend on the run are moved before it; anything else ends it.
+fn group_independent(g: &Graph, kernels: Vec<Kernel>) -> Vec<Kernel> {
+    let mut out = vec![];
+    let mut run: Vec<Region> = vec![];
+    let mut hoisted: Vec<Kernel> = vec![];
+    let mut produced: std::collections::HashSet<NodeId> = Default::default();
+    let flush =
+        |out: &mut Vec<Kernel>, run: &mut Vec<Region>, hoisted: &mut Vec<Kernel>, produced: &mut std::collections::HashSet<NodeId>| {
+            out.append(hoisted);
+            match run.len() {
+                0 => {}
+                1 => out.push(Kernel::Fused(run.pop().expect("one region"))),
+                _ => out.push(Kernel::Group(std::mem::take(run))),
+            }
+            produced.clear();
+        };
+    for k in kernels {
+        match k {
+            Kernel::Fused(r) => {
+                if r.inputs.iter().any(|i| produced.contains(i)) {
+                    flush(&mut out, &mut run, &mut hoisted, &mut produced);
+                }
+                produced.extend(r.outputs.iter().copied());
+                run.push(r);
+            }
+            Kernel::Free(n) | Kernel::View(n) if !g.node(n).src.iter().any(|s| produced.contains(s)) => {
+                if run.is_empty() {
+                    out.push(k);
+                } else {
+                    hoisted.push(k);
+                }
+            }
+            other => {
+                flush(&mut out, &mut run, &mut hoisted, &mut produced);
+                out.push(other);
+            }
+        }
+    }
+    flush(&mut out, &mut run, &mut hoisted, &mut produced);
+    out
 }
 
 #[cfg(test)]

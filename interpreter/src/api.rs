@@ -208,6 +208,18 @@ pub struct Program {
     pub recipes: Vec<String>,
 }
 
+/// How a program's computations execute. All three give the same results, bit for bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ExecMode {
+    /// One kernel per op: the eager interpreter (`--no-fuse`), the reference.
+    Eager,
+    /// Elementwise chains fused into one kernel each, run by the vectorised chunk interpreter.
+    #[default]
+    Fused,
+    /// Fused, and each fused kernel compiled to native code by Cranelift (`--jit`).
+    FusedJit,
+}
+
 impl Program {
     /// Type-check a program without running anything.
     pub fn check(name: &str, text: &str, root: Option<&Path>) -> Program {
@@ -225,11 +237,11 @@ impl Program {
 
     /// As [`Program::run`], with the seed that parameter initialisation draws from.
     pub fn run_seeded(name: &str, text: &str, root: Option<&Path>, echo: bool, seed: u64) -> Program {
-        Program::run_with(name, text, root, echo, seed, true)
+        Program::run_with(name, text, root, echo, seed, ExecMode::Fused)
     }
 
-    /// As [`Program::run_seeded`]; `fuse` false runs one kernel per op (`--no-fuse`).
-    pub fn run_with(name: &str, text: &str, root: Option<&Path>, echo: bool, seed: u64, fuse: bool) -> Program {
+    /// As [`Program::run_seeded`], executing as `mode` says.
+    pub fn run_with(name: &str, text: &str, root: Option<&Path>, echo: bool, seed: u64, mode: ExecMode) -> Program {
         let checked = Program::check(name, text, root);
         if !checked.ok {
             return checked;
@@ -237,7 +249,8 @@ impl Program {
         let mut session = Session::new(Mode::Run);
         let mut host = RuntimeHost::new(root.map(|p| p.to_path_buf()), echo);
         let mut ex = Executor::new(seed);
-        ex.fuse = fuse;
+        ex.fuse = mode != ExecMode::Eager;
+        ex.kernels = std::sync::Arc::new(crate::exec::fused::KernelCache::new(mode == ExecMode::FusedJit));
         host.exec = Box::new(ex);
         let ok = session.run_source(name, text, &mut host);
         let recipes = checked.recipes;
@@ -249,16 +262,16 @@ impl Program {
     }
 
     pub fn load_file_seeded(path: &Path, run: bool, seed: u64) -> std::io::Result<Program> {
-        Program::load_file_with(path, run, seed, true)
+        Program::load_file_with(path, run, seed, ExecMode::Fused)
     }
 
     /// Read and check (and with `run`, run) a file; `fuse` as in [`Program::run_with`].
-    pub fn load_file_with(path: &Path, run: bool, seed: u64, fuse: bool) -> std::io::Result<Program> {
+    pub fn load_file_with(path: &Path, run: bool, seed: u64, mode: ExecMode) -> std::io::Result<Program> {
         let text = std::fs::read_to_string(path)?;
         let root = path.parent().map(|p| p.to_path_buf());
         let name = path.display().to_string();
         Ok(if run {
-            Program::run_with(&name, &text, root.as_deref(), true, seed, fuse)
+            Program::run_with(&name, &text, root.as_deref(), true, seed, mode)
         } else {
             Program::check(&name, &text, root.as_deref())
         })

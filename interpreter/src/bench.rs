@@ -37,9 +37,9 @@ fn stats(mut ms: Vec<f64>) -> (f64, f64, f64) {
     (median, ms[0], ms[n - 1])
 }
 
-pub fn main(file: &Path, steps: usize, warmup: usize, fuse: bool, as_json: bool, profile: bool) -> i32 {
+pub fn main(file: &Path, steps: usize, warmup: usize, fuse: bool, jit: bool, as_json: bool, profile: bool) -> i32 {
     let started = Instant::now();
-    let p = match Program::load_file_with(file, false, 0, fuse) {
+    let p = match Program::load_file_with(file, false, 0, dlc::ExecMode::Fused) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: cannot read `{}`: {e}", file.display());
@@ -53,12 +53,12 @@ pub fn main(file: &Path, steps: usize, warmup: usize, fuse: bool, as_json: bool,
     }
     let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
     let text = std::fs::read_to_string(file).unwrap_or_default();
-    let mut p = Program::run_with(&file.display().to_string(), &text, Some(&root), false, 0, fuse);
+    let mut p = Program::run_with(&file.display().to_string(), &text, Some(&root), false, 0, dlc::ExecMode::Fused);
     let recipes = p.session.t.recipes.clone();
     let result = if let Some(info) = recipes.iter().find(|r| r.kind == RecipeKind::Train).cloned() {
-        bench_train(&mut p, info, &root, steps, warmup, fuse, profile)
+        bench_train(&mut p, info, &root, steps, warmup, fuse, jit, profile)
     } else if let Some(info) = recipes.iter().find(|r| r.kind == RecipeKind::Infer).cloned() {
-        bench_infer(&mut p, &info, steps, warmup, fuse)
+        bench_infer(&mut p, &info, steps, warmup, fuse, jit)
     } else {
         Err("the file has no `train` recipe and no `infer` block to time".to_string())
     };
@@ -71,6 +71,7 @@ pub fn main(file: &Path, steps: usize, warmup: usize, fuse: bool, as_json: bool,
     };
     report["file"] = json!(file.display().to_string());
     report["fuse"] = json!(fuse);
+    report["jit"] = json!(jit);
     report["threads"] = json!(rayon::current_num_threads());
     report["peak_rss_mb"] = json!((peak_rss_mb() * 10.0).round() / 10.0);
     report["total_s"] = json!((started.elapsed().as_secs_f64() * 100.0).round() / 100.0);
@@ -83,7 +84,11 @@ pub fn main(file: &Path, steps: usize, warmup: usize, fuse: bool, as_json: bool,
             report["what"].as_str().unwrap_or(""),
             report["steps"],
             report["warmup"],
-            if fuse { "fused" } else { "eager, --no-fuse" },
+            match (fuse, jit) {
+                (false, _) => "eager, --no-fuse",
+                (true, false) => "fused",
+                (true, true) => "fused, Cranelift JIT",
+            },
             report["median_ms"].as_f64().unwrap_or(0.0),
             report["min_ms"].as_f64().unwrap_or(0.0),
             report["max_ms"].as_f64().unwrap_or(0.0),
@@ -104,6 +109,7 @@ fn bench_train(
     steps: usize,
     warmup: usize,
     fuse: bool,
+    jit: bool,
     profile: bool,
 ) -> Result<serde_json::Value, String> {
     let total = warmup + steps;
@@ -114,6 +120,7 @@ fn bench_train(
     let mut last = Instant::now();
     let mut opts = TrainOptions::new(root.to_path_buf(), 0);
     opts.fuse = fuse;
+    opts.jit = jit;
     let prof: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, (usize, f64)>>> = Default::default();
     if profile {
         opts.profile = Some(prof.clone());
@@ -164,6 +171,7 @@ fn bench_infer(
     steps: usize,
     warmup: usize,
     fuse: bool,
+    jit: bool,
 ) -> Result<serde_json::Value, String> {
     let model = info.field("model").cloned().ok_or("the infer block has no model")?;
     let Some(Value::Tensor(input)) = info.field("input").cloned() else { return Err("the infer block's input is not a tensor".into()) };
@@ -181,9 +189,11 @@ fn bench_infer(
     let x = ex.eval(&t.graph, input).map_err(|e| e.to_string())?;
     let n = x.numel();
     let mut times = vec![];
+    let kernels = std::sync::Arc::new(dlc::exec::fused::KernelCache::new(jit));
     for i in 0..warmup + steps {
         let mut ex = Executor::new(0);
         ex.fuse = fuse;
+        ex.kernels = kernels.clone();
         ex.preset(input, x.clone());
         let t0 = Instant::now();
         ex.run_plan(&t.graph, &plan).map_err(|e| e.to_string())?;

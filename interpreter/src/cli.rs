@@ -54,6 +54,9 @@ enum Cmd {
         /// Run one kernel per op (the eager interpreter) instead of fused kernels; results are equal.
         #[arg(long)]
         no_fuse: bool,
+        /// Compile fused kernels to native code with Cranelift; results are equal.
+        #[arg(long)]
+        jit: bool,
     },
     /// Show what the compiler did to each recipe and printed value, and why: fusion regions,
     /// kernel counts, source lines.
@@ -76,6 +79,9 @@ enum Cmd {
         /// Run one kernel per op (the eager interpreter) for comparison.
         #[arg(long)]
         no_fuse: bool,
+        /// Compile fused regions to native code with Cranelift.
+        #[arg(long)]
+        jit: bool,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -98,11 +104,13 @@ pub fn main() -> i32 {
     match cli.cmd {
         Cmd::Check { file, json, repeat: Some(n) } => time_check(&file, n.max(1), json),
         Cmd::Check { file, json, repeat: None } => check(&file, json),
-        Cmd::Run { file, dump, seed, set, resume, metrics, no_fuse } => {
-            run(&file, dump, seed, &set, RunFlags { resume, metrics, fuse: !no_fuse })
+        Cmd::Run { file, dump, seed, set, resume, metrics, no_fuse, jit } => {
+            run(&file, dump, seed, &set, RunFlags { resume, metrics, fuse: !no_fuse, jit })
         }
         Cmd::Explain { file, json } => crate::explain::main(&file, json),
-        Cmd::Bench { file, steps, warmup, no_fuse, json, profile } => crate::bench::main(&file, steps, warmup, !no_fuse, json, profile),
+        Cmd::Bench { file, steps, warmup, no_fuse, jit, json, profile } => {
+            crate::bench::main(&file, steps, warmup, !no_fuse, jit, json, profile)
+        }
         Cmd::Repl => crate::repl::run(),
     }
 }
@@ -194,6 +202,7 @@ struct RunFlags {
     resume: Option<PathBuf>,
     metrics: Option<PathBuf>,
     fuse: bool,
+    jit: bool,
 }
 
 fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], flags: RunFlags) -> i32 {
@@ -216,7 +225,12 @@ fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], fl
         println!("{prog:#?}");
         return 0;
     }
-    let p = match Program::load_file_with(file, true, seed, flags.fuse) {
+    let mode = match (flags.fuse, flags.jit) {
+        (false, _) => dlc::ExecMode::Eager,
+        (true, false) => dlc::ExecMode::Fused,
+        (true, true) => dlc::ExecMode::FusedJit,
+    };
+    let p = match Program::load_file_with(file, true, seed, mode) {
         Ok(p) => p,
         Err(e) => return read_error(file, e),
     };
@@ -236,7 +250,7 @@ fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], fl
 /// Execute the program's recipes in order: `train` recipes train; the rest are reported as not
 /// executable yet (exit status 2), so nothing pretends to have run.
 fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(String, String)], flags: RunFlags) -> i32 {
-    let RunFlags { resume, metrics, fuse } = flags;
+    let RunFlags { resume, metrics, fuse, jit } = flags;
     use dlc_language::syntax::ast::RecipeKind;
     let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
     let recipes = p.session.t.recipes.clone();
@@ -307,6 +321,7 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
         opts.echo = true;
         opts.resume = resume.clone();
         opts.fuse = fuse;
+        opts.jit = jit;
         opts.metrics = metrics.clone();
         opts.interrupt = Some(stop.clone());
         opts.progress = std::io::stderr().is_terminal();

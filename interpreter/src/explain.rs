@@ -88,7 +88,7 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
 }
 
 pub fn main(file: &Path, as_json: bool) -> i32 {
-    let p = match Program::load_file_with(file, false, 0, true) {
+    let p = match Program::load_file_with(file, false, 0, dlc::ExecMode::Fused) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: cannot read `{}`: {e}", file.display());
@@ -103,7 +103,7 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
     // Run the top-level statements (quietly) to know what each `print` computes.
     let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
     let text = std::fs::read_to_string(file).unwrap_or_default();
-    let mut p = Program::run_with(&file.display().to_string(), &text, Some(&root), false, 0, true);
+    let mut p = Program::run_with(&file.display().to_string(), &text, Some(&root), false, 0, dlc::ExecMode::Fused);
     let mut items = vec![];
     let printed: Vec<Vec<NodeId>> = p.output().printed.iter().map(|x| x.nodes.clone()).collect();
     for (i, nodes) in printed.iter().enumerate().filter(|(_, n)| !n.is_empty()) {

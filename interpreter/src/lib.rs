@@ -8,6 +8,6 @@ pub mod render;
 pub mod runtime;
 pub mod train;
 
-pub use api::{Program, RunOutput};
+pub use api::{ExecMode, Program, RunOutput};
 pub use dlc_language::types::DType;
 pub use runtime::tensor::{Data, Tensor};

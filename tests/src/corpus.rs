@@ -81,7 +81,7 @@ pub fn run_case(path: &Path) -> Result<(), String> {
     let printed = &p.output().printed;
     // The same program with one kernel per op must print the same, bit for bit: fused kernels
     // compute each op exactly as the eager ones do.
-    let eager = Program::run_with(&name, &text, root, false, 0, false);
+    let eager = Program::run_with(&name, &text, root, false, 0, dlc::ExecMode::Eager);
     let eager_printed = &eager.output().printed;
     for (i, (f, e)) in printed.iter().zip(eager_printed).enumerate() {
         let bits = |t: &dlc::Tensor| t.to_f64().iter().map(|v| v.to_bits()).collect::<Vec<_>>();

@@ -12,13 +12,14 @@ use dlc_language::ir::{Graph, NodeId, Op};
 use dlc_language::passes::fusion::Region;
 use dlc_language::types::DType;
 use rayon::prelude::*;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// Elements per chunk: 16 KiB of f32 per register, so a region of a dozen ops stays in L2.
 const CHUNK: usize = 4096;
 
 /// Where an operand comes from.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Operand {
     /// The result of an earlier instruction.
     Reg(usize),
@@ -52,6 +53,58 @@ pub struct Program {
     shape: Vec<usize>,
     /// The registers written out (one per region output) and their dtypes.
     outputs: Vec<(usize, DType)>,
+    /// The same region as native code (Cranelift), when every op has a compiled form; it reads
+    /// the region's inputs and then, in order, the broadcast loads' buffers.
+    native: Option<Arc<dlc_jit::Compiled>>,
+}
+
+/// Compiled kernels shared by every executor of a run (a trainer makes a new executor per
+/// step): fused programs by their region's output node, native code by kernel text.
+pub struct KernelCache {
+    programs: Mutex<HashMap<NodeId, Arc<Program>>>,
+    native: Mutex<HashMap<String, Option<Arc<dlc_jit::Compiled>>>>,
+    /// Compile fused regions to native code (`--jit`; results are equal either way).
+    pub jit: bool,
+    /// Seconds spent in Cranelift so far.
+    pub jit_seconds: Mutex<f64>,
+}
+
+impl KernelCache {
+    pub fn new(jit: bool) -> KernelCache {
+        KernelCache { programs: Default::default(), native: Default::default(), jit, jit_seconds: Mutex::new(0.0) }
+    }
+
+    /// The program of a region, compiled on first use.
+    pub fn program(&self, g: &Graph, r: &Region) -> Result<Arc<Program>, RuntimeError> {
+        if let Some(p) = self.programs.lock().expect("kernel cache").get(&r.output()) {
+            return Ok(p.clone());
+        }
+        let mut p = compile(g, r)?;
+        if self.jit {
+            let k = p.jit_kernel();
+            if dlc_jit::supports(&k) {
+                let key = format!("{k:?}");
+                let mut native = self.native.lock().expect("kernel cache");
+                let entry = native.entry(key).or_insert_with(|| {
+                    let c = dlc_jit::compile(&k).ok().map(Arc::new);
+                    if let Some(c) = &c {
+                        *self.jit_seconds.lock().expect("kernel cache") += c.compile_s;
+                    }
+                    c
+                });
+                p.native = entry.clone();
+            }
+        }
+        let p = Arc::new(p);
+        self.programs.lock().expect("kernel cache").insert(r.output(), p.clone());
+        Ok(p)
+    }
+}
+
+impl Default for KernelCache {
+    fn default() -> Self {
+        KernelCache::new(false)
+    }
 }
 
 fn concrete(g: &Graph, n: NodeId) -> Vec<usize> {
@@ -115,7 +168,7 @@ pub fn compile(g: &Graph, r: &Region) -> Result<Program, RuntimeError> {
             (reg, g.node(*o).dtype)
         })
         .collect();
-    Ok(Program { instrs, shape, outputs })
+    Ok(Program { instrs, shape, outputs, native: None })
 }
 
 /// An input as f32 values (bools as 0/1).
@@ -140,10 +193,90 @@ impl Program {
         run_many(&[(self, inputs)]).pop().expect("one program")
     }
 
+    /// The program as a JIT kernel: broadcast loads become extra inputs (filled per chunk by
+    /// the caller), constants immediates.
+    fn jit_kernel(&self) -> dlc_jit::Kernel {
+        use dlc_jit::{Inst, Src};
+        let n_in = self
+            .instrs
+            .iter()
+            .flat_map(|i| match i {
+                Instr::Unary(_, a) | Instr::Cast { x: a, .. } => vec![*a],
+                Instr::Binary(_, a, b) => vec![*a, *b],
+                Instr::Where(a, b, c) => vec![*a, *b, *c],
+                Instr::Expand { src, .. } => vec![*src],
+            })
+            .filter_map(|o| if let Operand::Input(k) = o { Some(k + 1) } else { None })
+            .max()
+            .unwrap_or(0);
+        let src = |o: Operand| match o {
+            Operand::Reg(j) => Src::Reg(j),
+            Operand::Input(k) => Src::Input(k),
+            Operand::Imm(_) => unreachable!("constants are loaded by Expand instructions"),
+        };
+        let mut extra = 0;
+        let insts = self
+            .instrs
+            .iter()
+            .map(|i| match i {
+                Instr::Unary(op, x) => Inst::Unary(*op, src(*x)),
+                Instr::Binary(op, a, b) => Inst::Binary(*op, src(*a), src(*b)),
+                Instr::Where(c, a, b) => Inst::Where(src(*c), src(*a), src(*b)),
+                Instr::Cast { to_bool: true, x } => Inst::ToBool(src(*x)),
+                Instr::Cast { to_bool: false, x } => Inst::Load(src(*x)),
+                Instr::Expand { src: Operand::Imm(v), .. } => Inst::Const(*v),
+                Instr::Expand { src: Operand::Input(k), strides } if strides.iter().all(|s| *s == 0) => Inst::Splat(*k),
+                Instr::Expand { .. } => {
+                    extra += 1;
+                    Inst::Load(Src::Input(n_in + extra - 1))
+                }
+            })
+            .collect();
+        dlc_jit::Kernel { insts, inputs: n_in + extra, outputs: self.outputs.iter().map(|o| o.0).collect() }
+    }
+
     /// Elements `start .. start + len` of every output (`dsts`, one slice each).
     fn chunk(&self, ins: &[&[f32]], start: usize, dsts: &mut [&mut [f32]], regs: &mut [Vec<f32>]) {
         let len = dsts.first().map(|d| d.len()).unwrap_or(0);
         let end = start + len;
+        if let Some(native) = &self.native {
+            // Broadcast loads into their registers, then one native pass over the chunk.
+            // Inputs read elementwise point at this chunk; those only read through a broadcast
+            // (smaller, and never read by the kernel) at their start.
+            let direct = |k: usize| {
+                self.instrs.iter().any(|i| match i {
+                    Instr::Unary(_, a) | Instr::Cast { x: a, .. } => *a == Operand::Input(k),
+                    Instr::Binary(_, a, b) => *a == Operand::Input(k) || *b == Operand::Input(k),
+                    Instr::Where(a, b, c) => [a, b, c].iter().any(|o| **o == Operand::Input(k)),
+                    Instr::Expand { .. } => false,
+                })
+            };
+            let mut ptrs: Vec<*const f32> =
+                ins.iter().enumerate().map(|(k, x)| if direct(k) { x[start..end].as_ptr() } else { x.as_ptr() }).collect();
+            let n_in = ptrs.len();
+            // (A scalar broadcast is a splat in the kernel, not a buffer.)
+            let buffered = |strides: &[usize]| !strides.iter().all(|s| *s == 0);
+            for (i, inst) in self.instrs.iter().enumerate() {
+                if let Instr::Expand { src: Operand::Input(k), strides } = inst {
+                    if buffered(strides) {
+                        broadcast_load(ins[*k], &self.shape, strides, start, &mut regs[i][..len]);
+                    }
+                }
+            }
+            for (i, inst) in self.instrs.iter().enumerate() {
+                if let Instr::Expand { src: Operand::Input(_), strides } = inst {
+                    if buffered(strides) {
+                        ptrs.push(regs[i].as_ptr());
+                    }
+                }
+            }
+            // The kernel may read fewer region inputs than `ins` holds (it counts those it uses).
+            let _ = n_in;
+            let outs: Vec<*mut f32> = dsts.iter_mut().map(|d| d.as_mut_ptr()).collect();
+            // SAFETY: every pointer covers `len` f32 values; outputs are fresh buffers.
+            unsafe { native.call(&ptrs, &outs, len) };
+            return;
+        }
         for (i, ins_i) in self.instrs.iter().enumerate() {
             let (done, rest) = regs.split_at_mut(i);
             let out = &mut rest[0][..len];

@@ -29,8 +29,8 @@ pub struct Executor {
     /// Run fused regions as one kernel each (`eval_many`); off means one kernel per op
     /// (`--no-fuse`). Results are equal either way.
     pub fuse: bool,
-    /// Compiled fused regions, by output node: compiled once, run every step.
-    programs: HashMap<NodeId, Arc<fused::Program>>,
+    /// Compiled fused regions (and their native code), shared by the executors of a run.
+    pub kernels: Arc<fused::KernelCache>,
     /// When set, `run_plan` adds each kernel's time to it, by kind (`dlc bench --profile`).
     pub profile: Option<Arc<std::sync::Mutex<HashMap<String, (usize, f64)>>>>,
 }
@@ -107,14 +107,7 @@ impl Executor {
     fn run_regions(&mut self, g: &Graph, regions: &[fusion::Region]) -> Result<(), RuntimeError> {
         let mut todo = vec![];
         for r in regions.iter().filter(|r| !r.outputs.iter().all(|o| self.cache.contains_key(o))) {
-            let program = match self.programs.get(&r.output()) {
-                Some(p) => p.clone(),
-                None => {
-                    let p = Arc::new(fused::compile(g, r)?);
-                    self.programs.insert(r.output(), p.clone());
-                    p
-                }
-            };
+            let program = self.kernels.program(g, r)?;
             let inputs: Vec<Tensor> = r.inputs.iter().map(|i| self.cache[i].clone()).collect();
             todo.push((r, program, inputs));
         }

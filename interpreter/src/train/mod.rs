@@ -72,6 +72,9 @@ pub struct TrainOptions {
     pub batches: Option<BatchSource>,
     /// Fuse elementwise chains into one kernel each (default); false runs one kernel per op.
     pub fuse: bool,
+    /// Compile fused regions to native code (Cranelift); off (the default) runs them on the
+    /// vectorised chunk interpreter, which is faster on AVX2 machines today (docs/benchmarks.md).
+    pub jit: bool,
     /// Time every kernel of every step, by kind (see `Executor::profile`).
     pub profile: Option<std::sync::Arc<std::sync::Mutex<HashMap<String, (usize, f64)>>>>,
 }
@@ -95,6 +98,7 @@ impl TrainOptions {
             on_step: None,
             batches: None,
             fuse: true,
+            jit: false,
             profile: None,
         }
     }
@@ -138,6 +142,8 @@ pub struct Trainer<'s> {
     grad_sums: Vec<Tensor>,
     steps: HashMap<Vec<(DType, Vec<usize>)>, Step>,
     opts: TrainOptions,
+    /// Fused programs and native kernels, compiled once for the whole run.
+    kernels: std::sync::Arc<crate::exec::fused::KernelCache>,
 }
 
 fn zeros_like(t: &Tensor) -> Tensor {
@@ -162,7 +168,22 @@ impl<'s> Trainer<'s> {
         }
         let accumulate = info.field("accumulate").and_then(|v| v.as_int()).unwrap_or(1).max(1) as usize;
         let grad_sums = if accumulate > 1 { params.iter().map(|p| zeros_like(&store[&p.id])).collect() } else { vec![] };
-        Ok(Trainer { session, info, pipeline, groups, params, buffers, store, states, accumulate, grad_sums, steps: HashMap::new(), opts })
+        let opts_jit = opts.jit;
+        Ok(Trainer {
+            session,
+            info,
+            pipeline,
+            groups,
+            params,
+            buffers,
+            store,
+            states,
+            accumulate,
+            grad_sums,
+            steps: HashMap::new(),
+            opts,
+            kernels: std::sync::Arc::new(crate::exec::fused::KernelCache::new(opts_jit)),
+        })
     }
 
     fn expr_field(&self, name: &str) -> Option<Expr> {
@@ -250,6 +271,7 @@ impl<'s> Trainer<'s> {
     fn executor(&self) -> Executor {
         let mut ex = Executor::new(self.opts.seed);
         ex.fuse = self.opts.fuse;
+        ex.kernels = self.kernels.clone();
         ex.profile = self.opts.profile.clone();
         for p in self.params.iter().chain(&self.buffers) {
             ex.set_param(p.id, self.store[&p.id].clone());

@@ -1,0 +1,195 @@
+//! Translation of a [`Kernel`] to Cranelift IR and native code: one function
+//! `fn(inputs: *const *const f32, outputs: *const *mut f32, len: u64)` that computes elements
+//! `0..len` (the caller offsets the pointers to its chunk): a loop over `f32x4` lanes, then a
+//! scalar loop for the remainder, both emitted from the same instruction list.
+
+use crate::math::Emit;
+use crate::{Inst, Kernel, Src};
+use cranelift_codegen::ir::{types, AbiParam, BlockArg, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::settings::Configurable;
+use cranelift_codegen::Context;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Linkage, Module};
+
+type KernelFn = unsafe extern "C" fn(*const *const f32, *const *mut f32, u64);
+
+/// A compiled kernel. The code lives as long as this value.
+pub struct Compiled {
+    // Keeps the executable memory mapped.
+    _module: JITModule,
+    func: KernelFn,
+    inputs: usize,
+    outputs: usize,
+    /// Seconds spent in Cranelift.
+    pub compile_s: f64,
+}
+
+// SAFETY: after `finalize_definitions` the module's code is immutable, and the function only
+// reads and writes the memory its caller passes.
+unsafe impl Send for Compiled {}
+unsafe impl Sync for Compiled {}
+
+impl Compiled {
+    /// Compute elements `0..len`: `inputs[k]` and `outputs[j]` each point at `len` f32 values.
+    ///
+    /// # Safety
+    /// The pointers must be valid for `len` elements, as many as the kernel has inputs and
+    /// outputs, and the outputs must not overlap anything else the kernel reads.
+    pub unsafe fn call(&self, inputs: &[*const f32], outputs: &[*mut f32], len: usize) {
+        debug_assert_eq!(inputs.len(), self.inputs);
+        debug_assert_eq!(outputs.len(), self.outputs);
+        (self.func)(inputs.as_ptr(), outputs.as_ptr(), len as u64)
+    }
+}
+
+/// Compile `k` for this CPU.
+pub fn compile(k: &Kernel) -> Result<Compiled, String> {
+    if !crate::supports(k) {
+        return Err("the kernel uses an op the JIT does not compile".into());
+    }
+    let started = std::time::Instant::now();
+    let mut flags = cranelift_codegen::settings::builder();
+    flags.set("opt_level", "speed").map_err(|e| e.to_string())?;
+    flags.set("use_colocated_libcalls", "false").map_err(|e| e.to_string())?;
+    flags.set("is_pic", "false").map_err(|e| e.to_string())?;
+    let isa = cranelift_native::builder()
+        .map_err(|e| format!("this CPU is not supported by Cranelift: {e}"))?
+        .finish(cranelift_codegen::settings::Flags::new(flags))
+        .map_err(|e| e.to_string())?;
+    let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+    let ptr = module.target_config().pointer_type();
+    let mut sig = module.make_signature();
+    sig.params.extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(types::I64)]);
+    let id = module.declare_function("kernel", Linkage::Local, &sig).map_err(|e| e.to_string())?;
+    let mut ctx = Context::new();
+    ctx.func.signature = sig;
+    let mut fctx = FunctionBuilderContext::new();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        build(&mut b, k, ptr);
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
+    module.finalize_definitions().map_err(|e| e.to_string())?;
+    let code = module.get_finalized_function(id);
+    // SAFETY: the function was built with exactly this signature.
+    let func = unsafe { std::mem::transmute::<*const u8, KernelFn>(code) };
+    Ok(Compiled { _module: module, func, inputs: k.inputs, outputs: k.outputs.len(), compile_s: started.elapsed().as_secs_f64() })
+}
+
+fn build(b: &mut FunctionBuilder, k: &Kernel, ptr: Type) {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let (ins, outs, len) = {
+        let p = b.block_params(entry);
+        (p[0], p[1], p[2])
+    };
+    let flags = MemFlagsData::trusted();
+    let in_ptrs: Vec<Value> = (0..k.inputs).map(|i| b.ins().load(ptr, flags, ins, (8 * i) as i32)).collect();
+    let out_ptrs: Vec<Value> = (0..k.outputs.len()).map(|i| b.ins().load(ptr, flags, outs, (8 * i) as i32)).collect();
+    let vec_end = b.ins().band_imm_s(len, !7i64);
+    let zero = b.ins().iconst(types::I64, 0);
+
+    let vloop = b.create_block();
+    let vbody = b.create_block();
+    let tloop = b.create_block();
+    let tbody = b.create_block();
+    let exit = b.create_block();
+    for blk in [vloop, vbody, tloop, tbody] {
+        b.append_block_param(blk, types::I64);
+    }
+    b.ins().jump(vloop, &[BlockArg::Value(zero)]);
+
+    // Two f32x4 vectors a step (unrolled, for throughput) while eight elements remain.
+    b.switch_to_block(vloop);
+    let i = b.block_params(vloop)[0];
+    let done = b.ins().icmp(cranelift_codegen::ir::condcodes::IntCC::UnsignedGreaterThanOrEqual, i, vec_end);
+    b.ins().brif(done, tloop, &[BlockArg::Value(i)], vbody, &[BlockArg::Value(i)]);
+    b.switch_to_block(vbody);
+    let i = b.block_params(vbody)[0];
+    body(b, k, &in_ptrs, &out_ptrs, i, types::F32X4);
+    let i4 = b.ins().iadd_imm_s(i, 4);
+    body(b, k, &in_ptrs, &out_ptrs, i4, types::F32X4);
+    let next = b.ins().iadd_imm_s(i, 8);
+    b.ins().jump(vloop, &[BlockArg::Value(next)]);
+
+    // The remainder one at a time.
+    b.switch_to_block(tloop);
+    let i = b.block_params(tloop)[0];
+    let done = b.ins().icmp(cranelift_codegen::ir::condcodes::IntCC::UnsignedGreaterThanOrEqual, i, len);
+    b.ins().brif(done, exit, &[], tbody, &[BlockArg::Value(i)]);
+    b.switch_to_block(tbody);
+    let i = b.block_params(tbody)[0];
+    body(b, k, &in_ptrs, &out_ptrs, i, types::F32);
+    let next = b.ins().iadd_imm_s(i, 1);
+    b.ins().jump(tloop, &[BlockArg::Value(next)]);
+
+    b.switch_to_block(exit);
+    b.ins().return_(&[]);
+}
+
+/// The instructions at element `i` (lanes `i..i+4` for `f32x4`), outputs stored.
+fn body(b: &mut FunctionBuilder, k: &Kernel, in_ptrs: &[Value], out_ptrs: &[Value], i: Value, ty: Type) {
+    // Loads are not known to be aligned (chunks start anywhere) but never trap.
+    let flags = MemFlagsData::new().with_notrap();
+    let byte = b.ins().ishl_imm_s(i, 2);
+    let addr = |b: &mut FunctionBuilder, base: Value| b.ins().iadd(base, byte);
+    let mut loaded: Vec<Option<Value>> = vec![None; in_ptrs.len()];
+    let mut regs: Vec<Value> = Vec::with_capacity(k.insts.len());
+    for inst in &k.insts {
+        let mut get = |b: &mut FunctionBuilder, s: Src, regs: &[Value]| -> Value {
+            match s {
+                Src::Reg(r) => regs[r],
+                Src::Input(x) => *loaded[x].get_or_insert_with(|| {
+                    let a = addr(b, in_ptrs[x]);
+                    b.ins().load(ty, flags, a, 0)
+                }),
+            }
+        };
+        let v = match inst {
+            Inst::Load(s) => get(b, *s, &regs),
+            Inst::Splat(k) => {
+                let s = b.ins().load(types::F32, flags, in_ptrs[*k], 0);
+                if ty.is_vector() {
+                    b.ins().splat(ty, s)
+                } else {
+                    s
+                }
+            }
+            Inst::Const(c) => Emit { b, ty }.c(*c),
+            Inst::Unary(op, x) => {
+                let x = get(b, *x, &regs);
+                Emit { b, ty }.unary(*op, x)
+            }
+            Inst::Binary(op, x, y) => {
+                let x = get(b, *x, &regs);
+                let y = get(b, *y, &regs);
+                Emit { b, ty }.binary(*op, x, y)
+            }
+            Inst::Where(c, x, y) => {
+                let c = get(b, *c, &regs);
+                let x = get(b, *x, &regs);
+                let y = get(b, *y, &regs);
+                let mut e = Emit { b, ty };
+                let zero = e.c(0.0);
+                let m = e.cmp(cranelift_codegen::ir::condcodes::FloatCC::NotEqual, c, zero);
+                e.select(m, x, y)
+            }
+            Inst::ToBool(x) => {
+                let x = get(b, *x, &regs);
+                let mut e = Emit { b, ty };
+                let zero = e.c(0.0);
+                let m = e.cmp(cranelift_codegen::ir::condcodes::FloatCC::NotEqual, x, zero);
+                e.bool01(m)
+            }
+        };
+        regs.push(v);
+    }
+    for (j, r) in k.outputs.iter().enumerate() {
+        let a = addr(b, out_ptrs[j]);
+        b.ins().store(flags, regs[*r], a, 0);
+    }
+}

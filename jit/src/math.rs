@@ -1,0 +1,232 @@
+//! Elementwise ops in Cranelift IR, for `f32` and `f32x4` alike. Each mirrors, operation for
+//! operation, the interpreter's f32 definition (interpreter/src/exec/elementwise.rs:
+//! `binop_f32`, `unary_f32`, `exp32`, `erf32`), so that results are identical bit for bit.
+
+use crate::{BinaryOp, UnaryOp};
+use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_frontend::FunctionBuilder;
+
+pub struct Emit<'a, 'b> {
+    pub b: &'a mut FunctionBuilder<'b>,
+    /// `F32` or `F32X4`.
+    pub ty: Type,
+}
+
+impl Emit<'_, '_> {
+    fn vector(&self) -> bool {
+        self.ty.is_vector()
+    }
+    fn int_ty(&self) -> Type {
+        if self.vector() {
+            types::I32X4
+        } else {
+            types::I32
+        }
+    }
+
+    pub fn c(&mut self, v: f32) -> Value {
+        let s = self.b.ins().f32const(v);
+        if self.vector() {
+            self.b.ins().splat(types::F32X4, s)
+        } else {
+            s
+        }
+    }
+    fn ci(&mut self, v: i32) -> Value {
+        let s = self.b.ins().iconst(types::I32, v as i64);
+        if self.vector() {
+            self.b.ins().splat(types::I32X4, s)
+        } else {
+            s
+        }
+    }
+    fn add(&mut self, x: Value, y: Value) -> Value {
+        self.b.ins().fadd(x, y)
+    }
+    fn sub(&mut self, x: Value, y: Value) -> Value {
+        self.b.ins().fsub(x, y)
+    }
+    fn mul(&mut self, x: Value, y: Value) -> Value {
+        self.b.ins().fmul(x, y)
+    }
+    fn div(&mut self, x: Value, y: Value) -> Value {
+        self.b.ins().fdiv(x, y)
+    }
+    /// `k + x` with a constant `k` (the order the Rust source writes).
+    fn kadd(&mut self, k: f32, x: Value) -> Value {
+        let k = self.c(k);
+        self.add(k, x)
+    }
+    fn kmul(&mut self, x: Value, k: f32) -> Value {
+        let k = self.c(k);
+        self.mul(x, k)
+    }
+
+    pub fn cmp(&mut self, cc: FloatCC, x: Value, y: Value) -> Value {
+        self.b.ins().fcmp(cc, x, y)
+    }
+    /// `mask ? a : b`, lane by lane.
+    pub fn select(&mut self, mask: Value, a: Value, b: Value) -> Value {
+        if self.vector() {
+            let m =
+                self.b.ins().bitcast(types::F32X4, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), mask);
+            self.b.ins().bitselect(m, a, b)
+        } else {
+            self.b.ins().select(mask, a, b)
+        }
+    }
+    pub fn bool01(&mut self, mask: Value) -> Value {
+        let one = self.c(1.0);
+        let zero = self.c(0.0);
+        self.select(mask, one, zero)
+    }
+    fn to_bits(&mut self, x: Value) -> Value {
+        let t = self.int_ty();
+        self.b.ins().bitcast(t, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), x)
+    }
+    fn from_bits(&mut self, x: Value) -> Value {
+        let t = self.ty;
+        self.b.ins().bitcast(t, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), x)
+    }
+
+    pub fn unary(&mut self, op: UnaryOp, x: Value) -> Value {
+        match op {
+            UnaryOp::Neg => self.b.ins().fneg(x),
+            UnaryOp::Abs => self.b.ins().fabs(x),
+            UnaryOp::Sqrt => self.b.ins().sqrt(x),
+            UnaryOp::Recip => {
+                let one = self.c(1.0);
+                self.div(one, x)
+            }
+            UnaryOp::Exp => self.exp32(x),
+            UnaryOp::Erf => self.erf32(x),
+            other => unreachable!("`supports` keeps {other:?} out of compiled kernels"),
+        }
+    }
+
+    pub fn binary(&mut self, op: BinaryOp, x: Value, y: Value) -> Value {
+        match op {
+            BinaryOp::Add => self.add(x, y),
+            BinaryOp::Sub => self.sub(x, y),
+            BinaryOp::Mul => self.mul(x, y),
+            BinaryOp::Div => self.div(x, y),
+            // `if x.is_nan() || x > y { x } else { y }` (and `<` for min).
+            BinaryOp::Max | BinaryOp::Min => {
+                let nan = self.cmp(FloatCC::Unordered, x, x);
+                let cc = if op == BinaryOp::Max { FloatCC::GreaterThan } else { FloatCC::LessThan };
+                let better = self.cmp(cc, x, y);
+                let m = self.b.ins().bor(nan, better);
+                self.select(m, x, y)
+            }
+            BinaryOp::CmpLt => {
+                let m = self.cmp(FloatCC::LessThan, x, y);
+                self.bool01(m)
+            }
+            BinaryOp::CmpLe => {
+                let m = self.cmp(FloatCC::LessThanOrEqual, x, y);
+                self.bool01(m)
+            }
+            BinaryOp::CmpEq => {
+                let m = self.cmp(FloatCC::Equal, x, y);
+                self.bool01(m)
+            }
+            BinaryOp::CmpNe => {
+                let m = self.cmp(FloatCC::NotEqual, x, y);
+                self.bool01(m)
+            }
+            BinaryOp::And | BinaryOp::Or => {
+                let zero = self.c(0.0);
+                let a = self.cmp(FloatCC::NotEqual, x, zero);
+                let b = self.cmp(FloatCC::NotEqual, y, zero);
+                let m = if op == BinaryOp::And { self.b.ins().band(a, b) } else { self.b.ins().bor(a, b) };
+                self.bool01(m)
+            }
+            other => unreachable!("`supports` keeps {other:?} out of compiled kernels"),
+        }
+    }
+
+    /// `exp32` of the interpreter: clamp, Cody-Waite reduction, degree-6 polynomial, 2^n.
+    pub fn exp32(&mut self, x: Value) -> Value {
+        // x.clamp(-87.3, 88.7)
+        let lo = self.c(-87.3);
+        let hi = self.c(88.7);
+        let below = self.cmp(FloatCC::LessThan, x, lo);
+        let x = self.select(below, lo, x);
+        let above = self.cmp(FloatCC::GreaterThan, x, hi);
+        let x = self.select(above, hi, x);
+        // n = (x * LOG2_E + 1.5 * 2^23) - 1.5 * 2^23
+        let t = self.kmul(x, std::f32::consts::LOG2_E);
+        let magic = self.c(12_582_912.0);
+        let t = self.add(t, magic);
+        let n = self.sub(t, magic);
+        // r = x - n * ln2_hi - n * ln2_lo
+        let h = self.kmul(n, 0.693_145_75);
+        let r = self.sub(x, h);
+        let l = self.kmul(n, 1.428_606_8e-6);
+        let r = self.sub(r, l);
+        // p = 1 + r (1 + r (1/2 + r (1/6 + r (1/24 + r (1/120 + r / 720)))))
+        let mut q = self.kmul(r, 1.0f32 / 720.0);
+        for k in [1.0f32 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0] {
+            q = self.kadd(k, q);
+            q = self.mul(r, q);
+        }
+        let p = self.kadd(1.0, q);
+        // 2^n from the exponent bits.
+        let it = self.int_ty();
+        let e = self.b.ins().fcvt_to_sint_sat(it, n);
+        let bias = self.ci(127);
+        let e = self.b.ins().iadd(e, bias);
+        let e = self.b.ins().ishl_imm_s(e, 23);
+        let scale = self.from_bits(e);
+        self.mul(p, scale)
+    }
+
+    /// `erf32` of the interpreter: series below 0.5, Abramowitz & Stegun 7.1.26 above.
+    pub fn erf32(&mut self, x: Value) -> Value {
+        let a = self.b.ins().fabs(x);
+        let z = self.mul(a, a);
+        // small = a * (1 + z (-1/3 + z (0.1 + z (-1/42 + z (1/216 - z / 1320))))) * 2/sqrt(pi)
+        let k1320 = self.c(1320.0);
+        let d = self.div(z, k1320);
+        let k216 = self.c(1.0f32 / 216.0);
+        let mut s = self.sub(k216, d);
+        for k in [-1.0f32 / 42.0, 0.1, -1.0 / 3.0, 1.0] {
+            s = self.mul(z, s);
+            s = self.kadd(k, s);
+        }
+        let small = self.mul(a, s);
+        let small = self.kmul(small, std::f32::consts::FRAC_2_SQRT_PI);
+        // t = 1 / (1 + p a); poly = t (c1 + t (c2 + t (c3 + t (c4 + t c5))))
+        let pa = self.kmul(a, 0.327_591_1);
+        let den = self.kadd(1.0, pa);
+        let one = self.c(1.0);
+        let t = self.div(one, den);
+        let mut q = self.kmul(t, 1.061_405_4);
+        for k in [-1.453_152f32, 1.421_413_8, -0.284_496_74, 0.254_829_6] {
+            q = self.kadd(k, q);
+            q = self.mul(t, q);
+        }
+        let nz = self.b.ins().fneg(z);
+        let ez = self.exp32(nz);
+        let m = self.mul(q, ez);
+        let large = self.sub(one, m);
+        let half = self.c(0.5);
+        let is_small = self.cmp(FloatCC::LessThan, a, half);
+        let r = self.select(is_small, small, large);
+        // r = if a.is_nan() { a } else { r.min(1.0) }
+        let lt1 = self.cmp(FloatCC::LessThan, r, one);
+        let r = self.select(lt1, r, one);
+        let nan = self.cmp(FloatCC::Unordered, a, a);
+        let r = self.select(nan, a, r);
+        // r.copysign(x)
+        let rb = self.to_bits(r);
+        let xb = self.to_bits(x);
+        let mag_mask = self.ci(0x7fff_ffff);
+        let sign_mask = self.ci(i32::MIN);
+        let mag = self.b.ins().band(rb, mag_mask);
+        let sign = self.b.ins().band(xb, sign_mask);
+        let bits = self.b.ins().bor(mag, sign);
+        self.from_bits(bits)
+    }
+}

@@ -5,6 +5,7 @@
 
 use dlc::train::{TrainOptions, Trainer};
 use dlc::Program;
+use dlc_language::eval::Value;
 use dlc_language::ir::{Graph, NodeId, Op};
 use dlc_language::passes::fusion::{Kernel, Plan};
 use dlc_language::syntax::ast::RecipeKind;
@@ -115,6 +116,32 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
         items.push(item);
     }
     let recipes = p.session.t.recipes.clone();
+    // `infer` blocks: the model applied to the input (the input itself is data, not counted).
+    for info in recipes.iter().filter(|r| r.kind == RecipeKind::Infer) {
+        let name = info.name.clone().unwrap_or_else(|| "infer".into());
+        let (Some(model), Some(Value::Tensor(input))) = (info.field("model").cloned(), info.field("input").cloned()) else {
+            continue;
+        };
+        let t = &mut p.session.t;
+        t.ctx = dlc_language::eval::value::Ctx { module: info.module, instance: None, env: vec![] };
+        let Ok(Value::Tensor(out)) =
+            t.call(&model, vec![(None, Value::Tensor(input), Default::default())], info.recipe.span, info.recipe.span)
+        else {
+            items.push(json!({"what": "infer", "name": name, "error": "applying the model to the input failed"}));
+            continue;
+        };
+        let g = p.session.graph();
+        let data: std::collections::HashSet<NodeId> = g.topo(&[input]).into_iter().collect();
+        let mut plan = dlc_language::passes::fusion::plan(g, &[out], true);
+        plan.kernels.retain(|k| match k {
+            Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => !data.contains(n),
+            _ => true,
+        });
+        let mut item = describe(&p, g, &plan);
+        item["what"] = json!("infer");
+        item["name"] = json!(name);
+        items.push(item);
+    }
     for info in recipes.into_iter().filter(|r| r.kind == RecipeKind::Train) {
         let name = info.name.clone().unwrap_or_else(|| "train".into());
         let mut trainer = match Trainer::new(&mut p.session, info, TrainOptions::new(root.clone(), 0)) {
@@ -167,6 +194,7 @@ fn print_text(r: &Json) {
     for item in r["items"].as_array().into_iter().flatten() {
         let what = match item["what"].as_str() {
             Some("print") => item["at"].as_str().unwrap_or("print").to_string(),
+            Some("infer") => format!("infer `{}`", item["name"].as_str().unwrap_or("")),
             _ => format!("train `{}`, step for batch {}", item["name"].as_str().unwrap_or(""), item["batch"]),
         };
         if let Some(e) = item["error"].as_str() {

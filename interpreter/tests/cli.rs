@@ -243,3 +243,25 @@ fn bad_data_points_at_the_source_and_the_row() {
     assert!(err.contains("bad.dl:8:10"), "points at the csv(...) source: {err}");
     assert!(!dir.join("ck").exists(), "no checkpoint directory is created");
 }
+
+/// `dlc explain --json`: the guide's gelu is one kernel (eager: five ops and three broadcasts),
+/// and the AdamW update of every parameter of the MLP is one launch, the step's last.
+#[test]
+fn explain_reports_fused_kernels() {
+    let o = dlc(&["explain", "bench/gelu_1m.dl", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: serde_json::Value = serde_json::from_str(&text(&o.stdout)).expect("JSON");
+    let gelu = &r["items"][0];
+    assert_eq!(gelu["what"], "infer");
+    assert_eq!(gelu["kernels"], 1, "{gelu}");
+    assert_eq!(gelu["regions"][0]["ops"], 5, "{gelu}");
+    let o = dlc(&["explain", "bench/mlp_step_128.dl", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: serde_json::Value = serde_json::from_str(&text(&o.stdout)).expect("JSON");
+    let step = &r["items"][0];
+    assert_eq!(step["what"], "train");
+    let last = step["sequence"].as_array().and_then(|s| s.last()).and_then(|v| v.as_str()).unwrap_or("");
+    let regions: usize = last.trim_start_matches("group(").split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(last.starts_with("group(") && regions >= 6, "the 6 parameters' updates are one launch: {last}");
+    assert!(step["kernels"].as_u64().unwrap_or(999) * 3 < step["eager_kernels"].as_u64().unwrap_or(0), "{step}");
+}

@@ -5,7 +5,8 @@
 
 use crate::math::Emit;
 use crate::{Inst, Kernel, Src};
-use cranelift_codegen::ir::{types, AbiParam, BlockArg, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::{types, AbiParam, Block, BlockArg, InstBuilder, MemFlagsData, Type, Value};
+use std::collections::HashMap;
 use cranelift_codegen::settings::Configurable;
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -91,6 +92,7 @@ fn build(b: &mut FunctionBuilder, k: &Kernel, ptr: Type) {
     let in_ptrs: Vec<Value> = (0..k.inputs).map(|i| b.ins().load(ptr, flags, ins, (8 * i) as i32)).collect();
     let out_ptrs: Vec<Value> = (0..k.outputs.len()).map(|i| b.ins().load(ptr, flags, outs, (8 * i) as i32)).collect();
     let vec_end = b.ins().band_imm_s(len, !7i64);
+    let mut consts: HashMap<(u32, u8), Value> = HashMap::new();
     let zero = b.ins().iconst(types::I64, 0);
 
     let vloop = b.create_block();
@@ -110,9 +112,9 @@ fn build(b: &mut FunctionBuilder, k: &Kernel, ptr: Type) {
     b.ins().brif(done, tloop, &[BlockArg::Value(i)], vbody, &[BlockArg::Value(i)]);
     b.switch_to_block(vbody);
     let i = b.block_params(vbody)[0];
-    body(b, k, &in_ptrs, &out_ptrs, i, types::F32X4);
+    body(b, k, &in_ptrs, &out_ptrs, i, types::F32X4, &mut consts, entry);
     let i4 = b.ins().iadd_imm_s(i, 4);
-    body(b, k, &in_ptrs, &out_ptrs, i4, types::F32X4);
+    body(b, k, &in_ptrs, &out_ptrs, i4, types::F32X4, &mut consts, entry);
     let next = b.ins().iadd_imm_s(i, 8);
     b.ins().jump(vloop, &[BlockArg::Value(next)]);
 
@@ -123,7 +125,7 @@ fn build(b: &mut FunctionBuilder, k: &Kernel, ptr: Type) {
     b.ins().brif(done, exit, &[], tbody, &[BlockArg::Value(i)]);
     b.switch_to_block(tbody);
     let i = b.block_params(tbody)[0];
-    body(b, k, &in_ptrs, &out_ptrs, i, types::F32);
+    body(b, k, &in_ptrs, &out_ptrs, i, types::F32, &mut consts, entry);
     let next = b.ins().iadd_imm_s(i, 1);
     b.ins().jump(tloop, &[BlockArg::Value(next)]);
 
@@ -132,7 +134,17 @@ fn build(b: &mut FunctionBuilder, k: &Kernel, ptr: Type) {
 }
 
 /// The instructions at element `i` (lanes `i..i+4` for `f32x4`), outputs stored.
-fn body(b: &mut FunctionBuilder, k: &Kernel, in_ptrs: &[Value], out_ptrs: &[Value], i: Value, ty: Type) {
+#[allow(clippy::too_many_arguments)]
+fn body(
+    b: &mut FunctionBuilder,
+    k: &Kernel,
+    in_ptrs: &[Value],
+    out_ptrs: &[Value],
+    i: Value,
+    ty: Type,
+    consts: &mut HashMap<(u32, u8), Value>,
+    entry: Block,
+) {
     // Loads are not known to be aligned (chunks start anywhere) but never trap.
     let flags = MemFlagsData::new().with_notrap();
     let byte = b.ins().ishl_imm_s(i, 2);
@@ -159,28 +171,28 @@ fn body(b: &mut FunctionBuilder, k: &Kernel, in_ptrs: &[Value], out_ptrs: &[Valu
                     s
                 }
             }
-            Inst::Const(c) => Emit { b, ty }.c(*c),
+            Inst::Const(c) => Emit { b, ty, consts: &mut *consts, entry }.c(*c),
             Inst::Unary(op, x) => {
                 let x = get(b, *x, &regs);
-                Emit { b, ty }.unary(*op, x)
+                Emit { b, ty, consts: &mut *consts, entry }.unary(*op, x)
             }
             Inst::Binary(op, x, y) => {
                 let x = get(b, *x, &regs);
                 let y = get(b, *y, &regs);
-                Emit { b, ty }.binary(*op, x, y)
+                Emit { b, ty, consts: &mut *consts, entry }.binary(*op, x, y)
             }
             Inst::Where(c, x, y) => {
                 let c = get(b, *c, &regs);
                 let x = get(b, *x, &regs);
                 let y = get(b, *y, &regs);
-                let mut e = Emit { b, ty };
+                let mut e = Emit { b, ty, consts: &mut *consts, entry };
                 let zero = e.c(0.0);
                 let m = e.cmp(cranelift_codegen::ir::condcodes::FloatCC::NotEqual, c, zero);
                 e.select(m, x, y)
             }
             Inst::ToBool(x) => {
                 let x = get(b, *x, &regs);
-                let mut e = Emit { b, ty };
+                let mut e = Emit { b, ty, consts: &mut *consts, entry };
                 let zero = e.c(0.0);
                 let m = e.cmp(cranelift_codegen::ir::condcodes::FloatCC::NotEqual, x, zero);
                 e.bool01(m)

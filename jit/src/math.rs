@@ -4,13 +4,19 @@
 
 use crate::{BinaryOp, UnaryOp};
 use cranelift_codegen::ir::condcodes::FloatCC;
-use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, Type, Value};
+use std::collections::HashMap;
 use cranelift_frontend::FunctionBuilder;
 
 pub struct Emit<'a, 'b> {
     pub b: &'a mut FunctionBuilder<'b>,
     /// `F32` or `F32X4`.
     pub ty: Type,
+    /// Constants already made, by (bits, vector), all defined at the top of `entry` so the loops
+    /// do not rebuild them every iteration.
+    pub consts: &'a mut HashMap<(u32, u8), Value>,
+    pub entry: Block,
 }
 
 impl Emit<'_, '_> {
@@ -26,20 +32,23 @@ impl Emit<'_, '_> {
     }
 
     pub fn c(&mut self, v: f32) -> Value {
-        let s = self.b.ins().f32const(v);
-        if self.vector() {
-            self.b.ins().splat(types::F32X4, s)
-        } else {
-            s
-        }
+        self.constant(v.to_bits(), false)
     }
     fn ci(&mut self, v: i32) -> Value {
-        let s = self.b.ins().iconst(types::I32, v as i64);
-        if self.vector() {
-            self.b.ins().splat(types::I32X4, s)
-        } else {
-            s
+        self.constant(v as u32, true)
+    }
+    /// A float (or, with `int`, an i32) constant of this type, hoisted into the entry block.
+    fn constant(&mut self, bits: u32, int: bool) -> Value {
+        let vector = self.vector();
+        let key = (bits, vector as u8 | (int as u8) << 1);
+        if let Some(v) = self.consts.get(&key) {
+            return *v;
         }
+        let mut cur = FuncCursor::new(self.b.func).at_first_insertion_point(self.entry);
+        let s = if int { cur.ins().iconst(types::I32, bits as i32 as i64) } else { cur.ins().f32const(f32::from_bits(bits)) };
+        let v = if vector { cur.ins().splat(if int { types::I32X4 } else { types::F32X4 }, s) } else { s };
+        self.consts.insert(key, v);
+        v
     }
     fn add(&mut self, x: Value, y: Value) -> Value {
         self.b.ins().fadd(x, y)

@@ -6,12 +6,12 @@
 use crate::math::Emit;
 use crate::{Inst, Kernel, Src};
 use cranelift_codegen::ir::{types, AbiParam, Block, BlockArg, InstBuilder, MemFlagsData, Type, Value};
-use std::collections::HashMap;
 use cranelift_codegen::settings::Configurable;
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
+use std::collections::HashMap;
 
 type KernelFn = unsafe extern "C" fn(*const *const f32, *const *mut f32, u64);
 

@@ -3,11 +3,11 @@
 //! `binop_f32`, `unary_f32`, `exp32`, `erf32`), so that results are identical bit for bit.
 
 use crate::{BinaryOp, UnaryOp};
-use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, Type, Value};
-use std::collections::HashMap;
 use cranelift_frontend::FunctionBuilder;
+use std::collections::HashMap;
 
 pub struct Emit<'a, 'b> {
     pub b: &'a mut FunctionBuilder<'b>,

@@ -164,6 +164,17 @@ impl Builder<'_> {
             let src = self.g.node(a).src[0];
             return self.permute(src, &composed, span);
         }
+        // The transpose of a product is the product of the transposes the other way round:
+        // (x^T dy)^T = dy^T x. A weight's gradient then comes out of gemm in the weight's own
+        // layout, reading both operands through strides, instead of being transposed after.
+        let r = perm.len();
+        let swaps_last_two =
+            r >= 2 && perm[r - 2] == r - 1 && perm[r - 1] == r - 2 && perm[..r - 2].iter().enumerate().all(|(i, p)| i == *p);
+        if swaps_last_two && matches!(self.g.node(a).op, Op::MatMul) {
+            let (x, y) = (self.g.node(a).src[0], self.g.node(a).src[1]);
+            let (yt, xt) = (self.transpose_last(y, span), self.transpose_last(x, span));
+            return self.matmul(yt, xt, span);
+        }
         let shape = perm.iter().map(|p| s[*p].clone()).collect();
         self.add(Op::Permute(perm.to_vec()), dt, shape, vec![a], span)
     }

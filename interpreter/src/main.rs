@@ -12,5 +12,12 @@ mod repl;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    // Rust ignores SIGPIPE, so printing into a closed pipe (`dlc explain x.dl | head`) would
+    // panic; a command-line tool should just stop, as `cat` does.
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to its default before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     std::process::exit(cli::main());
 }

@@ -39,21 +39,10 @@ fn stats(mut ms: Vec<f64>) -> (f64, f64, f64) {
 
 pub fn main(file: &Path, steps: usize, warmup: usize, fuse: bool, jit: bool, as_json: bool, profile: bool) -> i32 {
     let started = Instant::now();
-    let p = match Program::load_file_with(file, false, 0, dlc::ExecMode::Fused) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: cannot read `{}`: {e}", file.display());
-            return 1;
-        }
+    let (mut p, root) = match crate::cli::load_quietly(file, "nothing to benchmark") {
+        Ok(loaded) => loaded,
+        Err(status) => return status,
     };
-    if !p.ok {
-        crate::cli::report(&p);
-        eprintln!("error: `{}` has errors; nothing to benchmark", file.display());
-        return 1;
-    }
-    let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
-    let text = std::fs::read_to_string(file).unwrap_or_default();
-    let mut p = Program::run_with(&file.display().to_string(), &text, Some(&root), false, 0, dlc::ExecMode::Fused);
     let recipes = p.session.t.recipes.clone();
     let result = if let Some(info) = recipes.iter().find(|r| r.kind == RecipeKind::Train).cloned() {
         bench_train(&mut p, info, &root, steps, warmup, fuse, jit, profile)

@@ -120,6 +120,22 @@ fn read_error(file: &std::path::Path, e: std::io::Error) -> i32 {
     1
 }
 
+/// Read `file` and run its top-level statements quietly (fused), for `explain` and `bench`.
+/// On an unreadable file or errors, reports them and returns the exit status; `what` says
+/// what could not be done (`nothing to explain`).
+pub(crate) fn load_quietly(file: &std::path::Path, what: &str) -> Result<(Program, std::path::PathBuf), i32> {
+    let text = std::fs::read_to_string(file).map_err(|e| read_error(file, e))?;
+    let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
+    // `run_with` checks first and runs nothing when there are errors.
+    let p = Program::run_with(&file.display().to_string(), &text, Some(&root), false, 0, dlc::ExecMode::Fused);
+    if !p.ok {
+        report(&p);
+        eprintln!("error: `{}` has errors; {what}", file.display());
+        return Err(1);
+    }
+    Ok((p, root))
+}
+
 pub(crate) fn report(p: &Program) -> usize {
     let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let mut errors = 0;

@@ -39,7 +39,7 @@ fn op_name(g: &Graph, n: NodeId) -> String {
         Op::Unary(u) => format!("{u:?}").to_lowercase(),
         Op::Binary(b) => format!("{b:?}").to_lowercase(),
         Op::Expand => "broadcast".into(),
-        other => format!("{other:?}").split(['(', ' ', '{']).next().unwrap_or("op").to_lowercase(),
+        other => other.kind_name(),
     }
 }
 
@@ -89,22 +89,11 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
 }
 
 pub fn main(file: &Path, as_json: bool) -> i32 {
-    let p = match Program::load_file_with(file, false, 0, dlc::ExecMode::Fused) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: cannot read `{}`: {e}", file.display());
-            return 1;
-        }
+    // The top-level statements run (quietly) to know what each `print` computes.
+    let (mut p, root) = match crate::cli::load_quietly(file, "nothing to explain") {
+        Ok(loaded) => loaded,
+        Err(status) => return status,
     };
-    if !p.ok {
-        crate::cli::report(&p);
-        eprintln!("error: `{}` has errors; nothing to explain", file.display());
-        return 1;
-    }
-    // Run the top-level statements (quietly) to know what each `print` computes.
-    let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
-    let text = std::fs::read_to_string(file).unwrap_or_default();
-    let mut p = Program::run_with(&file.display().to_string(), &text, Some(&root), false, 0, dlc::ExecMode::Fused);
     let mut items = vec![];
     let printed: Vec<Vec<NodeId>> = p.output().printed.iter().map(|x| x.nodes.clone()).collect();
     for (i, nodes) in printed.iter().enumerate().filter(|(_, n)| !n.is_empty()) {

@@ -78,8 +78,7 @@ impl Emit<'_, '_> {
     /// `mask ? a : b`, lane by lane.
     pub fn select(&mut self, mask: Value, a: Value, b: Value) -> Value {
         if self.vector() {
-            let m =
-                self.b.ins().bitcast(types::F32X4, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), mask);
+            let m = self.bitcast(types::F32X4, mask);
             self.b.ins().bitselect(m, a, b)
         } else {
             self.b.ins().select(mask, a, b)
@@ -90,13 +89,17 @@ impl Emit<'_, '_> {
         let zero = self.c(0.0);
         self.select(mask, one, zero)
     }
+    /// The same bits as type `to` (lane for lane).
+    fn bitcast(&mut self, to: Type, x: Value) -> Value {
+        self.b.ins().bitcast(to, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), x)
+    }
     fn to_bits(&mut self, x: Value) -> Value {
         let t = self.int_ty();
-        self.b.ins().bitcast(t, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), x)
+        self.bitcast(t, x)
     }
     fn from_bits(&mut self, x: Value) -> Value {
         let t = self.ty;
-        self.b.ins().bitcast(t, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), x)
+        self.bitcast(t, x)
     }
 
     pub fn unary(&mut self, op: UnaryOp, x: Value) -> Value {

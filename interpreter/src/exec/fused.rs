@@ -53,6 +53,9 @@ pub struct Program {
     shape: Vec<usize>,
     /// The registers written out (one per region output) and their dtypes.
     outputs: Vec<(usize, DType)>,
+    /// Per region input: read elementwise (its chunk is passed to native code), rather than
+    /// only through a broadcast load.
+    direct: Vec<bool>,
     /// The same region as native code (Cranelift), when every op has a compiled form; it reads
     /// the region's inputs and then, in order, the broadcast loads' buffers.
     native: Option<Arc<dlc_jit::Compiled>>,
@@ -168,7 +171,19 @@ pub fn compile(g: &Graph, r: &Region) -> Result<Program, RuntimeError> {
             (reg, g.node(*o).dtype)
         })
         .collect();
-    Ok(Program { instrs, shape, outputs, native: None })
+    // Inputs read elementwise (not only through a broadcast), by region input.
+    let direct = (0..r.inputs.len())
+        .map(|k| {
+            let o = Operand::Input(k);
+            instrs.iter().any(|i| match i {
+                Instr::Unary(_, a) | Instr::Cast { x: a, .. } => *a == o,
+                Instr::Binary(_, a, b) => *a == o || *b == o,
+                Instr::Where(a, b, c) => *a == o || *b == o || *c == o,
+                Instr::Expand { .. } => false,
+            })
+        })
+        .collect();
+    Ok(Program { instrs, shape, outputs, direct, native: None })
 }
 
 /// An input as f32 values (bools as 0/1).
@@ -243,17 +258,8 @@ impl Program {
             // Broadcast loads into their registers, then one native pass over the chunk.
             // Inputs read elementwise point at this chunk; those only read through a broadcast
             // (smaller, and never read by the kernel) at their start.
-            let direct = |k: usize| {
-                self.instrs.iter().any(|i| match i {
-                    Instr::Unary(_, a) | Instr::Cast { x: a, .. } => *a == Operand::Input(k),
-                    Instr::Binary(_, a, b) => *a == Operand::Input(k) || *b == Operand::Input(k),
-                    Instr::Where(a, b, c) => [a, b, c].iter().any(|o| **o == Operand::Input(k)),
-                    Instr::Expand { .. } => false,
-                })
-            };
             let mut ptrs: Vec<*const f32> =
-                ins.iter().enumerate().map(|(k, x)| if direct(k) { x[start..end].as_ptr() } else { x.as_ptr() }).collect();
-            let n_in = ptrs.len();
+                ins.iter().enumerate().map(|(k, x)| if self.direct[k] { x[start..end].as_ptr() } else { x.as_ptr() }).collect();
             // (A scalar broadcast is a splat in the kernel, not a buffer.)
             let buffered = |strides: &[usize]| !strides.iter().all(|s| *s == 0);
             for (i, inst) in self.instrs.iter().enumerate() {
@@ -270,8 +276,6 @@ impl Program {
                     }
                 }
             }
-            // The kernel may read fewer region inputs than `ins` holds (it counts those it uses).
-            let _ = n_in;
             let outs: Vec<*mut f32> = dsts.iter_mut().map(|d| d.as_mut_ptr()).collect();
             // SAFETY: every pointer covers `len` f32 values; outputs are fresh buffers.
             unsafe { native.call(&ptrs, &outs, len) };

@@ -75,13 +75,6 @@ impl Executor {
     pub fn run_plan(&mut self, g: &Graph, plan: &Plan) -> Result<(), RuntimeError> {
         for k in &plan.kernels {
             let started = self.profile.as_ref().map(|_| std::time::Instant::now());
-            let kind = match k {
-                Kernel::Fused(_) => "fused elementwise".to_string(),
-                Kernel::Group(_) => "fused group".to_string(),
-                Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => {
-                    format!("{:?}", g.node(*n).op).split(['(', ' ', '{']).next().unwrap_or("op").to_lowercase()
-                }
-            };
             match k {
                 Kernel::View(_) => {}
                 Kernel::Free(n) | Kernel::Library(n) => {
@@ -94,6 +87,11 @@ impl Executor {
                 Kernel::Group(rs) => self.run_regions(g, rs)?,
             }
             if let (Some(p), Some(t0)) = (&self.profile, started) {
+                let kind = match k {
+                    Kernel::Fused(_) => "fused elementwise".to_string(),
+                    Kernel::Group(_) => "fused group".to_string(),
+                    Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).op.kind_name(),
+                };
                 let mut p = p.lock().expect("profile lock");
                 let e = p.entry(kind).or_insert((0, 0.0));
                 e.0 += 1;

@@ -279,6 +279,15 @@ impl<'s> Trainer<'s> {
         ex
     }
 
+    /// Compile the step for batches of these shapes unless it is compiled already.
+    fn ensure_step(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<(), RuntimeError> {
+        if !self.steps.contains_key(shapes) {
+            let s = self.build_step(shapes)?;
+            self.steps.insert(shapes.to_vec(), s);
+        }
+        Ok(())
+    }
+
     /// One epoch of training batches: from the Rust source when one is bound, else the pipeline.
     fn epoch_batches(&mut self, epoch: u64) -> Result<Vec<Element>, RuntimeError> {
         let Some(source) = self.opts.batches.as_mut() else {
@@ -319,10 +328,7 @@ impl<'s> Trainer<'s> {
         update: bool,
     ) -> Result<Vec<(String, f64)>, RuntimeError> {
         let key = shapes_of(&batch);
-        if !self.steps.contains_key(&key) {
-            let s = self.build_step(&key)?;
-            self.steps.insert(key.clone(), s);
-        }
+        self.ensure_step(&key)?;
         let st = &self.steps[&key];
         let mut ex = self.executor();
         for (id, t) in st.elem_inputs.iter().zip(batch) {
@@ -601,12 +607,8 @@ impl<'s> Trainer<'s> {
     /// Compile the training step for batches of these shapes, as the first such batch would;
     /// returns its kernel plan, the graph's size, and the seconds it took (trace, autodiff, plan).
     pub fn compile_step(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<(dlc_language::passes::fusion::Plan, f64), RuntimeError> {
-        let key = shapes.to_vec();
-        if !self.steps.contains_key(&key) {
-            let s = self.build_step(&key)?;
-            self.steps.insert(key.clone(), s);
-        }
-        let st = &self.steps[&key];
+        self.ensure_step(shapes)?;
+        let st = &self.steps[shapes];
         Ok((st.plan.clone(), st.compile_s))
     }
 

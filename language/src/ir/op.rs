@@ -190,6 +190,10 @@ impl Op {
             Op::TakeGrad => "take_grad".into(),
         }
     }
+    /// The op's name without its arguments (`permute`, `reduce`, `unary`): a label for reports.
+    pub fn kind_name(&self) -> String {
+        format!("{self:?}").split(['(', ' ', '{']).next().unwrap_or("op").to_lowercase()
+    }
     /// Elementwise ops: the ones a fusion region chains together.
     pub fn is_elementwise(&self) -> bool {
         matches!(self, Op::Cast | Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Const(_))

@@ -130,7 +130,6 @@ pub fn is_transpose(op: &Op) -> bool {
 /// kernel (the eager interpreter's plan, for `--no-fuse` and for comparison).
 pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
     let order = g.topo(roots);
-    let pos: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
     let mut users: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
     for &n in &order {
         for &s in &g.node(n).src {
@@ -222,10 +221,13 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
         }
     }
     kernels.append(&mut sinks);
-    debug_assert!(kernels.iter().all(|k| match k {
-        Kernel::Fused(r) => r.inputs.iter().all(|i| pos[i] < pos[&r.output()]),
-        _ => true,
-    }));
+    debug_assert!({
+        let pos: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        kernels.iter().all(|k| match k {
+            Kernel::Fused(r) => r.inputs.iter().all(|i| pos[i] < pos[&r.output()]),
+            _ => true,
+        })
+    });
     let kernels = if fuse { group_independent(g, kernels) } else { kernels };
     Plan { kernels, roots: roots.to_vec() }
 }

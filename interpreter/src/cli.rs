@@ -182,6 +182,15 @@ fn check(file: &std::path::Path, json: bool) -> i32 {
     for line in dlc::api::recipe_lines(&p.session) {
         println!("{line}");
     }
+    // The memory each training step will need, planned before anything runs.
+    let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
+    let mut p = p;
+    for (name, r) in crate::explain::step_memory(&mut p, &root) {
+        match r {
+            Ok((batch, m)) => println!("train `{name}` step for batch {batch}: {}", crate::explain::memory_line(&m)),
+            Err(e) => println!("train `{name}`: no memory plan before the run: {e}"),
+        }
+    }
     0
 }
 

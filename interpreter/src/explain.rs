@@ -7,8 +7,10 @@ use dlc::train::{TrainOptions, Trainer};
 use dlc::Program;
 use dlc_language::eval::Value;
 use dlc_language::ir::{Graph, NodeId, Op};
+use dlc_language::passes::autocast::Decision;
 use dlc_language::passes::fusion::{Kernel, Plan};
 use dlc_language::syntax::ast::RecipeKind;
+use dlc_language::types::DType;
 use serde_json::{json, Value as Json};
 use std::path::Path;
 
@@ -19,14 +21,8 @@ const FUSE_REASON: &str =
 fn lines(p: &Program, g: &Graph, nodes: &[NodeId]) -> Vec<String> {
     let mut out: Vec<String> = vec![];
     for &n in nodes {
-        let span = g.span(n);
-        if span.start == 0 && span.end == 0 {
-            continue; // built by the trainer (an update's bookkeeping), not by source code
-        }
-        let Some(name) = p.sources().files.get(span.file.0 as usize).map(|f| f.name.as_str()) else { continue };
-        let (line, _) = p.sources().line_col(span.file, span.start);
-        let short = name.rsplit('/').next().unwrap_or(name);
-        let s = format!("{short}:{line}");
+        // (Nodes the trainer built, an update's bookkeeping, have no source line.)
+        let Some(s) = span_line(p, g.span(n)) else { continue };
         if !out.contains(&s) {
             out.push(s);
         }
@@ -147,6 +143,7 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
         match trainer.compile_step(&shapes) {
             Ok((plan, secs)) => {
                 let nodes = trainer.graph().len();
+                let autocast = trainer.autocast(&shapes).map(|(d, ds)| (d, ds, trainer.loss_scale().is_some()));
                 let mut item = json!({});
                 // Describe against the program's sources; the trainer's graph has the step.
                 let g = trainer.graph().clone();
@@ -157,6 +154,8 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
                 item["batch"] = json!(shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
                 item["graph_nodes"] = json!(nodes);
                 item["compile_ms"] = json!((secs * 1e4).round() / 10.0);
+                item["precision"] = precision_report(&p, autocast);
+                item["memory"] = memory_report(&dlc_language::passes::memory::plan_memory(&g, &plan));
                 items.push(item);
             }
             Err(e) => items.push(json!({"what": "train", "name": name, "error": e.to_string()})),
@@ -169,6 +168,88 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
         print_text(&report);
     }
     0
+}
+
+/// Autocast's decisions: the precision, each lowered op with its source line, and what stays f32.
+fn precision_report(p: &Program, autocast: Option<(DType, Vec<Decision>, bool)>) -> Json {
+    let Some((low, decisions, scaled)) = autocast else {
+        return json!({"precision": "f32", "lowered": [], "reason": "f32 throughout (`precision = bf16` or `f16` runs matrix products in low precision)"});
+    };
+    let lowered: Vec<Json> = decisions
+        .iter()
+        .map(|d| {
+            let at = span_line(p, d.span).unwrap_or_else(|| "(built by the trainer)".into());
+            json!({"op": d.op, "at": at})
+        })
+        .collect();
+    json!({
+        "precision": low.to_string(),
+        "lowered": lowered,
+        "kept_f32": "reductions, softmax/log_softmax, normalisation statistics, losses, the optimiser update, master weights",
+        "loss_scaling": scaled,
+        "reason": if scaled {
+            "autocast: matrix products in f16 with f32 accumulation; dynamic loss scaling keeps small f16 gradients from flushing to zero (GradScaler)"
+        } else {
+            "autocast: matrix products in low precision with f32 accumulation, numerically sensitive ops in f32 (docs/precision.md)"
+        },
+    })
+}
+
+const MEMORY_REASON: &str =
+    "buffers by liveness: each value is freed after its last reader and its memory reused, so the peak is known before the run";
+
+fn mib(b: usize) -> f64 {
+    (b as f64 / (1 << 20) as f64 * 100.0).round() / 100.0
+}
+
+/// The memory plan of a step, in MiB.
+pub fn memory_report(m: &dlc_language::passes::memory::MemoryPlan) -> Json {
+    json!({
+        "parameters_mib": mib(m.parameters),
+        "inputs_mib": mib(m.inputs),
+        "intermediates_peak_mib": mib(m.peak_intermediates),
+        "intermediates_without_reuse_mib": mib(m.without_reuse),
+        "peak_mib": mib(m.peak()),
+        "reason": MEMORY_REASON,
+    })
+}
+
+/// One line for `dlc check` and `dlc explain`.
+pub fn memory_line(m: &Json) -> String {
+    format!(
+        "memory plan: peak {} MiB = parameters {} + inputs (batch, optimiser state) {} + intermediates {} (without reuse: {})",
+        m["peak_mib"], m["parameters_mib"], m["inputs_mib"], m["intermediates_peak_mib"], m["intermediates_without_reuse_mib"]
+    )
+}
+
+/// The memory plan of each training recipe's step, for `dlc check`: (recipe name, batch, report),
+/// or why it cannot be known before the run.
+pub fn step_memory(p: &mut Program, root: &Path) -> Vec<(String, Result<(String, Json), String>)> {
+    let recipes = p.session.t.recipes.clone();
+    let mut out = vec![];
+    for info in recipes.into_iter().filter(|r| r.kind == RecipeKind::Train) {
+        let name = info.name.clone().unwrap_or_else(|| "train".into());
+        let r = (|| {
+            let mut trainer = Trainer::new(&mut p.session, info, TrainOptions::new(root.to_path_buf(), 0)).map_err(|e| e.to_string())?;
+            let shapes = trainer.batch_shapes().ok_or("the batch shapes are only known at run time")?;
+            let (plan, _) = trainer.compile_step(&shapes).map_err(|e| e.to_string())?;
+            let m = dlc_language::passes::memory::plan_memory(trainer.graph(), &plan);
+            let batch = shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>().join(", ");
+            Ok((batch, memory_report(&m)))
+        })();
+        out.push((name, r));
+    }
+    out
+}
+
+/// `file:line` of a span, when it points into a source file.
+fn span_line(p: &Program, span: dlc_language::span::Span) -> Option<String> {
+    if span.start == 0 && span.end == 0 {
+        return None;
+    }
+    let name = p.sources().files.get(span.file.0 as usize).map(|f| f.name.as_str())?;
+    let (line, _) = p.sources().line_col(span.file, span.start);
+    Some(format!("{}:{line}", name.rsplit('/').next().unwrap_or(name)))
 }
 
 fn merge(mut a: Json, b: Json) -> Json {
@@ -210,5 +291,22 @@ fn print_text(r: &Json) {
             );
         }
         println!("    why: {}", item["reason"].as_str().unwrap_or(""));
+        if item["memory"].is_object() {
+            println!("    {}", memory_line(&item["memory"]));
+            println!("      why: {}", MEMORY_REASON);
+        }
+        let prec = &item["precision"];
+        if let Some(lowered) = prec["lowered"].as_array().filter(|l| !l.is_empty()) {
+            let mut at: Vec<String> = vec![];
+            for l in lowered {
+                let s = format!("{} ({})", l["op"].as_str().unwrap_or(""), l["at"].as_str().unwrap_or(""));
+                if !at.contains(&s) {
+                    at.push(s);
+                }
+            }
+            println!("    precision {}: {} op(s) lowered: {}", prec["precision"].as_str().unwrap_or(""), lowered.len(), at.join(", "));
+            println!("      kept in f32: {}", prec["kept_f32"].as_str().unwrap_or(""));
+            println!("      why: {}", prec["reason"].as_str().unwrap_or(""));
+        }
     }
 }

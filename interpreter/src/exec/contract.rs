@@ -96,8 +96,8 @@ pub(super) fn gemm_f64(m: usize, n: usize, k: usize, lhs: &[f64], rhs: &[f64], d
 }
 
 /// `matmul` where either operand may be given as the source of a transpose (`a_t`: `a` holds
-/// [.., K, M] and the product uses its transpose). f32 only reads through strides; other
-/// dtypes transpose first.
+/// [.., K, M] and the product uses its transpose). Floats stored as f32 (f32, bf16, f16) are
+/// read through strides; other dtypes transpose first.
 pub fn matmul_t(a: &Tensor, a_t: bool, b: &Tensor, b_t: bool, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
     if !a_t && !b_t {
         return matmul(a, b, shape);
@@ -109,7 +109,7 @@ pub fn matmul_t(a: &Tensor, a_t: bool, b: &Tensor, b_t: bool, shape: Vec<usize>)
         super::movement::permute(t, &p)
     };
     match (&a.data, &b.data) {
-        (Data::F32(x), Data::F32(y)) if a.dtype == dlc_language::types::DType::F32 => {
+        (Data::F32(x), Data::F32(y)) => {
             let r = shape.len();
             let (m, n) = (shape[r - 2], shape[r - 1]);
             let k = if a_t { a.shape[a.shape.len() - 2] } else { a.shape[a.shape.len() - 1] };
@@ -126,6 +126,11 @@ pub fn matmul_t(a: &Tensor, a_t: bool, b: &Tensor, b_t: bool, shape: Vec<usize>)
                     b_t,
                     &mut out[i * m * n..(i + 1) * m * n],
                 );
+            }
+            // bf16/f16 operands (autocast): products summed in f32, the result rounded.
+            let d = a.dtype;
+            if d != dlc_language::types::DType::F32 {
+                crate::runtime::tensor::round_slice(d, &mut out);
             }
             Ok(Tensor { dtype: a.dtype, shape, data: Data::F32(Arc::new(out)) })
         }
@@ -150,7 +155,7 @@ pub fn matmul(a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Result<Tensor, Runti
             }
             let d = a.dtype;
             if d != dlc_language::types::DType::F32 {
-                out.iter_mut().for_each(|v| *v = crate::runtime::tensor::round_f32(d, *v));
+                crate::runtime::tensor::round_slice(d, &mut out);
             }
             Data::F32(Arc::new(out))
         }

@@ -53,6 +53,9 @@ pub struct Program {
     shape: Vec<usize>,
     /// The registers written out (one per region output) and their dtypes.
     outputs: Vec<(usize, DType)>,
+    /// Per instruction: the low precision (bf16, f16) its result is rounded to, as the eager
+    /// interpreter rounds every op of that dtype.
+    round: Vec<Option<DType>>,
     /// Per region input: read elementwise (its chunk is passed to native code), rather than
     /// only through a broadcast load.
     direct: Vec<bool>,
@@ -61,10 +64,14 @@ pub struct Program {
     native: Option<Arc<dlc_jit::Compiled>>,
 }
 
+/// A region's identity: its members, inputs and outputs. (Two plans can cut different regions
+/// ending at the same node, so the output alone does not name a program.)
+type RegionKey = (Vec<NodeId>, Vec<NodeId>, Vec<NodeId>);
+
 /// Compiled kernels shared by every executor of a run (a trainer makes a new executor per
-/// step): fused programs by their region's output node, native code by kernel text.
+/// step): fused programs by their region, native code by kernel text.
 pub struct KernelCache {
-    programs: Mutex<HashMap<NodeId, Arc<Program>>>,
+    programs: Mutex<HashMap<RegionKey, Arc<Program>>>,
     native: Mutex<HashMap<String, Option<Arc<dlc_jit::Compiled>>>>,
     /// Compile fused regions to native code (`--jit`; results are equal either way).
     pub jit: bool,
@@ -79,11 +86,13 @@ impl KernelCache {
 
     /// The program of a region, compiled on first use.
     pub fn program(&self, g: &Graph, r: &Region) -> Result<Arc<Program>, RuntimeError> {
-        if let Some(p) = self.programs.lock().expect("kernel cache").get(&r.output()) {
+        let key: RegionKey = (r.nodes.clone(), r.inputs.clone(), r.outputs.clone());
+        if let Some(p) = self.programs.lock().expect("kernel cache").get(&key) {
             return Ok(p.clone());
         }
         let mut p = compile(g, r)?;
-        if self.jit {
+        // (Rounding to bf16/f16 has no native form yet: such regions stay interpreted.)
+        if self.jit && p.round.iter().all(Option::is_none) {
             let k = p.jit_kernel();
             if dlc_jit::supports(&k) {
                 let key = format!("{k:?}");
@@ -99,7 +108,7 @@ impl KernelCache {
             }
         }
         let p = Arc::new(p);
-        self.programs.lock().expect("kernel cache").insert(r.output(), p.clone());
+        self.programs.lock().expect("kernel cache").insert(key, p.clone());
         Ok(p)
     }
 }
@@ -120,6 +129,8 @@ pub fn compile(g: &Graph, r: &Region) -> Result<Program, RuntimeError> {
     // Registers are instruction indices; `reg_of` maps members to theirs.
     let mut reg_of: Vec<(NodeId, usize)> = vec![];
     let mut instrs: Vec<Instr> = vec![];
+    let mut round: Vec<Option<DType>> = vec![];
+    let low = |d: DType| matches!(d, DType::BF16 | DType::F16).then_some(d);
     for &m in &r.nodes {
         let node = g.node(m);
         let mut src = vec![];
@@ -127,12 +138,13 @@ pub fn compile(g: &Graph, r: &Region) -> Result<Program, RuntimeError> {
             let o = if let Some((_, i)) = reg_of.iter().find(|(n, _)| *n == s) {
                 Operand::Reg(*i)
             } else if let Op::Const(bits) = g.node(s).op {
-                let v = f64::from_bits(bits) as f32;
+                let v = crate::runtime::tensor::round_f32(g.node(s).dtype, f64::from_bits(bits) as f32);
                 if matches!(node.op, Op::Expand) {
                     Operand::Imm(v)
                 } else {
                     // A constant used directly (a 0-d region): give it a register of its own.
                     instrs.push(Instr::Expand { src: Operand::Imm(v), strides: vec![] });
+                    round.push(None);
                     Operand::Reg(instrs.len() - 1)
                 }
             } else {
@@ -162,6 +174,10 @@ pub fn compile(g: &Graph, r: &Region) -> Result<Program, RuntimeError> {
             }
             other => return Err(RuntimeError::Unsupported(format!("{other:?} cannot run in a fused region"))),
         });
+        round.push(match node.op {
+            Op::Unary(_) | Op::Binary(_) | Op::Cast => low(node.dtype),
+            _ => None,
+        });
     }
     let outputs = r
         .outputs
@@ -183,7 +199,7 @@ pub fn compile(g: &Graph, r: &Region) -> Result<Program, RuntimeError> {
             })
         })
         .collect();
-    Ok(Program { instrs, shape, outputs, direct, native: None })
+    Ok(Program { instrs, shape, outputs, round, direct, native: None })
 }
 
 /// An input as f32 values (bools as 0/1).
@@ -313,6 +329,9 @@ impl Program {
                     Operand::Input(k) => broadcast_load(ins[*k], &self.shape, strides, start, out),
                     Operand::Reg(_) => unreachable!("the fusion pass never puts an expand's source in its region"),
                 },
+            }
+            if let Some(d) = self.round[i] {
+                crate::runtime::tensor::round_slice(d, out);
             }
         }
         for ((reg, _), dst) in self.outputs.iter().zip(dsts.iter_mut()) {

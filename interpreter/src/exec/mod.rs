@@ -73,7 +73,10 @@ impl Executor {
     /// Compute everything `plan` needs (its kernels in order), caching the results; then `eval`
     /// of any of the plan's roots is a lookup. Fused regions run as one kernel each.
     pub fn run_plan(&mut self, g: &Graph, plan: &Plan) -> Result<(), RuntimeError> {
-        for k in &plan.kernels {
+        // Each value is dropped once its last reader has run (the roots are kept), so the
+        // memory held is the memory plan's, and the allocator reuses what was freed.
+        let memory = dlc_language::passes::memory::plan_memory(g, plan);
+        for (k, dead) in plan.kernels.iter().zip(&memory.release) {
             let started = self.profile.as_ref().map(|_| std::time::Instant::now());
             match k {
                 Kernel::View(_) => {}
@@ -96,6 +99,9 @@ impl Executor {
                 let e = p.entry(kind).or_insert((0, 0.0));
                 e.0 += 1;
                 e.1 += t0.elapsed().as_secs_f64();
+            }
+            for n in dead {
+                self.cache.remove(n);
             }
         }
         Ok(())

@@ -10,6 +10,7 @@ pub mod infer;
 mod metrics;
 mod overrides;
 pub mod png;
+pub mod precision;
 pub mod schedule;
 mod step;
 
@@ -144,6 +145,12 @@ pub struct Trainer<'s> {
     opts: TrainOptions,
     /// Fused programs and native kernels, compiled once for the whole run.
     kernels: std::sync::Arc<crate::exec::fused::KernelCache>,
+    /// `precision = bf16 | f16`: autocast's low precision.
+    precision: Option<DType>,
+    /// f16's dynamic loss scaling.
+    scaler: Option<precision::LossScaler>,
+    /// The autocast rewrite while a step is being compiled.
+    autocast: Option<dlc_language::passes::autocast::Autocast>,
 }
 
 fn zeros_like(t: &Tensor) -> Tensor {
@@ -169,6 +176,8 @@ impl<'s> Trainer<'s> {
         let accumulate = info.field("accumulate").and_then(|v| v.as_int()).unwrap_or(1).max(1) as usize;
         let grad_sums = if accumulate > 1 { params.iter().map(|p| zeros_like(&store[&p.id])).collect() } else { vec![] };
         let opts_jit = opts.jit;
+        let precision = precision::low_precision(info.field("precision"));
+        let scaler = (precision == Some(DType::F16)).then(precision::LossScaler::default);
         Ok(Trainer {
             session,
             info,
@@ -179,6 +188,9 @@ impl<'s> Trainer<'s> {
             store,
             states,
             accumulate,
+            precision,
+            scaler,
+            autocast: None,
             grad_sums,
             steps: HashMap::new(),
             opts,
@@ -334,7 +346,12 @@ impl<'s> Trainer<'s> {
         for (id, t) in st.elem_inputs.iter().zip(batch) {
             ex.inputs.insert(*id, t);
         }
-        ex.inputs.insert(st.t_input, Tensor::from_f64(DType::F32, vec![], [step as f64]));
+        // The optimiser's step count leaves out the steps f16's loss scaling skipped.
+        let skipped = self.scaler.as_ref().map(|s| s.skipped).unwrap_or(0);
+        ex.inputs.insert(st.t_input, Tensor::from_f64(DType::F32, vec![], [step.saturating_sub(skipped) as f64]));
+        if let (Some((id, _)), Some(s)) = (st.scale, &self.scaler) {
+            ex.inputs.insert(id, Tensor::from_f64(DType::F32, vec![], [s.scale]));
+        }
         ex.inputs.insert(st.draw_input, Tensor::from_f64(DType::F32, vec![], [draw as f64]));
         for (id, lr) in st.lr_inputs.iter().zip(lrs) {
             ex.inputs.insert(*id, Tensor::from_f64(DType::F32, vec![], [*lr]));
@@ -357,8 +374,16 @@ impl<'s> Trainer<'s> {
             let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
             logged.push((name.clone(), mean));
         }
+        // Under f16's loss scaling an overflow skips the step (the scale backs off) instead of
+        // ending the run.
+        let finite = match (st.scale, update) {
+            (Some((_, flag)), true) => ex.eval(graph, flag)?.to_f64()[0] != 0.0,
+            _ => true,
+        };
         if let Some((name, v)) = logged.iter().find(|(_, v)| !v.is_finite()) {
-            return Err(err(format!("`{name}` became {v} at step {step}")));
+            if st.scale.is_none() {
+                return Err(err(format!("`{name}` became {v} at step {step}")));
+            }
         }
         let new_buffers: Vec<(u32, Tensor)> =
             st.buffer_updates.iter().map(|(id, n)| ex.eval(graph, *n).map(|t| (*id, t))).collect::<Result<_, _>>()?;
@@ -380,6 +405,17 @@ impl<'s> Trainer<'s> {
         }
         for s in self.grad_sums.iter_mut() {
             *s = zeros_like(s);
+        }
+        if let Some(s) = self.scaler.as_mut() {
+            s.update(finite);
+            if s.in_a_row >= precision::MAX_IN_A_ROW {
+                return Err(err(format!(
+                    "f16 loss scaling skipped {} steps in a row (scale now {:e}): the gradients are not finite at any scale; the loss was {}",
+                    s.in_a_row,
+                    s.scale,
+                    logged.first().map(|l| l.1).unwrap_or(f64::NAN)
+                )));
+            }
         }
         Ok(logged)
     }
@@ -540,10 +576,11 @@ impl<'s> Trainer<'s> {
             if self.opts.echo {
                 self.clear_progress();
                 println!(
-                    "epoch {} done: mean loss {mean:.4} over {} steps in {:.1} s (data prepared in {data_s:.1} s before)",
+                    "epoch {} done: mean loss {mean:.4} over {} steps in {:.1} s (data prepared in {data_s:.1} s before){}",
                     epoch + 1,
                     epoch_loss.1,
-                    epoch_started.elapsed().as_secs_f64()
+                    epoch_started.elapsed().as_secs_f64(),
+                    self.loss_scale().map(|(s, k)| format!("; f16 loss scale {s}, {k} steps skipped so far")).unwrap_or_default()
                 );
             }
             report.losses.push((step, mean));
@@ -569,7 +606,7 @@ impl<'s> Trainer<'s> {
         let mut out = vec![];
         for (k, v) in &self.info.fields {
             let ignored = match (k.as_str(), v) {
-                ("precision", Value::DType(DType::F32)) => false,
+                ("precision", Value::DType(DType::F32 | DType::BF16 | DType::F16)) => false,
                 ("precision", _) => true,
                 ("device", Value::Auto) => false,
                 ("device", Value::Str(s)) => &**s != "cpu",
@@ -610,6 +647,18 @@ impl<'s> Trainer<'s> {
         self.ensure_step(shapes)?;
         let st = &self.steps[shapes];
         Ok((st.plan.clone(), st.compile_s))
+    }
+
+    /// What autocast did to the step for these shapes (compiled already): the precision and
+    /// the ops it lowered; `None` in f32.
+    pub fn autocast(&self, shapes: &[(DType, Vec<usize>)]) -> Option<(DType, Vec<dlc_language::passes::autocast::Decision>)> {
+        let st = self.steps.get(shapes)?;
+        self.precision.map(|p| (p, st.autocast.clone()))
+    }
+
+    /// f16's loss scaling: the current scale and the steps skipped so far.
+    pub fn loss_scale(&self) -> Option<(f64, usize)> {
+        self.scaler.as_ref().map(|s| (s.scale, s.skipped))
     }
 
     /// Seconds spent compiling training steps so far (one per batch shape).

@@ -21,9 +21,20 @@ pub fn apply_overrides(info: &mut RecipeInfo, overrides: &[(String, String)]) ->
             };
             Ok(v)
         };
+        if key == "precision" {
+            // `--set precision=bf16`: the same four values the checker accepts in the source.
+            let v = match raw.as_str() {
+                "f32" | "bf16" | "f16" => Value::DType(dlc_language::types::DType::from_name(raw).expect("a dtype name")),
+                "tf32" => Value::Str("tf32".into()),
+                _ => return Err(format!("`precision` is one of f32, bf16, f16, tf32; found `{raw}`")),
+            };
+            info.fields.retain(|(n, _)| n != "precision");
+            info.fields.push((key.clone(), v));
+            continue;
+        }
         match key.split_once('.') {
             None => {
-                let allowed = ["epochs", "steps", "accumulate", "seed", "clip_grad_norm"];
+                let allowed = ["epochs", "steps", "accumulate", "seed", "clip_grad_norm", "precision"];
                 if !allowed.contains(&key.as_str()) {
                     return Err(format!(
                         "`--set {key}` is not supported; settable fields: {}, and `optimizer.<field>`",

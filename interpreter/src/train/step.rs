@@ -4,7 +4,7 @@
 //! traced statement by statement, `update m by grad(loss, m)` applying `m`'s optimiser on the spot
 //! so that what follows in the block sees the new parameters (as after `optimizer.step()`).
 
-use super::{err, Trainer};
+use super::{err, precision, Trainer};
 use crate::runtime::pipeline::leaves;
 use crate::runtime::RuntimeError;
 use dlc_language::eval::model::{collect_params, substitute};
@@ -12,11 +12,16 @@ use dlc_language::eval::tracer::Tracer;
 use dlc_language::eval::value::Ctx;
 use dlc_language::eval::Value;
 use dlc_language::ir::{NodeId, Op};
+use dlc_language::passes::autocast::Autocast;
 use dlc_language::passes::autodiff;
 use dlc_language::syntax::ast::{Expr, ExprKind, Param as AstParam, RecipeEntry, Stmt};
 use dlc_language::types::{DType, Dim, TensorTy};
 use std::collections::HashMap;
 use std::rc::Rc;
+
+/// What tracing a step yields: the logged values, the updates (parameter index, state inputs,
+/// new values), the gradient sums of `accumulate`, and f16's "every gradient is finite" flag.
+type Traced = (Vec<(String, NodeId)>, Vec<(usize, Vec<u32>, Vec<NodeId>)>, Vec<(u32, NodeId)>, Option<NodeId>);
 
 /// One compiled training step for one batch shape.
 pub struct Step {
@@ -40,6 +45,10 @@ pub struct Step {
     pub plan: dlc_language::passes::fusion::Plan,
     /// Seconds spent tracing, differentiating and planning it.
     pub compile_s: f64,
+    /// The ops autocast moved to bf16/f16 (empty in f32).
+    pub autocast: Vec<dlc_language::passes::autocast::Decision>,
+    /// f16's loss scaling: the scale's input and the flag "every gradient is finite".
+    pub scale: Option<(u32, NodeId)>,
 }
 
 impl Step {
@@ -49,6 +58,7 @@ impl Step {
         r.extend(self.updates.iter().flat_map(|u| u.2.iter().copied()));
         r.extend(self.accum.iter().map(|a| a.1));
         r.extend(self.buffer_updates.iter().map(|b| b.1));
+        r.extend(self.scale.map(|s| s.1));
         r
     }
 }
@@ -145,15 +155,32 @@ impl<'s> Trainer<'s> {
         let elem = self.pipeline.elem.clone();
         let mut elem_inputs = vec![];
         let e = self.element_inputs(&elem, &mut shapes.iter(), &mut elem_inputs);
+        self.autocast = self.precision.map(Autocast::new);
+        let scale = match self.scaler.is_some() {
+            true => Some(scalar_input(&mut self.session.t, "loss scale")),
+            false => None,
+        };
         self.enter(true, Some(sc.draw.1));
         let before = self.session.t.diags.len();
-        let traced = match self.custom_step() {
-            Some((params, body)) => self.trace_custom(&params, &body, e, &sc, before),
-            None => self.trace_classic(e, &sc, before),
+        let traced = match (self.custom_step(), scale) {
+            (Some(_), Some(_)) => {
+                Err(err("`precision = f16` (with loss scaling) applies to recipes with a `loss`; use `bf16` with a custom `step`"))
+            }
+            (Some((params, body)), None) => self.trace_custom(&params, &body, e, &sc, before),
+            (None, _) => self.trace_classic(e, &sc, scale.map(|s| s.1), before),
         };
         self.leave();
-        let (logged, updates, accum) = traced?;
-        let buffer_updates = std::mem::take(&mut self.session.t.buffer_updates);
+        let (mut logged, updates, accum, finite) = traced?;
+        let mut buffer_updates = std::mem::take(&mut self.session.t.buffer_updates);
+        // What the step reports and the running statistics come from the same (autocast)
+        // forward pass as the gradients, not from a second f32 one.
+        for (_, n) in logged.iter_mut() {
+            *n = self.lower(*n);
+        }
+        for (_, n) in buffer_updates.iter_mut() {
+            *n = self.lower(*n);
+        }
+        let autocast = self.autocast.take().map(|a| a.decisions).unwrap_or_default();
         let mut step = Step {
             elem_inputs,
             t_input: sc.t.0,
@@ -165,14 +192,25 @@ impl<'s> Trainer<'s> {
             buffer_updates,
             plan: Default::default(),
             compile_s: 0.0,
+            autocast,
+            scale: scale.map(|s| s.0).zip(finite),
         };
         step.plan = dlc_language::passes::fusion::plan(&self.session.t.graph, &step.roots(), self.opts.fuse);
         step.compile_s = started.elapsed().as_secs_f64();
         Ok(step)
     }
 
-    /// Gradients of `loss` for these parameters, clipped by global norm when the recipe asks.
+    /// `n` computed under the recipe's autocast policy (itself in f32).
+    fn lower(&mut self, n: NodeId) -> NodeId {
+        match self.autocast.as_mut() {
+            Some(a) => a.map(&mut self.session.t.graph, n),
+            None => n,
+        }
+    }
+
+    /// Gradients of `loss` (under autocast) for these parameters.
     fn grads(&mut self, loss: NodeId, wrt: &[NodeId]) -> Result<Vec<NodeId>, RuntimeError> {
+        let loss = self.lower(loss);
         autodiff::grad(&mut self.session.t.graph, loss, wrt).map_err(|e| err(format!("cannot differentiate the loss: {e:?}")))
     }
 
@@ -209,13 +247,9 @@ impl<'s> Trainer<'s> {
         Ok(out)
     }
 
-    #[allow(clippy::type_complexity)]
-    fn trace_classic(
-        &mut self,
-        elem: Value,
-        sc: &Scalars,
-        before: usize,
-    ) -> Result<(Vec<(String, NodeId)>, Vec<(usize, Vec<u32>, Vec<NodeId>)>, Vec<(u32, NodeId)>), RuntimeError> {
+    /// The classic step; with `scale` (f16), the loss is scaled, the gradients unscaled, and
+    /// the updates skipped unless every gradient is finite (the flag is returned).
+    fn trace_classic(&mut self, elem: Value, sc: &Scalars, scale: Option<NodeId>, before: usize) -> Result<Traced, RuntimeError> {
         let loss_expr = self.expr_field("loss").ok_or_else(|| err("the recipe has no loss"))?;
         self.session.t.bind_element(&elem);
         let loss = match self.session.t.eval(&loss_expr) {
@@ -225,7 +259,16 @@ impl<'s> Trainer<'s> {
         };
         let idx: Vec<usize> = (0..self.params.len()).collect();
         let nodes: Vec<NodeId> = self.params.iter().map(|p| p.node).collect();
-        let mut grads = self.grads(loss, &nodes)?;
+        let loss = self.lower(loss);
+        let (mut grads, finite) = match scale {
+            Some(s) => {
+                let scaled = precision::scale_loss(&mut self.session.t, loss, s)?;
+                let g = self.grads(scaled, &nodes)?;
+                let (g, finite) = precision::unscale(&mut self.session.t, &g, s)?;
+                (g, Some(finite))
+            }
+            None => (self.grads(loss, &nodes)?, None),
+        };
         let mut accum = vec![];
         if self.accumulate > 1 {
             // The update sees the mean gradient of the N micro-batches, like `(loss / N).backward()`
@@ -243,11 +286,24 @@ impl<'s> Trainer<'s> {
         let grads = self.clip(grads)?;
         let mut states = HashMap::new();
         let new = self.apply_updates(&idx, &nodes, &grads, sc, &mut states)?;
-        let updates = new.into_iter().map(|(k, outs)| (k, states[&k].0.clone(), outs)).collect();
-        Ok((vec![("loss".into(), loss)], updates, accum))
+        let mut updates: Vec<(usize, Vec<u32>, Vec<NodeId>)> = new.into_iter().map(|(k, outs)| (k, states[&k].0.clone(), outs)).collect();
+        if let Some(f) = finite {
+            // A skipped step keeps the parameter and its optimiser state.
+            let t = &mut self.session.t;
+            for (k, ids, outs) in updates.iter_mut() {
+                let mut olds = vec![nodes[*k]];
+                for id in ids.iter() {
+                    let ty = t.graph.inputs[*id as usize].ty.clone();
+                    olds.push(t.node(Op::Input(*id), ty.dtype, ty.shape, vec![], Default::default()));
+                }
+                for (o, old) in outs.iter_mut().zip(olds) {
+                    *o = precision::gate(t, f, *o, old)?;
+                }
+            }
+        }
+        Ok((vec![("loss".into(), loss)], updates, accum, finite))
     }
 
-    #[allow(clippy::type_complexity)]
     fn trace_custom(
         &mut self,
         params: &[AstParam],
@@ -255,7 +311,7 @@ impl<'s> Trainer<'s> {
         elem: Value,
         sc: &Scalars,
         before: usize,
-    ) -> Result<(Vec<(String, NodeId)>, Vec<(usize, Vec<u32>, Vec<NodeId>)>, Vec<(u32, NodeId)>), RuntimeError> {
+    ) -> Result<Traced, RuntimeError> {
         if self.accumulate > 1 {
             return Err(err("`accumulate` applies to recipes with a `loss`; a custom `step` decides its own updates"));
         }
@@ -338,7 +394,7 @@ impl<'s> Trainer<'s> {
         let mut updates: Vec<(usize, Vec<u32>, Vec<NodeId>)> =
             latest.into_iter().map(|(k, outs)| (k, states[&k].0.clone(), [vec![outs[0]], states[&k].1.clone()].concat())).collect();
         updates.sort_by_key(|u| u.0);
-        Ok((logged, updates, vec![]))
+        Ok((logged, updates, vec![], None))
     }
 }
 

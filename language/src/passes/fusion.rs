@@ -94,7 +94,10 @@ pub fn is_free(op: &Op) -> bool {
 pub fn is_fusible(g: &Graph, id: NodeId) -> bool {
     let n = g.node(id);
     let known = n.shape.iter().all(|d| d.as_known().is_some());
-    let f32_or_bool = |t: DType| matches!(t, DType::F32 | DType::Bool);
+    // f32 and the low precisions stored as f32 (each op's result rounded, as the eager
+    // interpreter rounds it), and bools as 0/1.
+    let f32_or_bool = |t: DType| matches!(t, DType::F32 | DType::BF16 | DType::F16 | DType::Bool);
+    let float = |t: DType| matches!(t, DType::F32 | DType::BF16 | DType::F16);
     if !known || !f32_or_bool(n.dtype) || !n.src.iter().all(|s| f32_or_bool(g.node(*s).dtype)) {
         return false;
     }
@@ -106,7 +109,7 @@ pub fn is_fusible(g: &Graph, id: NodeId) -> bool {
             BinaryOp::CmpLt | BinaryOp::CmpLe | BinaryOp::CmpEq | BinaryOp::CmpNe => true,
             BinaryOp::And | BinaryOp::Or => is_bool,
             // Bool arithmetic wraps to 0/1 in the eager interpreter: keep it there.
-            _ => !is_bool && n.src.iter().all(|s| g.node(*s).dtype == DType::F32),
+            _ => !is_bool && n.src.iter().all(|s| float(g.node(*s).dtype)),
         },
         Op::Where => g.node(n.src[1]).dtype == n.dtype,
         Op::Cast => true,

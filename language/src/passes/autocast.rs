@@ -1,0 +1,124 @@
+//! Autocast: matrix products and convolutions compute in a low precision (bf16 or f16) with f32
+//! accumulation; everything else stays f32. The pass rewrites the forward graph of a step before
+//! autodiff, so the backward products inherit the low precision from the rules for `Cast` and
+//! `MatMul`, exactly as under `torch.autocast`.
+//!
+//! Each f32 `MatMul`/`Conv2d` becomes `Cast(f32) ∘ op[low] ∘ (Cast(low) operands)`: the
+//! operands are rounded to the low precision, the products (exact in f32: 8- or 11-bit
+//! mantissas multiply into at most 22 bits) are summed in f32, and the result is rounded to the
+//! low precision as PyTorch's autocast returns it, then widened back for the f32 consumers. What
+//! stays f32 (reductions, softmax, normalisation, losses, the optimiser, master weights) is
+//! written down in docs/precision.md with PyTorch's lists beside it.
+
+use crate::ir::{Graph, Node, NodeId, Op};
+use crate::span::Span;
+use crate::types::DType;
+use std::collections::HashMap;
+
+/// One op moved to the low precision.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    /// `matmul` or `conv2d`.
+    pub op: &'static str,
+    pub span: Span,
+}
+
+/// The rewrite, shared by every root of a step so that common subgraphs are rewritten once.
+pub struct Autocast {
+    pub low: DType,
+    memo: HashMap<NodeId, NodeId>,
+    pub decisions: Vec<Decision>,
+}
+
+/// The ops autocast lowers, by name (for reports and docs).
+pub const LOWERED: [&str; 2] = ["matmul", "conv2d"];
+
+impl Autocast {
+    /// `low` is `bf16` or `f16`.
+    pub fn new(low: DType) -> Autocast {
+        assert!(matches!(low, DType::BF16 | DType::F16), "autocast lowers to bf16 or f16");
+        Autocast { low, memo: HashMap::new(), decisions: vec![] }
+    }
+
+    /// The node that replaces `root`: the same value computed under the policy.
+    pub fn map(&mut self, g: &mut Graph, root: NodeId) -> NodeId {
+        for old in g.topo(&[root]) {
+            if self.memo.contains_key(&old) {
+                continue;
+            }
+            let node = g.node(old).clone();
+            let span = g.span(old);
+            let src: Vec<NodeId> = node.src.iter().map(|s| self.memo[s]).collect();
+            let new = match node.op {
+                Op::MatMul | Op::Conv2d(_) if node.dtype == DType::F32 => {
+                    let ops: Vec<NodeId> = src.iter().map(|s| self.lower(g, *s, span)).collect();
+                    let low = g.add(Node { op: node.op.clone(), dtype: self.low, shape: node.shape.clone(), src: ops }, span);
+                    self.decisions.push(Decision { op: if matches!(node.op, Op::MatMul) { "matmul" } else { "conv2d" }, span });
+                    g.add(Node { op: Op::Cast, dtype: DType::F32, shape: node.shape.clone(), src: vec![low] }, span)
+                }
+                _ => g.add(Node { src, ..node }, span),
+            };
+            self.memo.insert(old, new);
+        }
+        self.memo[&root]
+    }
+
+    /// `x` rounded to the low precision. A transpose is rounded below the transpose, so that the
+    /// product still reads it in place; a value just widened from the low precision is used as
+    /// it was (widening is exact, so rounding it again changes nothing).
+    fn lower(&mut self, g: &mut Graph, x: NodeId, span: Span) -> NodeId {
+        let n = g.node(x).clone();
+        if n.dtype == self.low {
+            return x;
+        }
+        if matches!(n.op, Op::Cast) && g.node(n.src[0]).dtype == self.low {
+            return n.src[0];
+        }
+        if crate::passes::fusion::is_transpose(&n.op) {
+            let inner = self.lower(g, n.src[0], span);
+            return g.add(Node { op: n.op, dtype: self.low, shape: n.shape, src: vec![inner] }, span);
+        }
+        if !n.dtype.is_float() {
+            return x;
+        }
+        g.add(Node { op: Op::Cast, dtype: self.low, shape: n.shape, src: vec![x] }, span)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Dim, Shape};
+
+    fn shape(d: &[i64]) -> Shape {
+        d.iter().map(|k| Dim::known(*k)).collect()
+    }
+
+    #[test]
+    fn a_product_is_lowered_and_widened_and_the_rest_is_kept() {
+        let mut g = Graph::default();
+        let s = Span::default();
+        let x = g.add(Node { op: Op::Input(0), dtype: DType::F32, shape: shape(&[4, 3]), src: vec![] }, s);
+        let w = g.add(Node { op: Op::Input(1), dtype: DType::F32, shape: shape(&[2, 3]), src: vec![] }, s);
+        let wt = g.add(Node { op: Op::Permute(vec![1, 0]), dtype: DType::F32, shape: shape(&[3, 2]), src: vec![w] }, s);
+        let y = g.add(Node { op: Op::MatMul, dtype: DType::F32, shape: shape(&[4, 2]), src: vec![x, wt] }, s);
+        let e = g.add(Node { op: Op::Unary(crate::ir::UnaryOp::Exp), dtype: DType::F32, shape: shape(&[4, 2]), src: vec![y] }, s);
+        let mut ac = Autocast::new(DType::BF16);
+        let out = ac.map(&mut g, e);
+        assert_ne!(out, e);
+        assert_eq!(ac.decisions.len(), 1);
+        // exp(f32) of a widened bf16 product of bf16 operands; the transpose stays a transpose.
+        let exp = g.node(out).clone();
+        assert_eq!((exp.op.clone(), exp.dtype), (Op::Unary(crate::ir::UnaryOp::Exp), DType::F32));
+        let widen = g.node(exp.src[0]).clone();
+        assert_eq!((widen.op.clone(), widen.dtype), (Op::Cast, DType::F32));
+        let mm = g.node(widen.src[0]).clone();
+        assert_eq!((mm.op.clone(), mm.dtype), (Op::MatMul, DType::BF16));
+        assert_eq!(g.node(mm.src[0]).op, Op::Cast);
+        assert_eq!(g.node(mm.src[1]).op, Op::Permute(vec![1, 0]));
+        assert_eq!(g.node(g.node(mm.src[1]).src[0]).op, Op::Cast);
+        // Mapping again reuses the rewrite.
+        assert_eq!(ac.map(&mut g, e), out);
+        assert_eq!(ac.decisions.len(), 1);
+    }
+}

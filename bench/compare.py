@@ -3,7 +3,9 @@
 
 Usage (after `bash bench/setup.sh`):  bench/.venv/bin/python bench/compare.py [--quick]
 Each row: dlc's median time, PyTorch eager's, PyTorch's best variant (F.gelu, fused optimizer,
-torch.compile), and the speed-up of dlc over each (above 1: dlc is faster). 2 threads each.
+torch.compile, channels-last), and the speed-up of dlc over each (above 1: dlc is faster). 2 threads
+each. Then the start-up rows: parse + check + compile of each example against `import torch` and
+PyTorch's first finished MLP step in a fresh process (eager and torch.compile).
 """
 import argparse, json, os, subprocess, sys
 from pathlib import Path
@@ -44,9 +46,41 @@ def main():
         p = {r["variant"]: r["median_us"] / 1e3 for r in mlp if r["params"]["batch"] == batch}
         best = min(p["eager-fused"], p["compile"])
         rows.append((f"MLP AdamW step, batch {batch}", d["median_ms"], p["eager"], best, f"{d['kernels']} kernels"))
+    # PyTorch's best CNN variant is channels-last eager or torch.compile (cnn.py runs both).
+    cnn = peer("cnn.py", "--iters", "10" if args.quick else "20")
+    d = dlc_bench("mnist_cnn_step.dl", 10 if args.quick else 20)
+    p = {r["variant"]: r["median_us"] / 1e3 for r in cnn}
+    best = min(v for k, v in p.items() if k != "eager")
+    rows.append(("MNIST CNN Adam step, b128", d["median_ms"], p["eager"], best, f"{d['kernels']} kernels"))
     print(f"{'workload':<28} {'dlc ms':>9} {'torch eager':>12} {'torch best':>11} {'vs eager':>9} {'vs best':>8}  note")
     for name, d, e, b, note in rows:
         print(f"{name:<28} {d:>9.3f} {e:>12.3f} {b:>11.3f} {e / d:>8.2f}x {b / d:>7.2f}x  {note}")
+    startup(args)
+
+
+def startup(args):
+    """Time to first work: dlc's compile of each example (parse, check, trace, autodiff, fusion
+    and memory plan of the training step: `dlc explain --json` reports it) and the wall time of
+    `dlc run` on the small iris example, against PyTorch's import and first MLP step."""
+    import time
+    torch = {r["variant"]: r["median_s"] for r in peer("startup.py", "--repeat", "2" if args.quick else "3")}
+    worst = (0.0, "")
+    for f in sorted((ROOT / "examples").glob("*.dl")):
+        t0 = time.perf_counter()
+        out = subprocess.run([str(DLC), "explain", "--json", str(f)], capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if out.returncode != 0:
+            continue
+        for item in json.loads(out.stdout)["items"]:
+            if "compile_ms" in item:
+                worst = max(worst, (item["compile_ms"], f.name))
+    t0 = time.perf_counter()
+    subprocess.run([str(DLC), "run", str(ROOT / "examples" / "iris.dl"), "--set", "steps=1"], capture_output=True, check=True)
+    iris = time.perf_counter() - t0
+    print(f"\nslowest training-step compile over examples/*.dl: {worst[0]:.1f} ms ({worst[1]})  (target: under 200 ms)")
+    print(f"`dlc run examples/iris.dl --set steps=1`, whole process: {iris * 1e3:.0f} ms  (target: training starts in under 500 ms)")
+    print(f"PyTorch: import torch {torch['import-torch'] * 1e3:.0f} ms; first MLP step eager {torch['first-step-eager']:.2f} s,"
+          f" torch.compile {torch['first-step-compile']:.2f} s")
 
 
 if __name__ == "__main__":

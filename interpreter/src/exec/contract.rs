@@ -1,9 +1,7 @@
-//! Contractions and windows: matmul (the gemm crate), conv2d (im2col + gemm), pooling, take.
+//! Matrix products (the gemm crate) and `take`. Convolutions are in conv.rs, pooling in pool.rs.
 
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
-use dlc_language::ir::PoolKind;
-use dlc_language::types::rules::Conv2dAttrs;
 use gemm::Parallelism;
 use std::sync::Arc;
 
@@ -184,135 +182,6 @@ pub fn matmul(a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Result<Tensor, Runti
         _ => return Err(RuntimeError::Unsupported("matmul on mixed storage".into())),
     };
     Ok(Tensor { dtype: a.dtype, shape, data })
-}
-
-/// Geometry of one conv2d: input [N, C, H, W], weight [O, C/g, kh, kw], output [N, O, oh, ow].
-pub(super) struct ConvGeom {
-    pub nb: usize,
-    pub c: usize,
-    pub h: usize,
-    pub w: usize,
-    pub o: usize,
-    pub cg: usize,
-    pub kh: usize,
-    pub kw: usize,
-    pub oh: usize,
-    pub ow: usize,
-    pub g: usize,
-    pub a: Conv2dAttrs,
-}
-
-impl ConvGeom {
-    pub fn new(x: &[usize], w: &[usize], out: &[usize], a: &Conv2dAttrs) -> ConvGeom {
-        ConvGeom {
-            nb: x[0],
-            c: x[1],
-            h: x[2],
-            w: x[3],
-            o: w[0],
-            cg: w[1],
-            kh: w[2],
-            kw: w[3],
-            oh: out[2],
-            ow: out[3],
-            g: a.groups as usize,
-            a: *a,
-        }
-    }
-    /// Rows of the unfolded input: (channel, ky, kx) of one group.
-    pub fn k(&self) -> usize {
-        self.cg * self.kh * self.kw
-    }
-    pub fn cols(&self) -> usize {
-        self.oh * self.ow
-    }
-    /// For each unfolded (row, col): the input offset it reads, or None in the padding.
-    pub fn for_each(&self, b: usize, gi: usize, mut f: impl FnMut(usize, Option<usize>)) {
-        let (sh, sw) = (self.a.stride.0 as usize, self.a.stride.1 as usize);
-        let (ph, pw) = (self.a.padding.0 as isize, self.a.padding.1 as isize);
-        let (dh, dw) = (self.a.dilation.0 as usize, self.a.dilation.1 as usize);
-        let cols = self.cols();
-        for ci in 0..self.cg {
-            let chan = gi * self.cg + ci;
-            for ky in 0..self.kh {
-                for kx in 0..self.kw {
-                    let row = (ci * self.kh + ky) * self.kw + kx;
-                    for oy in 0..self.oh {
-                        let iy = (oy * sh + ky * dh) as isize - ph;
-                        for ox in 0..self.ow {
-                            let ix = (ox * sw + kx * dw) as isize - pw;
-                            let inside = iy >= 0 && ix >= 0 && (iy as usize) < self.h && (ix as usize) < self.w;
-                            let off = inside.then(|| ((b * self.c + chan) * self.h + iy as usize) * self.w + ix as usize);
-                            f(row * cols + oy * self.ow + ox, off);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    pub fn im2col(&self, xv: &[f64], b: usize, gi: usize, col: &mut [f64]) {
-        self.for_each(b, gi, |i, off| col[i] = off.map(|o| xv[o]).unwrap_or(0.0));
-    }
-}
-
-/// conv2d as im2col + gemm per image and group; x NCHW, w OIHW.
-pub fn conv2d(x: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
-    let geo = ConvGeom::new(&x.shape, &w.shape, &shape, a);
-    let (k, cols, og) = (geo.k(), geo.cols(), geo.o / geo.g);
-    let xv = x.to_f64();
-    let wv = w.to_f64();
-    let mut out = vec![0f64; geo.nb * geo.o * cols];
-    let mut col = vec![0f64; k * cols];
-    for b in 0..geo.nb {
-        for gi in 0..geo.g {
-            geo.im2col(&xv, b, gi, &mut col);
-            let wslice = &wv[gi * og * k..(gi + 1) * og * k];
-            let dst = &mut out[(b * geo.o + gi * og) * cols..(b * geo.o + (gi + 1) * og) * cols];
-            gemm_f64(og, cols, k, wslice, &col, dst);
-        }
-    }
-    Ok(Tensor::from_f64(x.dtype, shape, out))
-}
-
-pub fn pool2d(x: &Tensor, kind: PoolKind, k: (i64, i64), s: (i64, i64), p: (i64, i64), shape: Vec<usize>) -> Tensor {
-    let r = x.shape.len();
-    let (h, w) = (x.shape[r - 2], x.shape[r - 1]);
-    let (oh, ow) = (shape[r - 2], shape[r - 1]);
-    let planes: usize = x.shape[..r - 2].iter().product();
-    let xv = x.to_f64();
-    let mut out = Vec::with_capacity(planes * oh * ow);
-    for pl in 0..planes {
-        for oy in 0..oh {
-            for ox in 0..ow {
-                let mut acc = if kind == PoolKind::Max { f64::NEG_INFINITY } else { 0.0 };
-                for ky in 0..k.0 {
-                    for kx in 0..k.1 {
-                        let iy = oy as i64 * s.0 + ky - p.0;
-                        let ix = ox as i64 * s.1 + kx - p.1;
-                        let inside = iy >= 0 && ix >= 0 && (iy as usize) < h && (ix as usize) < w;
-                        if !inside {
-                            continue; // padding: -inf for max, 0 for avg (count_include_pad)
-                        }
-                        let v = xv[(pl * h + iy as usize) * w + ix as usize];
-                        acc = if kind == PoolKind::Max {
-                            if v.is_nan() || v > acc {
-                                v
-                            } else {
-                                acc
-                            }
-                        } else {
-                            acc + v
-                        };
-                    }
-                }
-                if kind == PoolKind::Avg {
-                    acc /= (k.0 * k.1) as f64;
-                }
-                out.push(acc);
-            }
-        }
-    }
-    Tensor::from_f64(x.dtype, shape, out)
 }
 
 /// Rows of `x` picked by `idx` (any shape): out[i.., :] = x[idx[i..], :].

@@ -3,9 +3,12 @@
 
 mod backward;
 mod contract;
+mod conv;
+mod elem;
 mod elementwise;
 pub mod fused;
 mod movement;
+mod pool;
 mod reduce;
 
 use crate::runtime::rng;
@@ -223,14 +226,14 @@ impl Executor {
             Op::Slice { start, step } => movement::slice(&src[0], start, step, &shape),
             Op::Concat(axis) => movement::concat(&src, *axis, shape),
             Op::MatMul => contract::matmul(&src[0], &src[1], shape)?,
-            Op::Conv2d(a) => contract::conv2d(&src[0], &src[1], a, shape)?,
-            Op::Pool2d { kind, kernel, stride, padding } => contract::pool2d(&src[0], *kind, *kernel, *stride, *padding, shape),
+            Op::Conv2d(a) => conv::conv2d(&src[0], &src[1], a, shape),
+            Op::Pool2d { kind, kernel, stride, padding } => pool::pool2d(&src[0], *kind, *kernel, *stride, *padding, shape),
             Op::Take => contract::take(&src[0], &src[1], shape)?,
             Op::Detach => src[0].clone(),
             Op::Unslice { start, step } => backward::unslice(&src[0], start, step, shape),
-            Op::Conv2dGradInput(a) => backward::conv2d_grad_input(&src[0], &src[1], a, shape),
-            Op::Conv2dGradWeight(a) => backward::conv2d_grad_weight(&src[0], &src[1], a, shape),
-            Op::Pool2dGrad { kind, kernel, stride, padding } => backward::pool2d_grad(&src[0], &src[1], *kind, *kernel, *stride, *padding),
+            Op::Conv2dGradInput(a) => conv::conv2d_grad_input(&src[0], &src[1], a, shape),
+            Op::Conv2dGradWeight(a) => conv::conv2d_grad_weight(&src[0], &src[1], a, shape),
+            Op::Pool2dGrad { kind, kernel, stride, padding } => pool::pool2d_grad(&src[0], &src[1], *kind, *kernel, *stride, *padding),
             Op::TakeGrad => backward::take_grad(&src[0], &src[1], shape)?,
         })
     }

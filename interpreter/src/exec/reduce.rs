@@ -1,12 +1,16 @@
-//! Reductions over a set of axes (kept as size 1): the reduced axes are moved innermost, then each
-//! contiguous run is folded. Sums accumulate in f64 for accuracy.
+//! Reductions over a set of axes (kept as size 1). Sums accumulate in f64 for accuracy; a sum of
+//! an f32 tensor reads it once, in place, run by run. Other reductions move the reduced axes
+//! innermost, then fold each contiguous run.
 
 use super::movement;
-use crate::runtime::tensor::Tensor;
+use crate::runtime::tensor::{Data, Tensor};
 use dlc_language::ir::ReduceOp;
 use dlc_language::types::DType;
 
 pub fn reduce(op: ReduceOp, x: &Tensor, axes: &[usize], shape: Vec<usize>) -> Tensor {
+    if let (ReduceOp::Sum, Data::F32(v)) = (op, &x.data) {
+        return Tensor::from_f64(x.dtype, shape, sum_in_place(v, &x.shape, axes));
+    }
     let keep: Vec<usize> = (0..x.shape.len()).filter(|a| !axes.contains(a)).collect();
     let perm: Vec<usize> = keep.iter().chain(axes.iter()).copied().collect();
     let moved = movement::permute(x, &perm);
@@ -36,4 +40,92 @@ pub fn reduce(op: ReduceOp, x: &Tensor, axes: &[usize], shape: Vec<usize>) -> Te
     }
     let dtype = if op == ReduceOp::ArgMax { DType::I64 } else { x.dtype };
     Tensor::from_f64(dtype, shape, out)
+}
+
+/// The sums of `x` over `axes`, one linear pass over `x`: axes merged into runs of kept or
+/// reduced dims; the innermost run is folded into one accumulator (reduced) or added into a row
+/// of them (kept). Each output sums its inputs in the order they lie in memory.
+fn sum_in_place(x: &[f32], shape: &[usize], axes: &[usize]) -> Vec<f64> {
+    // (size, reduced, output stride) of each merged dim, outermost first.
+    let mut dims: Vec<(usize, bool)> = vec![];
+    for (d, &n) in shape.iter().enumerate() {
+        if n == 1 {
+            continue;
+        }
+        let r = axes.contains(&d);
+        match dims.last_mut() {
+            Some((pn, pr)) if *pr == r => *pn *= n,
+            _ => dims.push((n, r)),
+        }
+    }
+    let out_len: usize = dims.iter().filter(|d| !d.1).map(|d| d.0).product();
+    let mut acc = vec![0f64; out_len];
+    if x.is_empty() {
+        return acc;
+    }
+    if dims.is_empty() {
+        acc[0] = x[0] as f64;
+        return acc;
+    }
+    let mut out_stride = vec![0usize; dims.len()];
+    let mut s = 1;
+    for d in (0..dims.len()).rev() {
+        if !dims[d].1 {
+            out_stride[d] = s;
+            s *= dims[d].0;
+        }
+    }
+    let (run, reduced) = dims[dims.len() - 1];
+    let outer = &dims[..dims.len() - 1];
+    let mut idx = vec![0usize; outer.len()];
+    let mut base = 0usize;
+    for chunk in x.chunks(run) {
+        if reduced {
+            acc[base] += chunk.iter().map(|v| *v as f64).sum::<f64>();
+        } else {
+            for (a, v) in acc[base..base + run].iter_mut().zip(chunk) {
+                *a += *v as f64;
+            }
+        }
+        // Next position of the outer dims.
+        let mut d = outer.len();
+        while d > 0 {
+            d -= 1;
+            idx[d] += 1;
+            base += out_stride[d];
+            if idx[d] < outer[d].0 {
+                break;
+            }
+            base -= out_stride[d] * outer[d].0;
+            idx[d] = 0;
+        }
+    }
+    acc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-pass sum against permute-then-fold, on mixtures of kept and reduced axes.
+    #[test]
+    fn in_place_sums_match_the_definition() {
+        let shape = [3usize, 4, 1, 5, 2];
+        let n: usize = shape.iter().product();
+        let x: Vec<f32> = (0..n).map(|i| ((i * 7919) % 101) as f32 * 0.25 - 12.0).collect();
+        let t = Tensor { dtype: DType::F32, shape: shape.to_vec(), data: Data::F32(std::sync::Arc::new(x.clone())) };
+        for axes in [vec![0], vec![1], vec![4], vec![0, 2, 3], vec![1, 3], vec![0, 1, 2, 3, 4], vec![2], vec![0, 4]] {
+            let out_shape: Vec<usize> = shape.iter().enumerate().map(|(d, n)| if axes.contains(&d) { 1 } else { *n }).collect();
+            let keep: Vec<usize> = (0..shape.len()).filter(|a| !axes.contains(a)).collect();
+            let perm: Vec<usize> = keep.iter().chain(axes.iter()).copied().collect();
+            let moved = movement::permute(&t, &perm).to_f64();
+            let run: usize = axes.iter().map(|a| shape[*a]).product();
+            let want: Vec<f64> = moved.chunks(run).map(|c| c.iter().sum()).collect();
+            let got = sum_in_place(&x, &shape, &axes);
+            assert_eq!(got.len(), out_shape.iter().product::<usize>());
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-9, "axes {axes:?}: {got:?} vs {want:?}");
+            }
+        }
+    }
 }

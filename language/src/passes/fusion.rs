@@ -15,7 +15,7 @@
 
 use crate::ir::{BinaryOp, Graph, NodeId, Op, UnaryOp};
 use crate::types::DType;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A fused elementwise kernel.
 #[derive(Clone, Debug)]
@@ -63,17 +63,11 @@ impl Plan {
     pub fn kernel_count(&self) -> usize {
         self.kernels.iter().filter(|k| !matches!(k, Kernel::Free(_) | Kernel::View(_))).count()
     }
-    /// What an eager interpreter launches: one kernel per node that does work.
+    /// What an eager interpreter launches: one kernel per node that does work (a broadcast
+    /// recomputed in several regions counts once).
     pub fn eager_count(&self) -> usize {
-        self.kernels
-            .iter()
-            .map(|k| match k {
-                Kernel::Fused(r) => r.nodes.len(),
-                Kernel::Group(rs) => rs.iter().map(|r| r.nodes.len()).sum(),
-                Kernel::Library(_) | Kernel::View(_) => 1,
-                Kernel::Free(_) => 0,
-            })
-            .sum()
+        let fused: HashSet<NodeId> = self.regions().flat_map(|r| r.nodes.iter().copied()).collect();
+        fused.len() + self.kernels.iter().filter(|k| matches!(k, Kernel::Library(_) | Kernel::View(_))).count()
     }
     /// Every fused region, grouped or not.
     pub fn regions(&self) -> impl Iterator<Item = &Region> {
@@ -118,6 +112,20 @@ pub fn is_fusible(g: &Graph, id: NodeId) -> bool {
     }
 }
 
+/// Values cheaper to recompute in each region that reads them than to write out and read back:
+/// broadcasts (a broadcast load), and masks (a comparison; a bool tensor is stored as i64, so a
+/// mask read back costs twice its f32 source). The guide's rematerialisation, for free ops.
+fn rematerialise(g: &Graph, n: NodeId) -> bool {
+    let node = g.node(n);
+    match node.op {
+        Op::Expand => true,
+        Op::Binary(BinaryOp::CmpLt | BinaryOp::CmpLe | BinaryOp::CmpEq | BinaryOp::CmpNe) | Op::Unary(UnaryOp::Not) => {
+            node.dtype == DType::Bool
+        }
+        _ => false,
+    }
+}
+
 /// A permutation that swaps the last two axes and keeps the others (a batched transpose).
 pub fn is_transpose(op: &Op) -> bool {
     match op {
@@ -139,38 +147,91 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
             users.entry(s).or_default().push(n);
         }
     }
-    // Region index of each fused node, decided from the outputs back.
+    let pos: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    // Region index of each fused node, decided from the outputs back, and where each region's
+    // output sits in the order (where the region runs).
     let mut region_of: HashMap<NodeId, usize> = HashMap::new();
-    let mut region_count = 0;
+    let mut out_pos: Vec<usize> = vec![];
+    // Broadcasts read by several regions: recomputed inside each (a broadcast load costs no
+    // memory pass) rather than materialised at full size.
+    let mut inlined: HashSet<NodeId> = HashSet::new();
+    // The kernels' readers of a value: its users, an inlined user replaced by its own readers.
+    let readers = |n: NodeId, inlined: &HashSet<NodeId>| -> Vec<NodeId> {
+        let mut out = vec![];
+        let mut stack: Vec<NodeId> = users.get(&n).cloned().unwrap_or_default();
+        while let Some(u) = stack.pop() {
+            if inlined.contains(&u) {
+                stack.extend(users.get(&u).cloned().unwrap_or_default());
+            } else if !out.contains(&u) {
+                out.push(u);
+            }
+        }
+        out.sort_by_key(|u| pos[u]);
+        out
+    };
     for &n in order.iter().rev() {
         if !fuse || !is_fusible(g, n) {
             continue;
         }
-        let us = users.get(&n).map(|v| v.as_slice()).unwrap_or(&[]);
-        // A root joins its users' region too (as an extra output of it) when they all are in one.
+        let direct = users.get(&n).map(|v| v.as_slice()).unwrap_or(&[]);
+        let us = &readers(n, &inlined);
         let joined = if us.is_empty() {
             None
         } else {
             let first = region_of.get(&us[0]).copied();
             let same = first.is_some() && us.iter().all(|u| region_of.get(u).copied() == first);
             // An expand's source is loaded with broadcasting, so it is never a member itself.
-            let into_expand = us.iter().any(|u| matches!(g.node(*u).op, Op::Expand));
+            let into_expand = direct.iter().any(|u| matches!(g.node(*u).op, Op::Expand));
             let same_shape = us.iter().all(|u| g.node(*u).shape == g.node(n).shape);
-            if same && !into_expand && same_shape {
-                first
-            } else {
+            let all_fused = us.iter().all(|u| region_of.contains_key(u));
+            if into_expand {
                 None
+            } else if same && same_shape {
+                // A root joins its users' region too (as an extra output of it).
+                first
+            } else if rematerialise(g, n) && all_fused && same_shape && !roots.contains(&n) {
+                inlined.insert(n);
+                continue;
+            } else {
+                // Read by several kernels (a forward value the backward pass reads again): it
+                // joins the first of its readers' regions to run, as an extra output, when every
+                // other reader runs after that region.
+                let candidate = us
+                    .iter()
+                    .filter_map(|u| region_of.get(u).copied().filter(|_| g.node(*u).shape == g.node(n).shape))
+                    .min_by_key(|r| out_pos[*r]);
+                candidate.filter(|&c| {
+                    us.iter().all(|u| match region_of.get(u) {
+                        Some(&r) => r == c || out_pos[r] > out_pos[c],
+                        None => pos[u] > out_pos[c],
+                    })
+                })
             }
         };
         let r = joined.unwrap_or_else(|| {
-            region_count += 1;
-            region_count - 1
+            out_pos.push(pos[&n]);
+            out_pos.len() - 1
         });
         region_of.insert(n, r);
     }
+    let region_count = out_pos.len();
     let mut members: Vec<Vec<NodeId>> = vec![vec![]; region_count];
     for &n in &order {
         if let Some(&r) = region_of.get(&n) {
+            // An inlined node goes in just before its first reader in the region (after its
+            // own inlined sources).
+            fn add_inlined(g: &Graph, inlined: &HashSet<NodeId>, s: NodeId, into: &mut Vec<NodeId>) {
+                if !inlined.contains(&s) || into.contains(&s) {
+                    return;
+                }
+                for &t in &g.node(s).src {
+                    add_inlined(g, inlined, t, into);
+                }
+                into.push(s);
+            }
+            for &s in &g.node(n).src {
+                add_inlined(g, &inlined, s, &mut members[r]);
+            }
             members[r].push(n);
         }
     }
@@ -189,7 +250,7 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
                 let mut inputs = vec![];
                 for &m in nodes {
                     for &s in &g.node(m).src {
-                        let inside = region_of.get(&s) == Some(&r);
+                        let inside = region_of.get(&s) == Some(&r) || (inlined.contains(&s) && nodes.contains(&s));
                         let inlined = matches!(g.node(s).op, Op::Const(_));
                         if !inside && !inlined && !inputs.contains(&s) {
                             inputs.push(s);
@@ -200,7 +261,8 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
                     .iter()
                     .copied()
                     .filter(|m| {
-                        *m == n || roots.contains(m) || users.get(m).is_some_and(|us| us.iter().any(|u| region_of.get(u) != Some(&r)))
+                        !inlined.contains(m)
+                            && (*m == n || roots.contains(m) || readers(*m, &inlined).iter().any(|u| region_of.get(u) != Some(&r)))
                     })
                     .collect();
                 let region = Region { nodes: nodes.clone(), inputs, outputs };
@@ -211,6 +273,7 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
                     kernels.push(Kernel::Fused(region));
                 }
             }
+            None if inlined.contains(&n) => {}
             None if is_free(&g.node(n).op) => kernels.push(Kernel::Free(n)),
             // A transpose read only by matrix products: they take it as strides (with `fuse`).
             None if fuse
@@ -225,7 +288,6 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
     }
     kernels.append(&mut sinks);
     debug_assert!({
-        let pos: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
         kernels.iter().all(|k| match k {
             Kernel::Fused(r) => r.inputs.iter().all(|i| pos[i] < pos[&r.output()]),
             _ => true,

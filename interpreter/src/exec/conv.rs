@@ -1,0 +1,259 @@
+//! 2-d convolution and its two gradients as im2col + gemm, in the tensor's own precision: f32
+//! (also for bf16/f16, stored as f32, whose results are then rounded) and f64.
+//!
+//! Images run in parallel, each image's products on one core; the weight gradient sums the
+//! per-image parts in image order. Every result is therefore the same whatever the thread
+//! count (the project's determinism rule).
+
+use super::elem::Elem;
+use crate::runtime::tensor::{round_slice, Data, Tensor};
+use dlc_language::types::rules::Conv2dAttrs;
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// dst[m×n] = op(lhs)[m×k] @ op(rhs)[k×n] on one core, row-major; `lhs_t`: lhs is stored k×m,
+/// `rhs_t`: rhs is stored n×k (read through strides, not copied).
+#[allow(clippy::too_many_arguments)]
+fn gemm1<T: Elem>(m: usize, n: usize, k: usize, lhs: &[T], lhs_t: bool, rhs: &[T], rhs_t: bool, dst: &mut [T]) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        dst.fill(T::ZERO);
+        return;
+    }
+    let (lcs, lrs) = if lhs_t { (m as isize, 1) } else { (1, k as isize) };
+    let (rcs, rrs) = if rhs_t { (k as isize, 1) } else { (1, n as isize) };
+    debug_assert!(lhs.len() >= m * k && rhs.len() >= k * n && dst.len() >= m * n);
+    // SAFETY: the slices hold m*k, k*n and m*n elements, laid out as the strides say.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            lhs.as_ptr(),
+            lcs,
+            lrs,
+            rhs.as_ptr(),
+            rcs,
+            rrs,
+            T::ZERO,
+            T::ONE,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        )
+    }
+}
+
+/// Input [N, C, H, W], weight [O, C/g, kh, kw], output [N, O, oh, ow].
+#[derive(Clone, Copy)]
+struct Geom {
+    c: usize,
+    h: usize,
+    w: usize,
+    o: usize,
+    cg: usize,
+    kh: usize,
+    kw: usize,
+    oh: usize,
+    ow: usize,
+    g: usize,
+    stride: (usize, usize),
+    pad: (isize, isize),
+    dil: (usize, usize),
+}
+
+impl Geom {
+    fn new(x: &[usize], w: &[usize], out: &[usize], a: &Conv2dAttrs) -> Geom {
+        Geom {
+            c: x[1],
+            h: x[2],
+            w: x[3],
+            o: w[0],
+            cg: w[1],
+            kh: w[2],
+            kw: w[3],
+            oh: out[2],
+            ow: out[3],
+            g: a.groups as usize,
+            stride: (a.stride.0 as usize, a.stride.1 as usize),
+            pad: (a.padding.0 as isize, a.padding.1 as isize),
+            dil: (a.dilation.0 as usize, a.dilation.1 as usize),
+        }
+    }
+    /// Rows of a group's unfolded input: (channel, ky, kx).
+    fn k(&self) -> usize {
+        self.cg * self.kh * self.kw
+    }
+    fn cols(&self) -> usize {
+        self.oh * self.ow
+    }
+    fn og(&self) -> usize {
+        self.o / self.g
+    }
+    fn image(&self) -> usize {
+        self.c * self.h * self.w
+    }
+
+    /// Unfold one group of one image (`x` is the image) into col[k, cols].
+    fn im2col<T: Elem>(&self, x: &[T], gi: usize, col: &mut [T]) {
+        let cols = self.cols();
+        for ci in 0..self.cg {
+            let plane = &x[(gi * self.cg + ci) * self.h * self.w..][..self.h * self.w];
+            for ky in 0..self.kh {
+                for kx in 0..self.kw {
+                    let row = &mut col[((ci * self.kh + ky) * self.kw + kx) * cols..][..cols];
+                    for oy in 0..self.oh {
+                        let iy = (oy * self.stride.0 + ky * self.dil.0) as isize - self.pad.0;
+                        let out = &mut row[oy * self.ow..][..self.ow];
+                        if iy < 0 || iy as usize >= self.h {
+                            out.fill(T::ZERO);
+                            continue;
+                        }
+                        let src = &plane[iy as usize * self.w..][..self.w];
+                        for (ox, o) in out.iter_mut().enumerate() {
+                            let ix = (ox * self.stride.1 + kx * self.dil.1) as isize - self.pad.1;
+                            *o = if ix >= 0 && (ix as usize) < self.w { src[ix as usize] } else { T::ZERO };
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The transpose of `im2col`: add col[k, cols] back into one group of one image (`dx`).
+    fn col2im<T: Elem>(&self, col: &[T], gi: usize, dx: &mut [T]) {
+        let cols = self.cols();
+        for ci in 0..self.cg {
+            let plane = &mut dx[(gi * self.cg + ci) * self.h * self.w..][..self.h * self.w];
+            for ky in 0..self.kh {
+                for kx in 0..self.kw {
+                    let row = &col[((ci * self.kh + ky) * self.kw + kx) * cols..][..cols];
+                    for oy in 0..self.oh {
+                        let iy = (oy * self.stride.0 + ky * self.dil.0) as isize - self.pad.0;
+                        if iy < 0 || iy as usize >= self.h {
+                            continue;
+                        }
+                        let dst = &mut plane[iy as usize * self.w..][..self.w];
+                        for (ox, v) in row[oy * self.ow..][..self.ow].iter().enumerate() {
+                            let ix = (ox * self.stride.1 + kx * self.dil.1) as isize - self.pad.1;
+                            if ix >= 0 && (ix as usize) < self.w {
+                                dst[ix as usize] += *v;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// y[b] = W · im2col(x[b]) per group.
+fn forward<T: Elem>(geo: Geom, x: &[T], w: &[T], nb: usize) -> Vec<T> {
+    let (k, cols, og) = (geo.k(), geo.cols(), geo.og());
+    let mut out = vec![T::ZERO; nb * geo.o * cols];
+    if out.is_empty() {
+        return out;
+    }
+    out.par_chunks_mut(geo.o * cols).enumerate().for_each(|(b, y)| {
+        let mut col = vec![T::ZERO; k * cols];
+        let img = &x[b * geo.image()..][..geo.image()];
+        for gi in 0..geo.g {
+            geo.im2col(img, gi, &mut col);
+            gemm1(og, cols, k, &w[gi * og * k..][..og * k], false, &col, false, &mut y[gi * og * cols..][..og * cols]);
+        }
+    });
+    out
+}
+
+/// dx[b] = col2im(Wᵀ · dy[b]) per group.
+fn grad_input<T: Elem>(geo: Geom, dy: &[T], w: &[T], nb: usize) -> Vec<T> {
+    let (k, cols, og) = (geo.k(), geo.cols(), geo.og());
+    let mut dx = vec![T::ZERO; nb * geo.image()];
+    if dx.is_empty() {
+        return dx;
+    }
+    dx.par_chunks_mut(geo.image()).enumerate().for_each(|(b, dxb)| {
+        let mut dcol = vec![T::ZERO; k * cols];
+        for gi in 0..geo.g {
+            let g = &dy[(b * geo.o + gi * og) * cols..][..og * cols];
+            // Wᵀ of the group ([k, og]) read through strides from the row-major [og, k] block.
+            gemm1(k, cols, og, &w[gi * og * k..][..og * k], true, g, false, &mut dcol);
+            geo.col2im(&dcol, gi, dxb);
+        }
+    });
+    dx
+}
+
+/// dW = Σ_b dy[b] · im2col(x[b])ᵀ per group, the images' parts summed in image order.
+fn grad_weight<T: Elem>(geo: Geom, x: &[T], dy: &[T], nb: usize) -> Vec<T> {
+    let (k, cols, og) = (geo.k(), geo.cols(), geo.og());
+    let parts: Vec<Vec<T>> = (0..nb)
+        .into_par_iter()
+        .map(|b| {
+            let mut col = vec![T::ZERO; k * cols];
+            let mut part = vec![T::ZERO; geo.o * k];
+            let img = &x[b * geo.image()..][..geo.image()];
+            for gi in 0..geo.g {
+                geo.im2col(img, gi, &mut col);
+                let g = &dy[(b * geo.o + gi * og) * cols..][..og * cols];
+                gemm1(og, k, cols, g, false, &col, true, &mut part[gi * og * k..][..og * k]);
+            }
+            part
+        })
+        .collect();
+    let mut dw = vec![T::ZERO; geo.o * k];
+    for p in parts {
+        for (d, v) in dw.iter_mut().zip(p) {
+            *d += v;
+        }
+    }
+    dw
+}
+
+/// Run `f32_kernel` on f32-stored tensors (rounding to bf16/f16 after) and `f64_kernel` on the
+/// rest (as f64).
+pub(super) fn dispatch(
+    dtype: dlc_language::types::DType,
+    a: &Tensor,
+    b: &Tensor,
+    shape: Vec<usize>,
+    f32_kernel: impl Fn(&[f32], &[f32]) -> Vec<f32>,
+    f64_kernel: impl Fn(&[f64], &[f64]) -> Vec<f64>,
+) -> Tensor {
+    match (&a.data, &b.data) {
+        (Data::F32(p), Data::F32(q)) => {
+            let mut out = f32_kernel(p, q);
+            round_slice(dtype, &mut out);
+            Tensor { dtype, shape, data: Data::F32(Arc::new(out)) }
+        }
+        _ => Tensor::from_f64(dtype, shape, f64_kernel(&a.to_f64(), &b.to_f64())),
+    }
+}
+
+/// conv2d: x NCHW, w OIHW.
+pub fn conv2d(x: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
+    let geo = Geom::new(&x.shape, &w.shape, &shape, a);
+    let nb = x.shape[0];
+    dispatch(x.dtype, x, w, shape, |p, q| forward(geo, p, q, nb), |p, q| forward(geo, p, q, nb))
+}
+
+/// The gradient of conv2d for its input (of shape `shape`).
+pub fn conv2d_grad_input(dy: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
+    let geo = Geom::new(&shape, &w.shape, &dy.shape, a);
+    let nb = shape[0];
+    dispatch(dy.dtype, dy, w, shape, |p, q| grad_input(geo, p, q, nb), |p, q| grad_input(geo, p, q, nb))
+}
+
+/// The gradient of conv2d for its weight (of shape `shape`).
+pub fn conv2d_grad_weight(x: &Tensor, dy: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
+    let geo = Geom::new(&x.shape, &shape, &dy.shape, a);
+    let nb = x.shape[0];
+    dispatch(dy.dtype, x, dy, shape, |p, q| grad_weight(geo, p, q, nb), |p, q| grad_weight(geo, p, q, nb))
+}

@@ -366,6 +366,23 @@ mod tests {
         assert!(eager.kernel_count() >= 6, "eager: randn + 5 ops + broadcasts, got {}", eager.kernel_count());
     }
 
+    /// A mask read on both sides of a matrix product (as relu's is, in forward and backward) is
+    /// recomputed in each region instead of written out as a bool tensor; so is a broadcast.
+    #[test]
+    fn masks_and_broadcasts_are_recomputed_where_they_are_read() {
+        let src = "let x = randn(f32[8, 8], seed: 0)\nlet m = x > 0.5\nlet p = where(m, x, 0.0) @ x\nlet y = where(m, p, 1.0)\n";
+        let (p, g) = printed_plan(src, true);
+        let regions: Vec<&Region> = p.regions().collect();
+        assert_eq!(regions.len(), 2, "{p:?}");
+        for r in &regions {
+            assert!(r.nodes.iter().any(|n| matches!(g.node(*n).op, Op::Binary(BinaryOp::CmpLt))), "each region compares: {r:?}");
+            assert!(r.outputs.iter().all(|o| g.node(*o).dtype != DType::Bool), "no mask is written out: {r:?}");
+            assert!(r.inputs.iter().all(|i| !matches!(g.node(*i).op, Op::Expand)), "no broadcast is materialised: {r:?}");
+        }
+        // randn, the first region, the product, the second region.
+        assert_eq!(p.kernel_count(), 4, "{p:?}");
+    }
+
     #[test]
     fn a_value_used_by_a_library_op_is_materialised() {
         // h feeds both the matmul and the elementwise tail: it ends its own region.

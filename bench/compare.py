@@ -55,6 +55,12 @@ def main():
     print(f"{'workload':<28} {'dlc ms':>9} {'torch eager':>12} {'torch best':>11} {'vs eager':>9} {'vs best':>8}  note")
     for name, d, e, b, note in rows:
         print(f"{name:<28} {d:>9.3f} {e:>12.3f} {b:>11.3f} {e / d:>8.2f}x {b / d:>7.2f}x  {note}")
+    # Peak resident memory of the batch-1024 MLP step, each in a fresh process on synthetic data
+    # (the MNIST benchmarks hold the whole data set). The target: dlc at most a quarter of eager.
+    d = dlc_bench("mlp_step_1024_memory.dl", 5)
+    p = [r for r in peer("mlp.py", "--iters", "5", "--batch", "1024", "--variants", "eager") if r["variant"] == "eager"][0]
+    print(f"\npeak RSS, MLP step at batch 1024: dlc {d['peak_rss_mb']:.0f} MiB, PyTorch eager {p['peak_rss_mb']:.0f} MiB"
+          f" ({d['peak_rss_mb'] / p['peak_rss_mb']:.2f}x; target at most 0.25x)")
     startup(args)
 
 

@@ -144,6 +144,7 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
             Ok((plan, secs)) => {
                 let nodes = trainer.graph().len();
                 let autocast = trainer.autocast(&shapes).map(|(d, ds)| (d, ds, trainer.loss_scale().is_some()));
+                let evaluations = trainer.compile_evaluations();
                 let mut item = json!({});
                 // Describe against the program's sources; the trainer's graph has the step.
                 let g = trainer.graph().clone();
@@ -157,6 +158,21 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
                 item["precision"] = precision_report(&p, autocast);
                 item["memory"] = memory_report(&dlc_language::passes::memory::plan_memory(&g, &plan));
                 items.push(item);
+                for (data, r) in evaluations {
+                    items.push(match r {
+                        Ok((shapes, eg)) => {
+                            let mut e = describe(&p, &g, &eg.plan);
+                            e["what"] = json!("evaluate");
+                            e["name"] = json!(data);
+                            e["batch"] = json!(shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
+                            e["hoisted_kernels"] = json!(eg.once);
+                            e["memory"] = memory_report(&dlc_language::passes::memory::plan_memory(&g, &eg.plan));
+                            e["eval_reason"] = json!(EVAL_REASON);
+                            e
+                        }
+                        Err(err) => json!({"what": "evaluate", "name": data, "error": err.to_string()}),
+                    });
+                }
             }
             Err(e) => items.push(json!({"what": "train", "name": name, "error": e.to_string()})),
         }
@@ -194,6 +210,8 @@ fn precision_report(p: &Program, autocast: Option<(DType, Vec<Decision>, bool)>)
         },
     })
 }
+
+const EVAL_REASON: &str = "no_grad + eval(): no backward pass and no saved activations; what depends on the parameters alone (batch norm's scale and shift, transposed weights) is computed once per evaluation, not per batch";
 
 const MEMORY_REASON: &str =
     "buffers by liveness: each value is freed after its last reader and its memory reused, so the peak is known before the run";
@@ -265,6 +283,7 @@ fn print_text(r: &Json) {
         let what = match item["what"].as_str() {
             Some("print") => item["at"].as_str().unwrap_or("print").to_string(),
             Some("infer") => format!("infer `{}`", item["name"].as_str().unwrap_or("")),
+            Some("evaluate") => format!("evaluate `{}`, per batch {}", item["name"].as_str().unwrap_or(""), item["batch"]),
             _ => format!("train `{}`, step for batch {}", item["name"].as_str().unwrap_or(""), item["batch"]),
         };
         if let Some(e) = item["error"].as_str() {
@@ -291,6 +310,10 @@ fn print_text(r: &Json) {
             );
         }
         println!("    why: {}", item["reason"].as_str().unwrap_or(""));
+        if let Some(r) = item["eval_reason"].as_str() {
+            println!("    {} kernel(s) run once per evaluation instead of per batch", item["hoisted_kernels"]);
+            println!("      why: {r}");
+        }
         if item["memory"].is_object() {
             println!("    {}", memory_line(&item["memory"]));
             println!("      why: {}", MEMORY_REASON);

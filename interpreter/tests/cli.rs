@@ -265,3 +265,29 @@ fn explain_reports_fused_kernels() {
     assert!(last.starts_with("group(") && regions >= 6, "the 6 parameters' updates are one launch: {last}");
     assert!(step["kernels"].as_u64().unwrap_or(999) * 3 < step["eager_kernels"].as_u64().unwrap_or(0), "{step}");
 }
+
+/// The kernel count for evaluation: conv -> batch norm -> relu is one convolution plus one
+/// kernel per batch, batch norm's parameter-only work hoisted out of the batch loop; the memory
+/// plan and autocast report are there for the training step.
+#[test]
+fn explain_reports_eval_specialisation_memory_and_precision() {
+    let o = dlc(&["explain", "bench/conv_bn_relu_eval.dl", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: serde_json::Value = serde_json::from_str(&text(&o.stdout)).expect("JSON");
+    let items = r["items"].as_array().expect("items");
+    let eval = items.iter().find(|i| i["what"] == "evaluate").expect("an evaluate item");
+    assert_eq!(eval["kernels"], 2, "{eval}");
+    assert_eq!(eval["library_ops"], serde_json::json!(["conv2d"]), "{eval}");
+    assert!(eval["hoisted_kernels"].as_u64().unwrap_or(0) >= 1, "{eval}");
+    let train = items.iter().find(|i| i["what"] == "train").expect("a train item");
+    let m = &train["memory"];
+    assert!(m["peak_mib"].as_f64().unwrap_or(0.0) > 0.0, "{m}");
+    assert!(m["intermediates_peak_mib"].as_f64() < m["intermediates_without_reuse_mib"].as_f64(), "{m}");
+    assert_eq!(train["precision"]["precision"], "f32");
+    let o = dlc(&["explain", "bench/mlp_step_128_bf16.dl", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: serde_json::Value = serde_json::from_str(&text(&o.stdout)).expect("JSON");
+    let p = &r["items"][0]["precision"];
+    assert_eq!(p["precision"], "bf16", "{p}");
+    assert_eq!(p["lowered"].as_array().map(|l| l.len()), Some(3), "three linear layers: {p}");
+}

@@ -13,6 +13,20 @@ use dlc_language::types::DType;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+/// An evaluation compiled for one batch shape.
+pub struct EvalGraph {
+    /// The metrics' nodes.
+    pub nodes: Vec<NodeId>,
+    /// The batch's input ids.
+    pub ids: Vec<u32>,
+    /// Values that depend on the parameters alone, computed once for the whole evaluation.
+    pub hoisted: Vec<(NodeId, crate::runtime::tensor::Tensor)>,
+    /// How many kernels those took (run once, not per batch).
+    pub once: usize,
+    /// The kernels each batch runs.
+    pub plan: dlc_language::passes::fusion::Plan,
+}
+
 /// When evaluation is asked for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum When {
@@ -68,22 +82,25 @@ impl<'s> Trainer<'s> {
             let saved = std::mem::replace(&mut self.pipeline, p);
             let mut sums: Vec<f64> = vec![];
             let mut count = 0usize;
-            let mut graphs: HashMap<Vec<(DType, Vec<usize>)>, (Vec<NodeId>, Vec<u32>)> = HashMap::new();
+            let mut graphs: HashMap<Vec<(DType, Vec<usize>)>, EvalGraph> = HashMap::new();
             for batch in batches {
                 let key = shapes_of(&batch);
                 if !graphs.contains_key(&key) {
-                    let (v, ids) = self.trace(body, &key, false)?;
-                    let mut nodes = vec![];
-                    leaves(&v, &mut nodes);
-                    graphs.insert(key.clone(), (nodes, ids));
+                    let g = self.compile_evaluation(body, &key)?;
+                    graphs.insert(key.clone(), g);
                 }
-                let (nodes, ids) = &graphs[&key];
+                let eg = &graphs[&key];
                 let n = batch.first().map(|t| t.shape.first().copied().unwrap_or(1)).unwrap_or(1);
                 let mut ex = self.executor();
-                for (id, t) in ids.iter().zip(batch) {
+                for (node, t) in &eg.hoisted {
+                    ex.preset(*node, t.clone());
+                }
+                for (id, t) in eg.ids.iter().zip(batch) {
                     ex.inputs.insert(*id, t);
                 }
-                let vals: Vec<f64> = ex.eval_many(&self.session.t.graph, nodes)?.iter().map(|t| t.to_f64()[0]).collect();
+                let graph = &self.session.t.graph;
+                ex.run_plan(graph, &eg.plan)?;
+                let vals: Vec<f64> = eg.nodes.iter().map(|r| ex.eval(graph, *r).map(|t| t.to_f64()[0])).collect::<Result<_, _>>()?;
                 if sums.is_empty() {
                     sums = vec![0.0; vals.len()];
                 }
@@ -96,6 +113,63 @@ impl<'s> Trainer<'s> {
             let means: Vec<f64> = sums.iter().map(|s| s / count.max(1) as f64).collect();
             Ok((means, count))
         }
+    }
+
+    /// The metrics of `body` for batches of these shapes, specialised for evaluation: no
+    /// backward pass, `training()` false, and what depends on the parameters alone computed now,
+    /// once (the parameters do not change during an evaluation).
+    pub(super) fn compile_evaluation(&mut self, body: &Expr, shapes: &[(DType, Vec<usize>)]) -> Result<EvalGraph, RuntimeError> {
+        let (v, ids) = self.trace(body, shapes, false)?;
+        let mut nodes = vec![];
+        leaves(&v, &mut nodes);
+        let graph = &self.session.t.graph;
+        let full = dlc_language::passes::fusion::plan(graph, &nodes, self.opts.fuse);
+        let inv = dlc_language::passes::invariant::invariant(graph, &nodes);
+        let mut ex = self.executor();
+        let values = ex.eval_many(graph, &inv.frontier)?;
+        let plan = dlc_language::passes::invariant::per_batch(&full, &inv);
+        Ok(EvalGraph {
+            nodes,
+            ids,
+            hoisted: inv.frontier.iter().copied().zip(values).collect(),
+            once: full.kernel_count() - plan.kernel_count(),
+            plan,
+        })
+    }
+
+    /// The evaluation clauses' compiled forms for the report: (data name, batch shapes, graph).
+    pub fn compile_evaluations(&mut self) -> Vec<(String, Result<(Vec<(DType, Vec<usize>)>, EvalGraph), RuntimeError>)> {
+        let clauses: Vec<(Expr, Expr)> = self
+            .info
+            .recipe
+            .entries
+            .iter()
+            .filter_map(|e| match e {
+                RecipeEntry::Evaluate { data, body, .. } => Some((data.clone(), body.clone())),
+                _ => None,
+            })
+            .collect();
+        let mut out = vec![];
+        for (data, body) in clauses {
+            let name = match &data.kind {
+                dlc_language::syntax::ast::ExprKind::Name(n) => n.clone(),
+                _ => "evaluate".into(),
+            };
+            let t = &mut self.session.t;
+            t.ctx = Ctx { module: self.info.module, instance: None, env: vec![] };
+            let Ok(Value::Pipeline(p)) = t.eval(&data) else {
+                out.push((name, Err(err("the evaluate clause's data is not a pipeline"))));
+                continue;
+            };
+            let saved = std::mem::replace(&mut self.pipeline, p);
+            let r = match self.batch_shapes() {
+                Some(shapes) => self.compile_evaluation(&body, &shapes).map(|g| (shapes, g)),
+                None => Err(err("the batch shapes are only known at run time")),
+            };
+            self.pipeline = saved;
+            out.push((name, r));
+        }
+        out
     }
 
     /// A standalone `evaluate { model, data, checkpoint, metrics }` block: load the checkpoint's

@@ -14,6 +14,7 @@ pub mod precision;
 pub mod schedule;
 mod step;
 
+pub use evaluate::EvalGraph;
 use evaluate::When;
 use groups::{Group, Param};
 use metrics::Metrics;

@@ -4,4 +4,5 @@
 pub mod autocast;
 pub mod autodiff;
 pub mod fusion;
+pub mod invariant;
 pub mod memory;

@@ -166,13 +166,14 @@ impl Executor {
         let node = g.node(id);
         let shape = concrete(&node.shape).ok_or_else(|| RuntimeError::SymbolicShape(node.ty().to_string()))?;
         if let Op::MatMul = node.op {
-            // An operand that is an unmaterialised transpose (a `View` in the plan) is read
-            // from its source with swapped strides.
+            // An operand that is a transpose is read from its source with swapped strides,
+            // whether or not the plan materialised it (a `View` in a fused plan, a copy in the
+            // eager one): the product then sums in the same order either way, so fused and eager
+            // runs agree bit for bit.
             let mut operands = vec![];
             for s in &node.src {
                 match self.cache.get(s) {
-                    Some(t) => operands.push((t.clone(), false)),
-                    None if fusion::is_transpose(&g.node(*s).op) => {
+                    _ if fusion::is_transpose(&g.node(*s).op) => {
                         let inner = g.node(*s).src[0];
                         if !self.cache.contains_key(&inner) {
                             let t = self.eval(g, inner)?;
@@ -180,6 +181,7 @@ impl Executor {
                         }
                         operands.push((self.cache[&inner].clone(), true));
                     }
+                    Some(t) => operands.push((t.clone(), false)),
                     None => return Err(RuntimeError::Unsupported(format!("matmul operand {s:?} was not computed"))),
                 }
             }

@@ -124,10 +124,9 @@ impl<'s> Trainer<'s> {
         leaves(&v, &mut nodes);
         let graph = &self.session.t.graph;
         let full = dlc_language::passes::fusion::plan(graph, &nodes, self.opts.fuse);
-        let inv = dlc_language::passes::invariant::invariant(graph, &nodes);
+        let (inv, plan) = dlc_language::passes::invariant::specialise(graph, &full);
         let mut ex = self.executor();
         let values = ex.eval_many(graph, &inv.frontier)?;
-        let plan = dlc_language::passes::invariant::per_batch(&full, &inv);
         Ok(EvalGraph {
             nodes,
             ids,

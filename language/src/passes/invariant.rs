@@ -13,14 +13,16 @@ use std::collections::HashSet;
 pub struct Invariant {
     /// Every node that depends on no `Input` (and no per-step random draw).
     pub nodes: HashSet<NodeId>,
-    /// Those a batch-dependent node reads (or that are results), and that cost work: compute
-    /// these once, then preset them.
+    /// Those that cost work and that something run per batch reads (or that are results):
+    /// compute these once, then preset them.
     pub frontier: Vec<NodeId>,
 }
 
-/// Split what `roots` need into what depends on the inputs and what does not.
-pub fn invariant(g: &Graph, roots: &[NodeId]) -> Invariant {
-    let order = g.topo(roots);
+/// Split `plan` (of `roots`) into what each batch runs and what is computed once: the kernels
+/// that only compute invariant values leave the per-batch plan (parameters' free kernels stay:
+/// they bind the values), and every invariant value a remaining kernel reads is in the frontier.
+pub fn specialise(g: &Graph, plan: &Plan) -> (Invariant, Plan) {
+    let order = g.topo(&plan.roots);
     let mut nodes = HashSet::new();
     for &n in &order {
         let node = g.node(n);
@@ -29,40 +31,38 @@ pub fn invariant(g: &Graph, roots: &[NodeId]) -> Invariant {
             nodes.insert(n);
         }
     }
-    let costs_nothing = |n: NodeId| fusion::is_free(&g.node(n).op);
-    let mut frontier = vec![];
-    let mut seen = HashSet::new();
-    for &n in &order {
-        if nodes.contains(&n) {
-            continue;
-        }
-        for &s in &g.node(n).src {
-            if nodes.contains(&s) && !costs_nothing(s) && seen.insert(s) {
-                frontier.push(s);
-            }
-        }
-    }
-    for &r in roots {
-        if nodes.contains(&r) && !costs_nothing(r) && seen.insert(r) {
-            frontier.push(r);
-        }
-    }
-    Invariant { nodes, frontier }
-}
-
-/// The kernels a batch runs once the frontier is preset: the plan without the kernels that
-/// only compute invariant values (parameters' free kernels stay: they bind the values).
-pub fn per_batch(plan: &Plan, inv: &Invariant) -> Plan {
-    let kernels = plan
+    let invariant = |outs: &[NodeId]| outs.iter().all(|o| nodes.contains(o));
+    let kernels: Vec<Kernel> = plan
         .kernels
         .iter()
         .filter(|k| match k {
-            Kernel::Fused(r) => !r.outputs.iter().all(|o| inv.nodes.contains(o)),
-            Kernel::Group(rs) => !rs.iter().all(|r| r.outputs.iter().all(|o| inv.nodes.contains(o))),
+            Kernel::Fused(r) => !invariant(&r.outputs),
+            Kernel::Group(rs) => !rs.iter().all(|r| invariant(&r.outputs)),
             Kernel::Free(_) => true,
-            Kernel::Library(n) | Kernel::View(n) => !inv.nodes.contains(n),
+            Kernel::Library(n) | Kernel::View(n) => !nodes.contains(n),
         })
         .cloned()
         .collect();
-    Plan { kernels, roots: plan.roots.clone() }
+    let costs_nothing = |n: NodeId| fusion::is_free(&g.node(n).op);
+    let mut frontier = vec![];
+    let mut seen = HashSet::new();
+    let mut need = |s: NodeId, frontier: &mut Vec<NodeId>| {
+        if nodes.contains(&s) && !costs_nothing(s) && seen.insert(s) {
+            frontier.push(s);
+        }
+    };
+    for k in &kernels {
+        let reads: Vec<NodeId> = match k {
+            Kernel::Fused(r) => r.inputs.clone(),
+            Kernel::Group(rs) => rs.iter().flat_map(|r| r.inputs.clone()).collect(),
+            Kernel::Free(n) | Kernel::Library(n) | Kernel::View(n) => g.node(*n).src.clone(),
+        };
+        for s in reads {
+            need(s, &mut frontier);
+        }
+    }
+    for &r in &plan.roots {
+        need(r, &mut frontier);
+    }
+    (Invariant { nodes, frontier }, Plan { kernels, roots: plan.roots.clone() })
 }

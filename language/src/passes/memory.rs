@@ -77,6 +77,12 @@ pub fn plan_memory(g: &Graph, plan: &Plan) -> MemoryPlan {
     for k in &plan.kernels {
         let (r, w): (Vec<NodeId>, Vec<NodeId>) = match k {
             Kernel::View(_) => (vec![], vec![]),
+            // A matrix product reads a transposed operand from its source (in place).
+            Kernel::Library(n) if matches!(g.node(*n).op, Op::MatMul) => {
+                let mut r = g.node(*n).src.clone();
+                r.extend(r.clone().into_iter().filter(|s| super::fusion::is_transpose(&g.node(*s).op)).map(|s| g.node(s).src[0]));
+                (r, vec![*n])
+            }
             Kernel::Free(n) | Kernel::Library(n) => (g.node(*n).src.clone(), vec![*n]),
             Kernel::Fused(r) => (r.inputs.clone(), r.outputs.clone()),
             Kernel::Group(rs) => (rs.iter().flat_map(|r| r.inputs.clone()).collect(), rs.iter().flat_map(|r| r.outputs.clone()).collect()),

@@ -81,12 +81,18 @@ pub fn run_case(path: &Path) -> Result<(), String> {
     let printed = &p.output().printed;
     // The same program with one kernel per op must print the same, bit for bit: fused kernels
     // compute each op exactly as the eager ones do.
-    let eager = Program::run_with(&name, &text, root, false, 0, dlc::ExecMode::Eager);
-    let eager_printed = &eager.output().printed;
-    for (i, (f, e)) in printed.iter().zip(eager_printed).enumerate() {
-        let bits = |t: &dlc::Tensor| t.to_f64().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        if f.text != e.text || f.tensors.iter().map(bits).ne(e.tensors.iter().map(bits)) {
-            return Err(format!("print #{}: fused `{}` differs from eager `{}`", i + 1, f.text, e.text));
+    // So must the fused kernels compiled to native code by Cranelift (`--jit`).
+    let bits = |t: &dlc::Tensor| t.to_f64().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    for (mode, label) in [(dlc::ExecMode::Eager, "eager"), (dlc::ExecMode::FusedJit, "JIT")] {
+        let other = Program::run_with(&name, &text, root, false, 0, mode);
+        let other_printed = &other.output().printed;
+        if other_printed.len() != printed.len() {
+            return Err(format!("{label}: {} prints, fused: {}", other_printed.len(), printed.len()));
+        }
+        for (i, (f, e)) in printed.iter().zip(other_printed).enumerate() {
+            if f.text != e.text || f.tensors.iter().map(bits).ne(e.tensors.iter().map(bits)) {
+                return Err(format!("print #{}: fused `{}` differs from {label} `{}`", i + 1, f.text, e.text));
+            }
         }
     }
     if printed.len() != d.outputs.len() {

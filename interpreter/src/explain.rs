@@ -145,6 +145,7 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
                 let nodes = trainer.graph().len();
                 let autocast = trainer.autocast(&shapes).map(|(d, ds)| (d, ds, trainer.loss_scale().is_some()));
                 let evaluations = trainer.compile_evaluations();
+                let removed = trainer.removed_biases(&shapes);
                 let mut item = json!({});
                 // Describe against the program's sources; the trainer's graph has the step.
                 let g = trainer.graph().clone();
@@ -156,6 +157,11 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
                 item["graph_nodes"] = json!(nodes);
                 item["compile_ms"] = json!((secs * 1e4).round() / 10.0);
                 item["precision"] = precision_report(&p, autocast);
+                item["removed_biases"] = json!({
+                    "count": removed.len(),
+                    "at": removed.iter().map(|s| span_line(&p, *s).unwrap_or_default()).collect::<Vec<_>>(),
+                    "reason": BIAS_REASON,
+                });
                 item["memory"] = memory_report(&dlc_language::passes::memory::plan_memory(&g, &plan));
                 items.push(item);
                 for (data, r) in evaluations {
@@ -212,6 +218,8 @@ fn precision_report(p: &Program, autocast: Option<(DType, Vec<Decision>, bool)>)
 }
 
 const EVAL_REASON: &str = "no_grad + eval(): no backward pass and no saved activations; what depends on the parameters alone (batch norm's scale and shift, transposed weights) is computed once per evaluation, not per batch";
+
+const BIAS_REASON: &str = "a convolution's bias before batch norm is subtracted again with the batch mean: its add and its gradient are dead work (bias=False before BatchNorm); the running mean still includes it";
 
 const MEMORY_REASON: &str =
     "buffers by liveness: each value is freed after its last reader and its memory reused, so the peak is known before the run";
@@ -310,6 +318,10 @@ fn print_text(r: &Json) {
             );
         }
         println!("    why: {}", item["reason"].as_str().unwrap_or(""));
+        if let Some(n) = item["removed_biases"]["count"].as_u64().filter(|n| *n > 0) {
+            println!("    {n} convolution bias(es) before batch norm removed");
+            println!("      why: {BIAS_REASON}");
+        }
         if let Some(r) = item["eval_reason"].as_str() {
             println!("    {} kernel(s) run once per evaluation instead of per batch", item["hoisted_kernels"]);
             println!("      why: {r}");

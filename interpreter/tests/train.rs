@@ -238,3 +238,57 @@ train {{
     assert!(header.contains("'descr': '<f4'") && header.contains("'shape': (2, 10)"), "{header}");
     assert_eq!(bytes.len(), 128 + 2 * 10 * 4, "64-byte aligned header, then the data");
 }
+
+/// Conv-bias elimination: with a bias before batch norm the step is rewritten without it, and
+/// trains as the step written out (`--no-fuse` runs it as written) and as the same model without
+/// a bias, up to rounding; the bias itself gets no gradient, so Adam leaves it at its initial value.
+#[test]
+fn a_conv_bias_before_batch_norm_is_removed_without_changing_training() {
+    let src = |bias: bool| {
+        format!(
+            r#"
+use std.nn
+use std.data
+use std.optim
+model Block() {{
+  conv = Conv2d(3, 8, 3, padding: 1, bias: {bias})
+  bn = BatchNorm2d(8)
+  forward(x: f32[B, 3, 8, 8]) -> f32[B, 8, 8, 8] = x |> conv |> bn |> relu
+}}
+data rows = tensors(randn(f32[32, 3, 8, 8], seed: 1), randn(f32[32, 8, 8, 8], seed: 2)) |> batch(8)
+train {{
+  model = Block()
+  data = rows
+  loss = mse(model(x), y)
+  optimizer = adam(lr: 0.01)
+  epochs = 3
+  log every 1 steps
+}}
+"#
+        )
+    };
+    let run = |bias: bool, fuse: bool| {
+        let mut p = Program::run("bias_test.dl", &src(bias), Some(&examples()), false);
+        assert!(p.ok, "{:?}", p.diagnostics());
+        let info = p.session.t.recipes[0].clone();
+        let mut opts = TrainOptions::new(examples(), 0);
+        opts.fuse = fuse;
+        let mut t = Trainer::new(&mut p.session, info, opts).expect("trainer");
+        let init: Vec<(String, Vec<f64>)> = t.parameters().into_iter().map(|(n, v)| (n, v.to_f64())).collect();
+        let r = t.run().expect("training runs");
+        let end: Vec<(String, Vec<f64>)> = t.parameters().into_iter().map(|(n, v)| (n, v.to_f64())).collect();
+        (r.losses.iter().map(|l| l.1).collect::<Vec<f64>>(), init, end)
+    };
+    let (rewritten, init, end) = run(true, true);
+    let (as_written, _, _) = run(true, false);
+    let (no_bias, _, _) = run(false, true);
+    assert!(rewritten.len() >= 12, "{rewritten:?}");
+    for (name, other) in [("as written", &as_written), ("without a bias", &no_bias)] {
+        for (a, b) in rewritten.iter().zip(other.iter()) {
+            assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{name}: losses {rewritten:?} vs {other:?}");
+        }
+    }
+    assert!(rewritten.last() < rewritten.first(), "{rewritten:?}");
+    let bias = |ps: &[(String, Vec<f64>)]| ps.iter().find(|(n, _)| n == "conv.b").map(|p| p.1.clone()).expect("conv.b");
+    assert_eq!(bias(&init), bias(&end), "the bias gets no gradient");
+}

@@ -152,6 +152,8 @@ pub struct Trainer<'s> {
     scaler: Option<precision::LossScaler>,
     /// The autocast rewrite while a step is being compiled.
     autocast: Option<dlc_language::passes::autocast::Autocast>,
+    /// The conv-bias elimination while a step is being compiled.
+    conv_bias: Option<dlc_language::passes::conv_bias::ConvBias>,
 }
 
 fn zeros_like(t: &Tensor) -> Tensor {
@@ -192,6 +194,7 @@ impl<'s> Trainer<'s> {
             precision,
             scaler,
             autocast: None,
+            conv_bias: None,
             grad_sums,
             steps: HashMap::new(),
             opts,
@@ -655,6 +658,11 @@ impl<'s> Trainer<'s> {
     pub fn autocast(&self, shapes: &[(DType, Vec<usize>)]) -> Option<(DType, Vec<dlc_language::passes::autocast::Decision>)> {
         let st = self.steps.get(shapes)?;
         self.precision.map(|p| (p, st.autocast.clone()))
+    }
+
+    /// Where the step for these shapes had a convolution's bias before batch norm removed.
+    pub fn removed_biases(&self, shapes: &[(DType, Vec<usize>)]) -> Vec<dlc_language::span::Span> {
+        self.steps.get(shapes).map(|s| s.removed_biases.clone()).unwrap_or_default()
     }
 
     /// f16's loss scaling: the current scale and the steps skipped so far.

@@ -47,6 +47,8 @@ pub struct Step {
     pub compile_s: f64,
     /// The ops autocast moved to bf16/f16 (empty in f32).
     pub autocast: Vec<dlc_language::passes::autocast::Decision>,
+    /// Where a convolution's bias before batch norm was removed.
+    pub removed_biases: Vec<dlc_language::span::Span>,
     /// f16's loss scaling: the scale's input and the flag "every gradient is finite".
     pub scale: Option<(u32, NodeId)>,
 }
@@ -156,6 +158,8 @@ impl<'s> Trainer<'s> {
         let mut elem_inputs = vec![];
         let e = self.element_inputs(&elem, &mut shapes.iter(), &mut elem_inputs);
         self.autocast = self.precision.map(Autocast::new);
+        // `--no-fuse` runs the step as written: the reference for the compiler's rewrites.
+        self.conv_bias = self.opts.fuse.then(Default::default);
         let scale = match self.scaler.is_some() {
             true => Some(scalar_input(&mut self.session.t, "loss scale")),
             false => None,
@@ -181,6 +185,7 @@ impl<'s> Trainer<'s> {
             *n = self.lower(*n);
         }
         let autocast = self.autocast.take().map(|a| a.decisions).unwrap_or_default();
+        let removed_biases = self.conv_bias.take().map(|c| c.removed.into_iter().map(|r| r.1).collect()).unwrap_or_default();
         let mut step = Step {
             elem_inputs,
             t_input: sc.t.0,
@@ -193,6 +198,7 @@ impl<'s> Trainer<'s> {
             plan: Default::default(),
             compile_s: 0.0,
             autocast,
+            removed_biases,
             scale: scale.map(|s| s.0).zip(finite),
         };
         step.plan = dlc_language::passes::fusion::plan(&self.session.t.graph, &step.roots(), self.opts.fuse);
@@ -200,8 +206,13 @@ impl<'s> Trainer<'s> {
         Ok(step)
     }
 
-    /// `n` computed under the recipe's autocast policy (itself in f32).
+    /// `n` after the step's forward rewrites: conv biases before batch norm removed (with
+    /// fusion on), then the recipe's autocast policy.
     fn lower(&mut self, n: NodeId) -> NodeId {
+        let n = match self.conv_bias.as_mut() {
+            Some(c) => c.map(&mut self.session.t.graph, n),
+            None => n,
+        };
         match self.autocast.as_mut() {
             Some(a) => a.map(&mut self.session.t.graph, n),
             None => n,

@@ -3,6 +3,7 @@
 
 pub mod autocast;
 pub mod autodiff;
+pub mod conv_bias;
 pub mod fusion;
 pub mod invariant;
 pub mod memory;

@@ -237,6 +237,16 @@ train {{
     let header = String::from_utf8_lossy(&bytes[10..128]).to_string();
     assert!(header.contains("'descr': '<f4'") && header.contains("'shape': (2, 10)"), "{header}");
     assert_eq!(bytes.len(), 128 + 2 * 10 * 4, "64-byte aligned header, then the data");
+    // A model whose layers do not match the checkpoint is refused with the parameter named.
+    let wrong = infer_src
+        .replace("Linear(64, 32)", "Linear(64, 48)")
+        .replace("BatchNorm1d(32)", "BatchNorm1d(48)")
+        .replace("Linear(32, 10)", "Linear(48, 10)");
+    let mut p = Program::run("infer.dl", &wrong, Some(&examples()), false);
+    assert!(p.ok, "{:?}", p.diagnostics());
+    let info = p.session.t.recipes[0].clone();
+    let e = dlc::train::infer::run(&mut p.session, &info, &examples()).expect_err("shapes differ").to_string();
+    assert!(e.contains("`fc1.weight`") && e.contains("[32, 64]") && e.contains("[48, 64]"), "{e}");
 }
 
 /// Conv-bias elimination: with a bias before batch norm the step is rewritten without it, and

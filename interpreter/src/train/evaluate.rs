@@ -198,16 +198,8 @@ impl<'s> Trainer<'s> {
     /// `source` names where they come from, for messages.
     pub fn set_parameters(&mut self, tensors: &[(String, crate::runtime::tensor::Tensor)], source: &str) -> Result<(), RuntimeError> {
         for p in self.params.iter().chain(&self.buffers) {
-            let t = tensors
-                .iter()
-                .find(|(n, _)| *n == p.path)
-                .map(|(_, t)| t.clone())
-                .ok_or_else(|| err(format!("{source} has no `{}`", p.path)))?;
             let cur = &self.store[&p.id];
-            if t.shape != cur.shape {
-                return Err(err(format!("`{}` in {source} is {:?}, the model's is {:?}", p.path, t.shape, cur.shape)));
-            }
-            let t = if t.dtype == cur.dtype { t } else { t.cast(cur.dtype) };
+            let t = checkpoint::param_from(tensors, &p.path, &cur.shape, cur.dtype, source).map_err(err)?;
             self.store.insert(p.id, t);
         }
         Ok(())

@@ -41,12 +41,10 @@ fn load_checkpoint(
     for (path, v) in found {
         let Value::Tensor(node) = v else { continue };
         if let Op::Param(id) = t.graph.node(node).op {
-            let w = ck
-                .params
-                .iter()
-                .find(|(n, _)| *n == path)
-                .map(|(_, w)| w.clone())
-                .ok_or_else(|| err(format!("the checkpoint in {} has no `{path}`", dir.display())))?;
+            let ty = t.graph.params[id as usize].ty.clone();
+            let shape: Vec<usize> = ty.shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect();
+            let source = format!("the checkpoint in {}", dir.display());
+            let w = checkpoint::param_from(&ck.params, &path, &shape, ty.dtype, &source).map_err(err)?;
             ex.set_param(id, w);
         }
     }

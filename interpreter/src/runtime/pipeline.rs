@@ -4,7 +4,7 @@
 
 use super::data::{cifar, csv, idx, npy, text, DataError};
 use super::rng;
-use super::tensor::Tensor;
+use super::tensor::{Data, Tensor};
 use super::RuntimeError;
 use crate::exec::Executor;
 use dlc_language::eval::value::{Pipeline, Stage};
@@ -12,6 +12,7 @@ use dlc_language::eval::Value;
 use dlc_language::ir::{Graph, NodeId, Op};
 use dlc_language::types::{DType, Dim, TensorTy};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One element of the stream: its tensor leaves.
 pub type Element = Vec<Tensor>;
@@ -162,8 +163,33 @@ fn stack(elems: &[Element]) -> Element {
             let first = &elems[0][l];
             let mut shape = vec![elems.len()];
             shape.extend(first.shape.iter().copied());
-            let vals: Vec<f64> = elems.iter().flat_map(|e| e[l].to_f64()).collect();
-            Tensor::from_f64(first.dtype, shape, vals)
+            // Elements of one leaf share a dtype, hence a storage: concatenate the values as
+            // they are (no round trip through f64).
+            let n = elems.len() * first.numel();
+            let data = match &first.data {
+                Data::F32(_) => {
+                    let mut out = Vec::with_capacity(n);
+                    for e in elems {
+                        match &e[l].data {
+                            Data::F32(v) => out.extend_from_slice(v),
+                            _ => out.extend(e[l].to_f64().into_iter().map(|x| x as f32)),
+                        }
+                    }
+                    Data::F32(Arc::new(out))
+                }
+                Data::I64(_) => {
+                    let mut out = Vec::with_capacity(n);
+                    for e in elems {
+                        match &e[l].data {
+                            Data::I64(v) => out.extend_from_slice(v),
+                            _ => out.extend(e[l].to_f64().into_iter().map(|x| x as i64)),
+                        }
+                    }
+                    Data::I64(Arc::new(out))
+                }
+                Data::F64(_) => Data::F64(Arc::new(elems.iter().flat_map(|e| e[l].to_f64()).collect())),
+            };
+            Tensor { dtype: first.dtype, shape, data }
         })
         .collect()
 }
@@ -269,6 +295,47 @@ fn shifted(t: &Tensor, dy: isize, dx: isize, flip: bool) -> Tensor {
         }
     }
     Tensor::from_f64(t.dtype, t.shape.clone(), out)
+}
+
+/// Whether a stage's output depends on the epoch (a new order, new random crops).
+fn varies_by_epoch(kind: &str) -> bool {
+    matches!(kind, "shuffle" | "random_crop" | "random_flip")
+}
+
+/// What a pipeline yields before its first epoch-dependent stage: the same every epoch, so it is
+/// read and mapped once per run (the source decoded, `map` applied) and only the rest (shuffle,
+/// augmentation, batching) is redone each epoch.
+pub struct Prepared {
+    /// How many stages the elements have been through.
+    stages: usize,
+    elems: Vec<Element>,
+}
+
+/// `run`, keeping the epoch-independent prefix in `cache` for the next epochs. The elements'
+/// data are shared, not copied, between epochs.
+pub fn run_cached(
+    p: &Pipeline,
+    root: &Path,
+    graph: &Graph,
+    epoch: u64,
+    cache: &mut Option<Prepared>,
+) -> Result<Vec<Element>, RuntimeError> {
+    if cache.is_none() {
+        let mut exec = Executor::new(0);
+        let mut elems = read_source(root, &p.source, graph, &mut exec)?;
+        let mut stages = 0;
+        for st in p.stages.iter().take_while(|st| !varies_by_epoch(st.kind)) {
+            elems = apply(st, elems, graph, epoch)?;
+            stages += 1;
+        }
+        *cache = Some(Prepared { stages, elems });
+    }
+    let prepared = cache.as_ref().expect("just filled");
+    let mut elems = prepared.elems.clone();
+    for st in &p.stages[prepared.stages..] {
+        elems = apply(st, elems, graph, epoch)?;
+    }
+    Ok(elems)
 }
 
 /// Every element of one epoch of the pipeline.

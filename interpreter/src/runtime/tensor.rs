@@ -106,7 +106,11 @@ impl Tensor {
     /// Build from f64 values, converting to the dtype's storage.
     pub fn from_f64(dtype: DType, shape: Vec<usize>, vals: impl IntoIterator<Item = f64>) -> Tensor {
         let data = match storage(dtype) {
-            Storage::F32 => Data::F32(Arc::new(vals.into_iter().map(|v| round_f32(dtype, v as f32)).collect())),
+            Storage::F32 => {
+                let mut v: Vec<f32> = vals.into_iter().map(|v| v as f32).collect();
+                round_slice(dtype, &mut v);
+                Data::F32(Arc::new(v))
+            }
             Storage::F64 => Data::F64(Arc::new(vals.into_iter().collect())),
             Storage::I64 => Data::I64(Arc::new(vals.into_iter().map(|v| float_to_int(dtype, v)).collect())),
         };

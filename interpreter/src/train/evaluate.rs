@@ -78,7 +78,15 @@ impl<'s> Trainer<'s> {
     /// without backward and with `training()` false. Returns the means and the example count.
     fn evaluate_pipeline(&mut self, p: Rc<Pipeline>, body: &Expr) -> Result<(Vec<f64>, usize), RuntimeError> {
         {
-            let batches = pipeline::run(&p, &self.opts.root, &self.session.t.graph, 0)?;
+            // An evaluation's data are the same every time: prepared once per run.
+            let batches = match self.eval_batches.iter().find(|(q, _)| Rc::ptr_eq(q, &p)) {
+                Some((_, b)) => b.clone(),
+                None => {
+                    let b = pipeline::run(&p, &self.opts.root, &self.session.t.graph, 0)?;
+                    self.eval_batches.push((p.clone(), b.clone()));
+                    b
+                }
+            };
             let saved = std::mem::replace(&mut self.pipeline, p);
             let mut sums: Vec<f64> = vec![];
             let mut count = 0usize;

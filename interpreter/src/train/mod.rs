@@ -154,6 +154,10 @@ pub struct Trainer<'s> {
     autocast: Option<dlc_language::passes::autocast::Autocast>,
     /// The conv-bias elimination while a step is being compiled.
     conv_bias: Option<dlc_language::passes::conv_bias::ConvBias>,
+    /// The training data before its first epoch-dependent stage, prepared once.
+    prepared: Option<pipeline::Prepared>,
+    /// Each evaluation pipeline's batches (they do not change between evaluations), by pipeline.
+    eval_batches: Vec<(Rc<dlc_language::eval::value::Pipeline>, Vec<Element>)>,
 }
 
 fn zeros_like(t: &Tensor) -> Tensor {
@@ -195,6 +199,8 @@ impl<'s> Trainer<'s> {
             scaler,
             autocast: None,
             conv_bias: None,
+            prepared: None,
+            eval_batches: vec![],
             grad_sums,
             steps: HashMap::new(),
             opts,
@@ -307,7 +313,7 @@ impl<'s> Trainer<'s> {
     /// One epoch of training batches: from the Rust source when one is bound, else the pipeline.
     fn epoch_batches(&mut self, epoch: u64) -> Result<Vec<Element>, RuntimeError> {
         let Some(source) = self.opts.batches.as_mut() else {
-            return pipeline::run(&self.pipeline, &self.opts.root, &self.session.t.graph, epoch);
+            return pipeline::run_cached(&self.pipeline, &self.opts.root, &self.session.t.graph, epoch, &mut self.prepared);
         };
         let batches = source(epoch).map_err(|e| err(format!("the Rust data source failed: {e}")))?;
         let mut leaves = vec![];

@@ -27,6 +27,20 @@ fn peak_rss_mb() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Minor page faults of this process so far: memory the OS handed over for the first time (or
+/// again, after it was returned). A step that reuses its buffers takes none.
+fn page_faults() -> u64 {
+    // SAFETY: getrusage writes into the struct we pass.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut u) == 0 {
+            u.ru_minflt as u64
+        } else {
+            0
+        }
+    }
+}
+
 fn stats(mut ms: Vec<f64>) -> (f64, f64, f64) {
     ms.sort_by(|a, b| a.total_cmp(b));
     let n = ms.len();
@@ -68,7 +82,7 @@ pub fn main(file: &Path, steps: usize, warmup: usize, fuse: bool, jit: bool, as_
         println!("{report}");
     } else {
         println!(
-            "{}: {} {} steps after {} warm-up ({}): median {:.3} ms, min {:.3} ms, max {:.3} ms; {:.0} samples/s; {} kernels a step (eager {}); compiled in {:.1} ms; peak RSS {:.0} MiB",
+            "{}: {} {} steps after {} warm-up ({}): median {:.3} ms, min {:.3} ms, max {:.3} ms; {:.0} samples/s; {} kernels a step (eager {}); compiled in {:.1} ms; peak RSS {:.0} MiB{}",
             report["file"].as_str().unwrap_or(""),
             report["what"].as_str().unwrap_or(""),
             report["steps"],
@@ -86,6 +100,10 @@ pub fn main(file: &Path, steps: usize, warmup: usize, fuse: bool, jit: bool, as_
             report["eager_kernels"],
             report["compile_ms"].as_f64().unwrap_or(0.0),
             report["peak_rss_mb"].as_f64().unwrap_or(0.0),
+            match (report["planned_peak_mib"].as_f64(), report["page_faults_per_step"].as_f64()) {
+                (Some(plan), Some(f)) => format!(" (step planned at {plan} MiB); {f:.0} page faults a step"),
+                _ => String::new(),
+            },
         );
     }
     0
@@ -106,6 +124,9 @@ fn bench_train(
     // Time from one step's end to the next: the step itself (data are prepared per epoch, before).
     let times: Rc<RefCell<Vec<f64>>> = Rc::default();
     let seen = times.clone();
+    // Page faults at the end of each step.
+    let faults: Rc<RefCell<Vec<u64>>> = Rc::default();
+    let faults_seen = faults.clone();
     let mut last = Instant::now();
     let mut opts = TrainOptions::new(root.to_path_buf(), 0);
     opts.fuse = fuse;
@@ -116,6 +137,7 @@ fn bench_train(
     }
     opts.on_step = Some(Box::new(move |_| {
         seen.borrow_mut().push(last.elapsed().as_secs_f64() * 1e3);
+        faults_seen.borrow_mut().push(page_faults());
         last = Instant::now();
         Control::Continue
     }));
@@ -129,6 +151,12 @@ fn bench_train(
     let all = times.borrow().clone();
     let timed: Vec<f64> = all.iter().skip(warmup.max(1)).copied().collect();
     let (median, min, max) = stats(timed.clone());
+    // Faults per timed step: after warm-up, a step whose buffers are reused takes no new pages.
+    let f = faults.borrow().clone();
+    let faults_per_step = match (f.get(warmup.max(1) - 1), f.last()) {
+        (Some(a), Some(b)) if f.len() > warmup.max(1) => (b - a) as f64 / (f.len() - warmup.max(1)) as f64,
+        _ => 0.0,
+    };
     let mut by_kind: Vec<(String, (usize, f64))> = prof.lock().map(|p| p.clone().into_iter().collect()).unwrap_or_default();
     by_kind.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
     let steps_run = all.len().max(1) as f64;
@@ -151,6 +179,8 @@ fn bench_train(
         "compile_ms": compile_s * 1e3,
         "kernels": plan.kernel_count(),
         "eager_kernels": plan.eager_count(),
+        "page_faults_per_step": faults_per_step,
+        "planned_peak_mib": crate::explain::memory_report(&dlc_language::passes::memory::plan_memory(trainer.graph(), &plan))["peak_mib"],
     }))
 }
 

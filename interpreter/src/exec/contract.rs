@@ -1,12 +1,14 @@
 //! Matrix products (the gemm crate) and `take`. Convolutions are in conv.rs, pooling in pool.rs.
 
+use super::elem::Elem;
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
 use gemm::Parallelism;
 use std::sync::Arc;
 
+/// Threads for a product of this many multiply-adds: only products of some size pay for them.
+/// (Convolutions run images in parallel instead, each product on one core.)
 fn parallelism(flops: usize) -> Parallelism {
-    // Threads only pay off for products of some size.
     if flops >= 1 << 20 {
         Parallelism::Rayon(rayon::current_num_threads())
     } else {
@@ -14,22 +16,19 @@ fn parallelism(flops: usize) -> Parallelism {
     }
 }
 
-/// dst[m×n] = lhs[m×k] @ rhs[k×n], all row-major and contiguous.
-fn gemm_f32(m: usize, n: usize, k: usize, lhs: &[f32], rhs: &[f32], dst: &mut [f32]) {
-    gemm_f32_t(m, n, k, lhs, false, rhs, false, dst)
-}
-
-/// As `gemm_f32`, with either operand stored transposed (`lhs` as k×m, `rhs` as n×k, row-major):
-/// the gemm crate reads it through strides, so no transposed copy is made.
+/// dst[m×n] = op(lhs)[m×k] @ op(rhs)[k×n], row-major, in f32 or f64. `lhs_t`: lhs is stored
+/// k×m; `rhs_t`: rhs is stored n×k; the gemm crate reads them through strides, so no transposed
+/// copy is made.
 #[allow(clippy::too_many_arguments)]
-fn gemm_f32_t(m: usize, n: usize, k: usize, lhs: &[f32], lhs_t: bool, rhs: &[f32], rhs_t: bool, dst: &mut [f32]) {
+pub(super) fn gemm<T: Elem>(m: usize, n: usize, k: usize, lhs: &[T], lhs_t: bool, rhs: &[T], rhs_t: bool, dst: &mut [T], par: Parallelism) {
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
-        dst.iter_mut().for_each(|d| *d = 0.0);
+        dst[..m * n].fill(T::ZERO);
         return;
     }
+    debug_assert!(lhs.len() >= m * k && rhs.len() >= k * n && dst.len() >= m * n);
     // (column stride, row stride) of each operand.
     let (lcs, lrs) = if lhs_t { (m as isize, 1) } else { (1, k as isize) };
     let (rcs, rrs) = if rhs_t { (k as isize, 1) } else { (1, n as isize) };
@@ -49,46 +48,12 @@ fn gemm_f32_t(m: usize, n: usize, k: usize, lhs: &[f32], lhs_t: bool, rhs: &[f32
             rhs.as_ptr(),
             rcs,
             rrs,
-            0.0f32,
-            1.0f32,
+            T::ZERO,
+            T::ONE,
             false,
             false,
             false,
-            parallelism(m * n * k),
-        )
-    }
-}
-
-pub(super) fn gemm_f64(m: usize, n: usize, k: usize, lhs: &[f64], rhs: &[f64], dst: &mut [f64]) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        dst.iter_mut().for_each(|d| *d = 0.0);
-        return;
-    }
-    // SAFETY: as in gemm_f32.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            lhs.as_ptr(),
-            1,
-            k as isize,
-            rhs.as_ptr(),
-            1,
-            n as isize,
-            0.0f64,
-            1.0f64,
-            false,
-            false,
-            false,
-            parallelism(m * n * k),
+            par,
         )
     }
 }
@@ -114,7 +79,7 @@ pub fn matmul_t(a: &Tensor, a_t: bool, b: &Tensor, b_t: bool, shape: Vec<usize>)
             let batch: usize = shape[..r - 2].iter().product();
             let mut out = vec![0f32; batch * m * n];
             for i in 0..batch {
-                gemm_f32_t(
+                gemm(
                     m,
                     n,
                     k,
@@ -123,6 +88,7 @@ pub fn matmul_t(a: &Tensor, a_t: bool, b: &Tensor, b_t: bool, shape: Vec<usize>)
                     &y[i * k * n..(i + 1) * k * n],
                     b_t,
                     &mut out[i * m * n..(i + 1) * m * n],
+                    parallelism(m * n * k),
                 );
             }
             // bf16/f16 operands (autocast): products summed in f32, the result rounded.
@@ -149,7 +115,17 @@ pub fn matmul(a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Result<Tensor, Runti
         (Data::F32(x), Data::F32(y)) => {
             let mut out = vec![0f32; batch * m * n];
             for i in 0..batch {
-                gemm_f32(m, n, k, &x[i * m * k..(i + 1) * m * k], &y[i * k * n..(i + 1) * k * n], &mut out[i * m * n..(i + 1) * m * n]);
+                gemm(
+                    m,
+                    n,
+                    k,
+                    &x[i * m * k..(i + 1) * m * k],
+                    false,
+                    &y[i * k * n..(i + 1) * k * n],
+                    false,
+                    &mut out[i * m * n..(i + 1) * m * n],
+                    parallelism(m * n * k),
+                );
             }
             let d = a.dtype;
             if d != dlc_language::types::DType::F32 {
@@ -160,7 +136,17 @@ pub fn matmul(a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Result<Tensor, Runti
         (Data::F64(x), Data::F64(y)) => {
             let mut out = vec![0f64; batch * m * n];
             for i in 0..batch {
-                gemm_f64(m, n, k, &x[i * m * k..(i + 1) * m * k], &y[i * k * n..(i + 1) * k * n], &mut out[i * m * n..(i + 1) * m * n]);
+                gemm(
+                    m,
+                    n,
+                    k,
+                    &x[i * m * k..(i + 1) * m * k],
+                    false,
+                    &y[i * k * n..(i + 1) * k * n],
+                    false,
+                    &mut out[i * m * n..(i + 1) * m * n],
+                    parallelism(m * n * k),
+                );
             }
             Data::F64(Arc::new(out))
         }

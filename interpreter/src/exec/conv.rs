@@ -11,44 +11,10 @@ use dlc_language::types::rules::Conv2dAttrs;
 use rayon::prelude::*;
 use std::sync::Arc;
 
-/// dst[m×n] = op(lhs)[m×k] @ op(rhs)[k×n] on one core, row-major; `lhs_t`: lhs is stored k×m,
-/// `rhs_t`: rhs is stored n×k (read through strides, not copied).
+/// One product on one core (images already run in parallel).
 #[allow(clippy::too_many_arguments)]
 fn gemm1<T: Elem>(m: usize, n: usize, k: usize, lhs: &[T], lhs_t: bool, rhs: &[T], rhs_t: bool, dst: &mut [T]) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        dst.fill(T::ZERO);
-        return;
-    }
-    let (lcs, lrs) = if lhs_t { (m as isize, 1) } else { (1, k as isize) };
-    let (rcs, rrs) = if rhs_t { (k as isize, 1) } else { (1, n as isize) };
-    debug_assert!(lhs.len() >= m * k && rhs.len() >= k * n && dst.len() >= m * n);
-    // SAFETY: the slices hold m*k, k*n and m*n elements, laid out as the strides say.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            lhs.as_ptr(),
-            lcs,
-            lrs,
-            rhs.as_ptr(),
-            rcs,
-            rrs,
-            T::ZERO,
-            T::ONE,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        )
-    }
+    super::contract::gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, gemm::Parallelism::None)
 }
 
 /// Input [N, C, H, W], weight [O, C/g, kh, kw], output [N, O, oh, ow].

@@ -41,29 +41,18 @@ impl<'s> Trainer<'s> {
     /// `when` says which clauses are due: `every N epochs` ones at the end of an epoch,
     /// `every N steps` ones after a step, and all of them when training stops.
     pub(super) fn evaluate(&mut self, epoch: usize, when: When, report: &mut TrainReport) -> Result<(), RuntimeError> {
-        let clauses: Vec<(Expr, Expr)> = self
-            .info
-            .recipe
-            .entries
-            .iter()
-            .filter_map(|e| match e {
-                RecipeEntry::Evaluate { data, body, every, .. } => {
-                    let n = every.count.as_ref().and_then(super::int_literal).unwrap_or(1);
-                    let by_steps = every.unit.name.starts_with("step");
-                    let due = match when {
-                        When::EpochEnd => !by_steps && epoch % n == 0,
-                        When::Step(s) => by_steps && s % n == 0,
-                        When::Final => true,
-                    };
-                    due.then(|| (data.clone(), body.clone()))
-                }
-                _ => None,
-            })
-            .collect();
+        let due = |every: &dlc_language::syntax::ast::Every| {
+            let n = every.count.as_ref().and_then(super::int_literal).unwrap_or(1);
+            let by_steps = every.unit.name.starts_with("step");
+            match when {
+                When::EpochEnd => !by_steps && epoch % n == 0,
+                When::Step(s) => by_steps && s % n == 0,
+                When::Final => true,
+            }
+        };
+        let clauses: Vec<(Expr, Expr)> = self.evaluate_clauses().into_iter().filter(|c| due(&c.2)).map(|c| (c.0, c.1)).collect();
         for (data, body) in clauses {
-            let t = &mut self.session.t;
-            t.ctx = Ctx { module: self.info.module, instance: None, env: vec![] };
-            let Ok(Value::Pipeline(p)) = t.eval(&data) else { return Err(err("the evaluate clause's data is not a pipeline")) };
+            let p = self.clause_pipeline(&data)?;
             let (means, count) = self.evaluate_pipeline(p, &body)?;
             if self.opts.echo {
                 let shown: Vec<String> = means.iter().map(|m| format!("{m:.4}")).collect();
@@ -144,29 +133,43 @@ impl<'s> Trainer<'s> {
         })
     }
 
-    /// The evaluation clauses' compiled forms for the report: (data name, batch shapes, graph).
-    pub fn compile_evaluations(&mut self) -> Vec<(String, Result<(Vec<(DType, Vec<usize>)>, EvalGraph), RuntimeError>)> {
-        let clauses: Vec<(Expr, Expr)> = self
-            .info
+    /// The recipe's `evaluate DATA every ... { metrics }` clauses: (data, metrics, every).
+    fn evaluate_clauses(&self) -> Vec<(Expr, Expr, dlc_language::syntax::ast::Every)> {
+        self.info
             .recipe
             .entries
             .iter()
             .filter_map(|e| match e {
-                RecipeEntry::Evaluate { data, body, .. } => Some((data.clone(), body.clone())),
+                RecipeEntry::Evaluate { data, body, every, .. } => Some((data.clone(), body.clone(), every.clone())),
                 _ => None,
             })
-            .collect();
+            .collect()
+    }
+
+    /// The pipeline a clause's data expression names.
+    fn clause_pipeline(&mut self, data: &Expr) -> Result<Rc<Pipeline>, RuntimeError> {
+        let t = &mut self.session.t;
+        t.ctx = Ctx { module: self.info.module, instance: None, env: vec![] };
+        match t.eval(data) {
+            Ok(Value::Pipeline(p)) => Ok(p),
+            _ => Err(err("the evaluate clause's data is not a pipeline")),
+        }
+    }
+
+    /// The evaluation clauses' compiled forms for the report: (data name, batch shapes, graph).
+    pub fn compile_evaluations(&mut self) -> Vec<(String, Result<(Vec<(DType, Vec<usize>)>, EvalGraph), RuntimeError>)> {
         let mut out = vec![];
-        for (data, body) in clauses {
+        for (data, body, _) in self.evaluate_clauses() {
             let name = match &data.kind {
                 dlc_language::syntax::ast::ExprKind::Name(n) => n.clone(),
                 _ => "evaluate".into(),
             };
-            let t = &mut self.session.t;
-            t.ctx = Ctx { module: self.info.module, instance: None, env: vec![] };
-            let Ok(Value::Pipeline(p)) = t.eval(&data) else {
-                out.push((name, Err(err("the evaluate clause's data is not a pipeline"))));
-                continue;
+            let p = match self.clause_pipeline(&data) {
+                Ok(p) => p,
+                Err(e) => {
+                    out.push((name, Err(e)));
+                    continue;
+                }
             };
             let saved = std::mem::replace(&mut self.pipeline, p);
             let r = match self.batch_shapes() {

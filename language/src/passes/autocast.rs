@@ -10,10 +10,10 @@
 //! stays f32 (reductions, softmax, normalisation, losses, the optimiser, master weights) is
 //! written down in docs/precision.md with PyTorch's lists beside it.
 
+use super::rewrite::{rebuild, Memo};
 use crate::ir::{Graph, Node, NodeId, Op};
 use crate::span::Span;
 use crate::types::DType;
-use std::collections::HashMap;
 
 /// One op moved to the low precision.
 #[derive(Clone, Debug)]
@@ -26,7 +26,7 @@ pub struct Decision {
 /// The rewrite, shared by every root of a step so that common subgraphs are rewritten once.
 pub struct Autocast {
     pub low: DType,
-    memo: HashMap<NodeId, NodeId>,
+    memo: Memo,
     pub decisions: Vec<Decision>,
 }
 
@@ -37,52 +37,43 @@ impl Autocast {
     /// `low` is `bf16` or `f16`.
     pub fn new(low: DType) -> Autocast {
         assert!(matches!(low, DType::BF16 | DType::F16), "autocast lowers to bf16 or f16");
-        Autocast { low, memo: HashMap::new(), decisions: vec![] }
+        Autocast { low, memo: Memo::new(), decisions: vec![] }
     }
 
     /// The node that replaces `root`: the same value computed under the policy.
     pub fn map(&mut self, g: &mut Graph, root: NodeId) -> NodeId {
-        for old in g.topo(&[root]) {
-            if self.memo.contains_key(&old) {
-                continue;
+        let (low, decisions) = (self.low, &mut self.decisions);
+        rebuild(g, root, &mut self.memo, |g, node, span, memo| match node.op {
+            Op::MatMul | Op::Conv2d(_) if node.dtype == DType::F32 => {
+                let ops: Vec<NodeId> = node.src.iter().map(|s| lower(g, low, memo[s], span)).collect();
+                let product = g.add(Node { op: node.op.clone(), dtype: low, shape: node.shape.clone(), src: ops }, span);
+                decisions.push(Decision { op: if matches!(node.op, Op::MatMul) { "matmul" } else { "conv2d" }, span });
+                Some(g.add(Node { op: Op::Cast, dtype: DType::F32, shape: node.shape.clone(), src: vec![product] }, span))
             }
-            let node = g.node(old).clone();
-            let span = g.span(old);
-            let src: Vec<NodeId> = node.src.iter().map(|s| self.memo[s]).collect();
-            let new = match node.op {
-                Op::MatMul | Op::Conv2d(_) if node.dtype == DType::F32 => {
-                    let ops: Vec<NodeId> = src.iter().map(|s| self.lower(g, *s, span)).collect();
-                    let low = g.add(Node { op: node.op.clone(), dtype: self.low, shape: node.shape.clone(), src: ops }, span);
-                    self.decisions.push(Decision { op: if matches!(node.op, Op::MatMul) { "matmul" } else { "conv2d" }, span });
-                    g.add(Node { op: Op::Cast, dtype: DType::F32, shape: node.shape.clone(), src: vec![low] }, span)
-                }
-                _ => g.add(Node { src, ..node }, span),
-            };
-            self.memo.insert(old, new);
-        }
-        self.memo[&root]
+            _ => None,
+        })
     }
+}
 
-    /// `x` rounded to the low precision. A transpose is rounded below the transpose, so that the
-    /// product still reads it in place; a value just widened from the low precision is used as
-    /// it was (widening is exact, so rounding it again changes nothing).
-    fn lower(&mut self, g: &mut Graph, x: NodeId, span: Span) -> NodeId {
-        let n = g.node(x).clone();
-        if n.dtype == self.low {
-            return x;
-        }
-        if matches!(n.op, Op::Cast) && g.node(n.src[0]).dtype == self.low {
-            return n.src[0];
-        }
-        if crate::passes::fusion::is_transpose(&n.op) {
-            let inner = self.lower(g, n.src[0], span);
-            return g.add(Node { op: n.op, dtype: self.low, shape: n.shape, src: vec![inner] }, span);
-        }
-        if !n.dtype.is_float() {
-            return x;
-        }
-        g.add(Node { op: Op::Cast, dtype: self.low, shape: n.shape, src: vec![x] }, span)
+/// `x` rounded to the low precision. A transpose is rounded below the transpose, so that the
+/// product still reads it in place; a value just widened from the low precision is used as it
+/// was (widening is exact, so rounding it again changes nothing).
+fn lower(g: &mut Graph, low: DType, x: NodeId, span: Span) -> NodeId {
+    let n = g.node(x).clone();
+    if n.dtype == low {
+        return x;
     }
+    if matches!(n.op, Op::Cast) && g.node(n.src[0]).dtype == low {
+        return n.src[0];
+    }
+    if crate::passes::fusion::is_transpose(&n.op) {
+        let inner = lower(g, low, n.src[0], span);
+        return g.add(Node { op: n.op, dtype: low, shape: n.shape, src: vec![inner] }, span);
+    }
+    if !n.dtype.is_float() {
+        return x;
+    }
+    g.add(Node { op: Op::Cast, dtype: low, shape: n.shape, src: vec![x] }, span)
 }
 
 #[cfg(test)]

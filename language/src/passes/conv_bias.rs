@@ -11,16 +11,16 @@
 //! The bias then gets no gradient (PyTorch computes one that is zero up to rounding), and the
 //! running mean still includes it, so evaluation, which adds the bias, is unchanged.
 
+use super::rewrite::{rebuild, Memo};
 use crate::ir::{BinaryOp, Graph, Node, NodeId, Op, ReduceOp};
 use crate::span::Span;
-use std::collections::HashMap;
 
 const NHW: [usize; 3] = [0, 2, 3];
 
 /// The rewrite, shared by every root of a step.
 #[derive(Default)]
 pub struct ConvBias {
-    memo: HashMap<NodeId, NodeId>,
+    memo: Memo,
     /// The convolutions whose bias add was removed, with their spans.
     pub removed: Vec<(NodeId, Span)>,
 }
@@ -46,69 +46,53 @@ fn biased_conv(g: &Graph, a: NodeId) -> Option<(NodeId, NodeId)> {
 impl ConvBias {
     /// The node that replaces `root`.
     pub fn map(&mut self, g: &mut Graph, root: NodeId) -> NodeId {
-        for old in g.topo(&[root]) {
-            if self.memo.contains_key(&old) {
-                continue;
-            }
-            let node = g.node(old).clone();
-            let span = g.span(old);
-            let new = match self.rewrite(g, &node, span) {
-                Some(n) => n,
-                None => {
-                    let src = node.src.iter().map(|s| self.memo[s]).collect();
-                    g.add(Node { src, ..node }, span)
-                }
-            };
-            self.memo.insert(old, new);
-        }
-        self.memo[&root]
+        let removed = &mut self.removed;
+        rebuild(g, root, &mut self.memo, |g, node, span, memo| rewrite(g, node, span, memo, removed))
     }
+}
 
-    fn rewrite(&mut self, g: &mut Graph, node: &Node, span: Span) -> Option<NodeId> {
-        match &node.op {
-            // (conv + b) - broadcast(sum(conv + b) / k)  ->  conv - broadcast(sum(conv) / k)
-            Op::Binary(BinaryOp::Sub) => {
-                let (a, x) = (node.src[0], node.src[1]);
-                let (c, _) = biased_conv(g, a)?;
-                let xn = g.node(x).clone();
-                if xn.op != Op::Expand {
-                    return None;
-                }
-                let mn = g.node(xn.src[0]).clone();
-                if mn.op != Op::Binary(BinaryOp::Div) {
-                    return None;
-                }
-                let sn = g.node(mn.src[0]).clone();
-                if sn.op != Op::Reduce(ReduceOp::Sum, NHW.to_vec()) || sn.src[0] != a {
-                    return None;
-                }
-                let (c2, k2) = (self.memo[&c], self.memo[&mn.src[1]]);
-                let s2 = g.add(Node { src: vec![c2], ..sn }, span);
-                let m2 = g.add(Node { src: vec![s2, k2], ..mn }, span);
-                let x2 = g.add(Node { src: vec![m2], ..xn }, span);
-                if !self.removed.iter().any(|(n, _)| *n == c) {
-                    self.removed.push((c, g.span(a)));
-                }
-                Some(g.add(Node { op: node.op.clone(), dtype: node.dtype, shape: node.shape.clone(), src: vec![c2, x2] }, span))
+fn rewrite(g: &mut Graph, node: &Node, span: Span, memo: &Memo, removed: &mut Vec<(NodeId, Span)>) -> Option<NodeId> {
+    match &node.op {
+        // (conv + b) - broadcast(sum(conv + b) / k)  ->  conv - broadcast(sum(conv) / k)
+        Op::Binary(BinaryOp::Sub) => {
+            let (a, x) = (node.src[0], node.src[1]);
+            let (c, _) = biased_conv(g, a)?;
+            let xn = g.node(x).clone();
+            if xn.op != Op::Expand {
+                return None;
             }
-            // sum(conv + b) over (N, H, W)  ->  sum(conv) + N·H·W·b
-            Op::Reduce(ReduceOp::Sum, axes) if *axes == NHW.to_vec() => {
-                let a = node.src[0];
-                let (c, r) = biased_conv(g, a)?;
-                let shape = &g.node(a).shape;
-                let count: i64 = NHW.iter().map(|d| shape[*d].as_known()).product::<Option<i64>>()?;
-                let s2 = g.add(Node { src: vec![self.memo[&c]], ..node.clone() }, span);
-                let k = g.add(Node { op: Op::Const((count as f64).to_bits()), dtype: node.dtype, shape: vec![], src: vec![] }, span);
-                let ones = vec![crate::types::Dim::known(1); 4];
-                let k = g.add(Node { op: Op::Reshape, dtype: node.dtype, shape: ones, src: vec![k] }, span);
-                let k = g.add(Node { op: Op::Expand, dtype: node.dtype, shape: node.shape.clone(), src: vec![k] }, span);
-                let nb = g.add(
-                    Node { op: Op::Binary(BinaryOp::Mul), dtype: node.dtype, shape: node.shape.clone(), src: vec![self.memo[&r], k] },
-                    span,
-                );
-                Some(g.add(Node { op: Op::Binary(BinaryOp::Add), dtype: node.dtype, shape: node.shape.clone(), src: vec![s2, nb] }, span))
+            let mn = g.node(xn.src[0]).clone();
+            if mn.op != Op::Binary(BinaryOp::Div) {
+                return None;
             }
-            _ => None,
+            let sn = g.node(mn.src[0]).clone();
+            if sn.op != Op::Reduce(ReduceOp::Sum, NHW.to_vec()) || sn.src[0] != a {
+                return None;
+            }
+            let (c2, k2) = (memo[&c], memo[&mn.src[1]]);
+            let s2 = g.add(Node { src: vec![c2], ..sn }, span);
+            let m2 = g.add(Node { src: vec![s2, k2], ..mn }, span);
+            let x2 = g.add(Node { src: vec![m2], ..xn }, span);
+            if !removed.iter().any(|(n, _)| *n == c) {
+                removed.push((c, g.span(a)));
+            }
+            Some(g.add(Node { op: node.op.clone(), dtype: node.dtype, shape: node.shape.clone(), src: vec![c2, x2] }, span))
         }
+        // sum(conv + b) over (N, H, W)  ->  sum(conv) + N·H·W·b
+        Op::Reduce(ReduceOp::Sum, axes) if *axes == NHW.to_vec() => {
+            let a = node.src[0];
+            let (c, r) = biased_conv(g, a)?;
+            let shape = &g.node(a).shape;
+            let count: i64 = NHW.iter().map(|d| shape[*d].as_known()).product::<Option<i64>>()?;
+            let s2 = g.add(Node { src: vec![memo[&c]], ..node.clone() }, span);
+            let k = g.add(Node { op: Op::Const((count as f64).to_bits()), dtype: node.dtype, shape: vec![], src: vec![] }, span);
+            let ones = vec![crate::types::Dim::known(1); 4];
+            let k = g.add(Node { op: Op::Reshape, dtype: node.dtype, shape: ones, src: vec![k] }, span);
+            let k = g.add(Node { op: Op::Expand, dtype: node.dtype, shape: node.shape.clone(), src: vec![k] }, span);
+            let nb =
+                g.add(Node { op: Op::Binary(BinaryOp::Mul), dtype: node.dtype, shape: node.shape.clone(), src: vec![memo[&r], k] }, span);
+            Some(g.add(Node { op: Op::Binary(BinaryOp::Add), dtype: node.dtype, shape: node.shape.clone(), src: vec![s2, nb] }, span))
+        }
+        _ => None,
     }
 }

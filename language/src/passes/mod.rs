@@ -7,3 +7,4 @@ pub mod conv_bias;
 pub mod fusion;
 pub mod invariant;
 pub mod memory;
+pub mod rewrite;

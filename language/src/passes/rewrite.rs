@@ -1,0 +1,37 @@
+//! The shared mechanism of the forward rewrites (autocast, conv-bias elimination): rebuild what a
+//! root depends on, sources first, each node once (memoised across the roots of a step, so common
+//! subgraphs are rewritten once), letting a rule replace a node. Untouched nodes are rebuilt on
+//! their new sources; hash-consing returns the same ids where nothing below them changed.
+
+use crate::ir::{Graph, Node, NodeId};
+use crate::span::Span;
+use std::collections::HashMap;
+
+/// Old node to new node.
+pub type Memo = HashMap<NodeId, NodeId>;
+
+/// The node that replaces `root`. `rule(g, old_node, span, memo)` returns the replacement of a
+/// node, or `None` to keep it (on its rewritten sources); `memo` already maps its sources.
+pub fn rebuild(
+    g: &mut Graph,
+    root: NodeId,
+    memo: &mut Memo,
+    mut rule: impl FnMut(&mut Graph, &Node, Span, &Memo) -> Option<NodeId>,
+) -> NodeId {
+    for old in g.topo(&[root]) {
+        if memo.contains_key(&old) {
+            continue;
+        }
+        let node = g.node(old).clone();
+        let span = g.span(old);
+        let new = match rule(g, &node, span, memo) {
+            Some(n) => n,
+            None => {
+                let src = node.src.iter().map(|s| memo[s]).collect();
+                g.add(Node { src, ..node }, span)
+            }
+        };
+        memo.insert(old, new);
+    }
+    memo[&root]
+}

@@ -172,7 +172,7 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
                             e["name"] = json!(data);
                             e["batch"] = json!(shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
                             e["hoisted_kernels"] = json!(eg.once);
-                            e["memory"] = memory_report(&dlc_language::passes::memory::plan_memory(&g, &eg.plan));
+                            e["memory"] = memory_report(&eg.memory);
                             e["eval_reason"] = json!(EVAL_REASON);
                             e
                         }

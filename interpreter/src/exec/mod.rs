@@ -76,9 +76,13 @@ impl Executor {
     /// Compute everything `plan` needs (its kernels in order), caching the results; then `eval`
     /// of any of the plan's roots is a lookup. Fused regions run as one kernel each.
     pub fn run_plan(&mut self, g: &Graph, plan: &Plan) -> Result<(), RuntimeError> {
-        // Each value is dropped once its last reader has run (the roots are kept), so the
-        // memory held is the memory plan's, and the allocator reuses what was freed.
-        let memory = dlc_language::passes::memory::plan_memory(g, plan);
+        self.run_planned(g, plan, &dlc_language::passes::memory::plan_memory(g, plan))
+    }
+
+    /// `run_plan` with the plan's memory plan computed beforehand (once for a plan run every
+    /// step). Each value is dropped once its last reader has run (the roots are kept), so the
+    /// memory held is the memory plan's, and the allocator reuses what was freed.
+    pub fn run_planned(&mut self, g: &Graph, plan: &Plan, memory: &dlc_language::passes::memory::MemoryPlan) -> Result<(), RuntimeError> {
         for (k, dead) in plan.kernels.iter().zip(&memory.release) {
             let started = self.profile.as_ref().map(|_| std::time::Instant::now());
             match k {

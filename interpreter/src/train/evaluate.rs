@@ -25,6 +25,8 @@ pub struct EvalGraph {
     pub once: usize,
     /// The kernels each batch runs.
     pub plan: dlc_language::passes::fusion::Plan,
+    /// Their memory plan.
+    pub memory: dlc_language::passes::memory::MemoryPlan,
 }
 
 /// When evaluation is asked for.
@@ -96,7 +98,7 @@ impl<'s> Trainer<'s> {
                     ex.inputs.insert(*id, t);
                 }
                 let graph = &self.session.t.graph;
-                ex.run_plan(graph, &eg.plan)?;
+                ex.run_planned(graph, &eg.plan, &eg.memory)?;
                 let vals: Vec<f64> = eg.nodes.iter().map(|r| ex.eval(graph, *r).map(|t| t.to_f64()[0])).collect::<Result<_, _>>()?;
                 if sums.is_empty() {
                     sums = vec![0.0; vals.len()];
@@ -121,14 +123,15 @@ impl<'s> Trainer<'s> {
         leaves(&v, &mut nodes);
         let graph = &self.session.t.graph;
         let full = dlc_language::passes::fusion::plan(graph, &nodes, self.opts.fuse);
-        let (inv, plan) = dlc_language::passes::invariant::specialise(graph, &full);
+        let (frontier, plan) = dlc_language::passes::invariant::specialise(graph, &full);
         let mut ex = self.executor();
-        let values = ex.eval_many(graph, &inv.frontier)?;
+        let values = ex.eval_many(graph, &frontier)?;
         Ok(EvalGraph {
             nodes,
             ids,
-            hoisted: inv.frontier.iter().copied().zip(values).collect(),
+            hoisted: frontier.into_iter().zip(values).collect(),
             once: full.kernel_count() - plan.kernel_count(),
+            memory: dlc_language::passes::memory::plan_memory(graph, &plan),
             plan,
         })
     }

@@ -376,7 +376,7 @@ impl<'s> Trainer<'s> {
         }
         let graph = &self.session.t.graph;
         if update {
-            ex.run_plan(graph, &st.plan)?;
+            ex.run_planned(graph, &st.plan, &st.memory)?;
         }
         let mut logged = vec![];
         for (name, n) in &st.logged {

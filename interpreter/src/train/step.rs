@@ -43,6 +43,8 @@ pub struct Step {
     pub buffer_updates: Vec<(u32, NodeId)>,
     /// The kernels of the whole step (fused unless `--no-fuse`).
     pub plan: dlc_language::passes::fusion::Plan,
+    /// Its memory plan: when each value is freed, and the peak.
+    pub memory: dlc_language::passes::memory::MemoryPlan,
     /// Seconds spent tracing, differentiating and planning it.
     pub compile_s: f64,
     /// The ops autocast moved to bf16/f16 (empty in f32).
@@ -160,10 +162,7 @@ impl<'s> Trainer<'s> {
         self.autocast = self.precision.map(Autocast::new);
         // `--no-fuse` runs the step as written: the reference for the compiler's rewrites.
         self.conv_bias = self.opts.fuse.then(Default::default);
-        let scale = match self.scaler.is_some() {
-            true => Some(scalar_input(&mut self.session.t, "loss scale")),
-            false => None,
-        };
+        let scale = self.scaler.is_some().then(|| scalar_input(&mut self.session.t, "loss scale"));
         self.enter(true, Some(sc.draw.1));
         let before = self.session.t.diags.len();
         let traced = match (self.custom_step(), scale) {
@@ -196,12 +195,14 @@ impl<'s> Trainer<'s> {
             accum,
             buffer_updates,
             plan: Default::default(),
+            memory: Default::default(),
             compile_s: 0.0,
             autocast,
             removed_biases,
             scale: scale.map(|s| s.0).zip(finite),
         };
         step.plan = dlc_language::passes::fusion::plan(&self.session.t.graph, &step.roots(), self.opts.fuse);
+        step.memory = dlc_language::passes::memory::plan_memory(&self.session.t.graph, &step.plan);
         step.compile_s = started.elapsed().as_secs_f64();
         Ok(step)
     }

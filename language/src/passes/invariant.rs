@@ -9,19 +9,12 @@ use super::fusion::{self, Kernel, Plan};
 use crate::ir::{Graph, NodeId, Op};
 use std::collections::HashSet;
 
-/// The values of a computation that do not depend on its inputs.
-pub struct Invariant {
-    /// Every node that depends on no `Input` (and no per-step random draw).
-    pub nodes: HashSet<NodeId>,
-    /// Those that cost work and that something run per batch reads (or that are results):
-    /// compute these once, then preset them.
-    pub frontier: Vec<NodeId>,
-}
-
-/// Split `plan` (of `roots`) into what each batch runs and what is computed once: the kernels
-/// that only compute invariant values leave the per-batch plan (parameters' free kernels stay:
-/// they bind the values), and every invariant value a remaining kernel reads is in the frontier.
-pub fn specialise(g: &Graph, plan: &Plan) -> (Invariant, Plan) {
+/// Split `plan` into what each batch runs and what is computed once. A value is invariant when
+/// it depends on no `Input`. The kernels that only compute invariant values leave the per-batch
+/// plan (parameters' free kernels stay: they bind the values). Returns the frontier (the
+/// invariant values that cost work and that a remaining kernel reads, or that are results:
+/// compute these once, then preset them) and the per-batch plan.
+pub fn specialise(g: &Graph, plan: &Plan) -> (Vec<NodeId>, Plan) {
     let order = g.topo(&plan.roots);
     let mut nodes = HashSet::new();
     for &n in &order {
@@ -64,5 +57,5 @@ pub fn specialise(g: &Graph, plan: &Plan) -> (Invariant, Plan) {
     for &r in &plan.roots {
         need(r, &mut frontier);
     }
-    (Invariant { nodes, frontier }, Plan { kernels, roots: plan.roots.clone() })
+    (frontier, Plan { kernels, roots: plan.roots.clone() })
 }

@@ -2,9 +2,10 @@
 """Run dlc's benchmarks and the PyTorch peers side by side on this machine and print the ratios.
 
 Usage (after `bash bench/setup.sh`):  bench/.venv/bin/python bench/compare.py [--quick]
-Each row: dlc's median time, PyTorch eager's, PyTorch's best variant (F.gelu, fused optimizer,
-torch.compile, channels-last), and the speed-up of dlc over each (above 1: dlc is faster). 2 threads
-each. Then the start-up rows: parse + check + compile of each example against `import torch` and
+Each row: dlc's median time, PyTorch eager's, torch.compile's, PyTorch's best variant (F.gelu,
+fused optimizer, torch.compile, channels-last), and the speed-up of dlc over each (above 1: dlc is
+faster). 2 threads each. The gelu rows also give the machine's copy bandwidth at that size
+(PyTorch's `copy_`) beside the gelu's GB/s. Then the start-up rows: parse + check + compile of each example against `import torch` and
 PyTorch's first finished MLP step in a fresh process (eager and torch.compile).
 """
 import argparse, json, os, subprocess, sys
@@ -39,22 +40,24 @@ def main():
         d = dlc_bench(file, int(iters))
         p = {r["variant"]: r["median_us"] / 1e3 for r in gelu if r["params"]["n"] == n}
         best = min(p["builtin"], p["compile"])
-        rows.append((f"guide gelu {n >> 20}M f32", d["median_ms"], p["eager"], best, f"{d['gb_per_s']:.1f} GB/s"))
+        copy = 8 * n / (p["copy"] * 1e-3) / 1e9
+        note = f"{d['gb_per_s']:.1f} GB/s = {d['gb_per_s'] / copy:.0%} of copy ({copy:.1f} GB/s)"
+        rows.append((f"guide gelu {n >> 20}M f32", d["median_ms"], p["eager"], p["compile"], best, note))
     mlp = peer("mlp.py", "--iters", iters)
     for batch in (128, 1024):
         d = dlc_bench(f"mlp_step_{batch}.dl", int(iters))
         p = {r["variant"]: r["median_us"] / 1e3 for r in mlp if r["params"]["batch"] == batch}
         best = min(p["eager-fused"], p["compile"])
-        rows.append((f"MLP AdamW step, batch {batch}", d["median_ms"], p["eager"], best, f"{d['kernels']} kernels"))
+        rows.append((f"MLP AdamW step, batch {batch}", d["median_ms"], p["eager"], p["compile"], best, f"{d['kernels']} kernels"))
     # PyTorch's best CNN variant is channels-last eager or torch.compile (cnn.py runs both).
     cnn = peer("cnn.py", "--iters", "10" if args.quick else "20")
     d = dlc_bench("mnist_cnn_step.dl", 10 if args.quick else 20)
     p = {r["variant"]: r["median_us"] / 1e3 for r in cnn}
     best = min(v for k, v in p.items() if k != "eager")
-    rows.append(("MNIST CNN Adam step, b128", d["median_ms"], p["eager"], best, f"{d['kernels']} kernels"))
-    print(f"{'workload':<28} {'dlc ms':>9} {'torch eager':>12} {'torch best':>11} {'vs eager':>9} {'vs best':>8}  note")
-    for name, d, e, b, note in rows:
-        print(f"{name:<28} {d:>9.3f} {e:>12.3f} {b:>11.3f} {e / d:>8.2f}x {b / d:>7.2f}x  {note}")
+    rows.append(("MNIST CNN Adam step, b128", d["median_ms"], p["eager"], p["compile"], best, f"{d['kernels']} kernels"))
+    print(f"{'workload':<28} {'dlc ms':>9} {'eager':>9} {'compile':>9} {'best':>9} {'vs eager':>9} {'vs compile':>11} {'vs best':>8}  note")
+    for name, d, e, c, b, note in rows:
+        print(f"{name:<28} {d:>9.3f} {e:>9.3f} {c:>9.3f} {b:>9.3f} {e / d:>8.2f}x {c / d:>10.2f}x {b / d:>7.2f}x  {note}")
     # Peak resident memory of the batch-1024 MLP step, each in a fresh process on synthetic data
     # (the MNIST benchmarks hold the whole data set). The target: dlc at most a quarter of eager.
     d = dlc_bench("mlp_step_1024_memory.dl", 5)

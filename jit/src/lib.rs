@@ -7,8 +7,8 @@
 //! the index space into chunks and runs them on all cores.
 //!
 //! Every op computes exactly what the interpreter's f32 kernels compute (the same operations in
-//! the same order, no fused multiply-add, the same polynomial `exp`/`erf`), so JIT and
-//! interpreter agree bit for bit; ops without such a twin here (`log`, `tanh`, `sin`, `pow`,
+//! the same order, fused multiply-adds exactly where the interpreter calls `mul_add`, the same
+//! polynomial `exp` and rational `erf`), so JIT and interpreter agree bit for bit; ops without such a twin here (`log`, `tanh`, `sin`, `pow`,
 //! ...) are not compiled and their regions stay on the interpreter ([`supports`]).
 
 mod codegen;

@@ -93,10 +93,6 @@ impl Emit<'_, '_> {
     fn bitcast(&mut self, to: Type, x: Value) -> Value {
         self.b.ins().bitcast(to, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), x)
     }
-    fn to_bits(&mut self, x: Value) -> Value {
-        let t = self.int_ty();
-        self.bitcast(t, x)
-    }
     fn from_bits(&mut self, x: Value) -> Value {
         let t = self.ty;
         self.bitcast(t, x)
@@ -160,13 +156,7 @@ impl Emit<'_, '_> {
 
     /// `exp32` of the interpreter: clamp, Cody-Waite reduction, degree-6 polynomial, 2^n.
     pub fn exp32(&mut self, x: Value) -> Value {
-        // x.clamp(-87.3, 88.7)
-        let lo = self.c(-87.3);
-        let hi = self.c(88.7);
-        let below = self.cmp(FloatCC::LessThan, x, lo);
-        let x = self.select(below, lo, x);
-        let above = self.cmp(FloatCC::GreaterThan, x, hi);
-        let x = self.select(above, hi, x);
+        let x = self.clamp(x, -87.3, 88.7);
         // n = (x * LOG2_E + 1.5 * 2^23) - 1.5 * 2^23
         let t = self.kmul(x, std::f32::consts::LOG2_E);
         let magic = self.c(12_582_912.0);
@@ -194,51 +184,37 @@ impl Emit<'_, '_> {
         self.mul(p, scale)
     }
 
-    /// `erf32` of the interpreter: series below 0.5, Abramowitz & Stegun 7.1.26 above.
+    /// `erf32` of the interpreter: `x P(x^2) / Q(x^2)` with x clamped to [-3.9, 3.9], Horner's
+    /// rule with fused multiply-adds (Cranelift's `fma` is one rounding, like `f32::mul_add`), the
+    /// result clamped to [-1, 1].
     pub fn erf32(&mut self, x: Value) -> Value {
-        let a = self.b.ins().fabs(x);
-        let z = self.mul(a, a);
-        // small = a * (1 + z (-1/3 + z (0.1 + z (-1/42 + z (1/216 - z / 1320))))) * 2/sqrt(pi)
-        let k1320 = self.c(1320.0);
-        let d = self.div(z, k1320);
-        let k216 = self.c(1.0f32 / 216.0);
-        let mut s = self.sub(k216, d);
-        for k in [-1.0f32 / 42.0, 0.1, -1.0 / 3.0, 1.0] {
-            s = self.mul(z, s);
-            s = self.kadd(k, s);
+        const P: [f32; 7] = [1.128_379_1, 0.187_446_68, 0.048_913_434, 0.003_201_873_7, 0.000_132_401_39, -1.980_136_4e-6, 2.121_706_7e-8];
+        const Q: [f32; 5] = [1.0, 0.499_452_9, 0.109_837_75, 0.013_302_627, 0.000_843_602_5];
+        let x = self.clamp(x, -3.9, 3.9);
+        let z = self.mul(x, x);
+        let mut p = self.c(P[6]);
+        for c in P[..6].iter().rev() {
+            let c = self.c(*c);
+            p = self.b.ins().fma(p, z, c);
         }
-        let small = self.mul(a, s);
-        let small = self.kmul(small, std::f32::consts::FRAC_2_SQRT_PI);
-        // t = 1 / (1 + p a); poly = t (c1 + t (c2 + t (c3 + t (c4 + t c5))))
-        let pa = self.kmul(a, 0.327_591_1);
-        let den = self.kadd(1.0, pa);
-        let one = self.c(1.0);
-        let t = self.div(one, den);
-        let mut q = self.kmul(t, 1.061_405_4);
-        for k in [-1.453_152f32, 1.421_413_8, -0.284_496_74, 0.254_829_6] {
-            q = self.kadd(k, q);
-            q = self.mul(t, q);
+        let mut q = self.c(Q[4]);
+        for c in Q[..4].iter().rev() {
+            let c = self.c(*c);
+            q = self.b.ins().fma(q, z, c);
         }
-        let nz = self.b.ins().fneg(z);
-        let ez = self.exp32(nz);
-        let m = self.mul(q, ez);
-        let large = self.sub(one, m);
-        let half = self.c(0.5);
-        let is_small = self.cmp(FloatCC::LessThan, a, half);
-        let r = self.select(is_small, small, large);
-        // r = if a.is_nan() { a } else { r.min(1.0) }
-        let lt1 = self.cmp(FloatCC::LessThan, r, one);
-        let r = self.select(lt1, r, one);
-        let nan = self.cmp(FloatCC::Unordered, a, a);
-        let r = self.select(nan, a, r);
-        // r.copysign(x)
-        let rb = self.to_bits(r);
-        let xb = self.to_bits(x);
-        let mag_mask = self.ci(0x7fff_ffff);
-        let sign_mask = self.ci(i32::MIN);
-        let mag = self.b.ins().band(rb, mag_mask);
-        let sign = self.b.ins().band(xb, sign_mask);
-        let bits = self.b.ins().bor(mag, sign);
-        self.from_bits(bits)
+        let xp = self.mul(x, p);
+        let r = self.div(xp, q);
+        self.clamp(r, -1.0, 1.0)
+    }
+
+    /// `x.clamp(lo, hi)` as Rust defines it: `if x < lo { lo }`, then `if x > hi { hi }`, so NaN
+    /// passes through.
+    fn clamp(&mut self, x: Value, lo: f32, hi: f32) -> Value {
+        let lo = self.c(lo);
+        let hi = self.c(hi);
+        let below = self.cmp(FloatCC::LessThan, x, lo);
+        let x = self.select(below, lo, x);
+        let above = self.cmp(FloatCC::GreaterThan, x, hi);
+        self.select(above, hi, x)
     }
 }

@@ -357,13 +357,14 @@ impl Program {
                 Instr::Unary(op, x) => unary_slice(*op, arg(*x), out),
                 Instr::Binary(op, a, b) => binary_slice(*op, arg(*a), arg(*b), out),
                 Instr::Where(c, a, b) => select(arg(*c), arg(*a), arg(*b), out),
-                Instr::Cast { to_bool, x } => match arg(*x) {
-                    Arg::Slice(x) => {
+                Instr::Cast { to_bool, x } => match (arg(*x), *to_bool) {
+                    (Arg::Slice(x), true) => {
                         for (o, a) in out.iter_mut().zip(x) {
-                            *o = if *to_bool { (*a != 0.0) as i32 as f32 } else { *a };
+                            *o = (*a != 0.0) as i32 as f32;
                         }
                     }
-                    Arg::Scalar(a) => out.fill(if *to_bool { (a != 0.0) as i32 as f32 } else { a }),
+                    (Arg::Slice(x), false) => out.copy_from_slice(x),
+                    (Arg::Scalar(a), to_bool) => out.fill(if to_bool { (a != 0.0) as i32 as f32 } else { a }),
                 },
                 Instr::Expand { src, strides } => match src {
                     Operand::Imm(v) => out.fill(*v),
@@ -391,29 +392,35 @@ impl Program {
     }
 }
 
-/// `out[t] = c[t] != 0 ? a[t] : b[t]`, with the all-slices case (and relu's backward,
-/// `where(mask, g, 0)`) as plain loops that vectorise.
+/// `out[t] = c[t] != 0 ? a[t] : b[t]`. Each mix of slices and scalars is its own loop over
+/// zipped slices (no indexing, so no bounds checks), which vectorises to a compare and a blend.
 fn select(c: Arg, a: Arg, b: Arg, out: &mut [f32]) {
-    let at = |x: Arg, t: usize| match x {
-        Arg::Slice(s) => s[t],
-        Arg::Scalar(v) => v,
-    };
+    let pick = |c: f32, a: f32, b: f32| if c != 0.0 { a } else { b };
     match (c, a, b) {
         (Arg::Slice(c), Arg::Slice(a), Arg::Slice(b)) => {
-            for (t, o) in out.iter_mut().enumerate() {
-                *o = if c[t] != 0.0 { a[t] } else { b[t] };
+            for (((o, c), a), b) in out.iter_mut().zip(c).zip(a).zip(b) {
+                *o = pick(*c, *a, *b);
             }
         }
         (Arg::Slice(c), Arg::Slice(a), Arg::Scalar(b)) => {
-            for (t, o) in out.iter_mut().enumerate() {
-                *o = if c[t] != 0.0 { a[t] } else { b };
+            for ((o, c), a) in out.iter_mut().zip(c).zip(a) {
+                *o = pick(*c, *a, b);
             }
         }
-        _ => {
-            for (t, o) in out.iter_mut().enumerate() {
-                *o = if at(c, t) != 0.0 { at(a, t) } else { at(b, t) };
+        (Arg::Slice(c), Arg::Scalar(a), Arg::Slice(b)) => {
+            for ((o, c), b) in out.iter_mut().zip(c).zip(b) {
+                *o = pick(*c, a, *b);
             }
         }
+        (Arg::Slice(c), Arg::Scalar(a), Arg::Scalar(b)) => {
+            for (o, c) in out.iter_mut().zip(c) {
+                *o = pick(*c, a, b);
+            }
+        }
+        (Arg::Scalar(c), a, b) => match if c != 0.0 { a } else { b } {
+            Arg::Slice(x) => out.copy_from_slice(&x[..out.len()]),
+            Arg::Scalar(v) => out.fill(v),
+        },
     }
 }
 

@@ -8,10 +8,12 @@
 //!
 //! Every op computes exactly what the interpreter's f32 kernels compute (the same operations in
 //! the same order, fused multiply-adds exactly where the interpreter calls `mul_add`, the same
-//! polynomial `exp` and rational `erf`), so JIT and interpreter agree bit for bit; ops without such a twin here (`log`, `tanh`, `sin`, `pow`,
-//! ...) are not compiled and their regions stay on the interpreter ([`supports`]).
+//! polynomial `exp` and `log`, rational `erf` and `tanh`), so JIT and interpreter agree bit for
+//! bit; ops without such a twin here (`sin`, `cos`, `pow`, ...) are not compiled and their
+//! regions stay on the interpreter ([`supports`]).
 
 mod codegen;
+pub mod coeffs;
 mod math;
 
 pub use codegen::{compile, Compiled};
@@ -53,7 +55,10 @@ pub struct Kernel {
 /// Whether every instruction of `k` has a compiled form.
 pub fn supports(k: &Kernel) -> bool {
     k.insts.iter().all(|i| match i {
-        Inst::Unary(op, _) => matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sqrt | UnaryOp::Recip | UnaryOp::Exp | UnaryOp::Erf),
+        Inst::Unary(op, _) => matches!(
+            op,
+            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sqrt | UnaryOp::Recip | UnaryOp::Exp | UnaryOp::Erf | UnaryOp::Tanh | UnaryOp::Log
+        ),
         Inst::Binary(op, _, _) => !matches!(op, BinaryOp::Mod | BinaryOp::Pow),
         _ => true,
     })

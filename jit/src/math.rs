@@ -1,7 +1,9 @@
 //! Elementwise ops in Cranelift IR, for `f32` and `f32x4` alike. Each mirrors, operation for
-//! operation, the interpreter's f32 definition (interpreter/src/exec/elementwise.rs:
-//! `binop_f32`, `unary_f32`, `exp32`, `erf32`), so that results are identical bit for bit.
+//! operation, the interpreter's f32 definition (interpreter/src/exec/elementwise.rs: `binop_f32`,
+//! `unary_f32`; interpreter/src/exec/math32.rs: `exp32`, `erf32`, `tanh32`, `log32`), so that
+//! results are identical bit for bit.
 
+use crate::coeffs::*;
 use crate::{BinaryOp, UnaryOp};
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::FloatCC;
@@ -93,6 +95,10 @@ impl Emit<'_, '_> {
     fn bitcast(&mut self, to: Type, x: Value) -> Value {
         self.b.ins().bitcast(to, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), x)
     }
+    fn to_bits(&mut self, x: Value) -> Value {
+        let t = self.int_ty();
+        self.bitcast(t, x)
+    }
     fn from_bits(&mut self, x: Value) -> Value {
         let t = self.ty;
         self.bitcast(t, x)
@@ -109,6 +115,8 @@ impl Emit<'_, '_> {
             }
             UnaryOp::Exp => self.exp32(x),
             UnaryOp::Erf => self.erf32(x),
+            UnaryOp::Tanh => self.tanh32(x),
+            UnaryOp::Log => self.log32(x),
             other => unreachable!("`supports` keeps {other:?} out of compiled kernels"),
         }
     }
@@ -184,27 +192,103 @@ impl Emit<'_, '_> {
         self.mul(p, scale)
     }
 
-    /// `erf32` of the interpreter: `x P(x^2) / Q(x^2)` with x clamped to [-3.9, 3.9], Horner's
-    /// rule with fused multiply-adds (Cranelift's `fma` is one rounding, like `f32::mul_add`), the
-    /// result clamped to [-1, 1].
-    pub fn erf32(&mut self, x: Value) -> Value {
-        const P: [f32; 7] = [1.128_379_1, 0.187_446_68, 0.048_913_434, 0.003_201_873_7, 0.000_132_401_39, -1.980_136_4e-6, 2.121_706_7e-8];
-        const Q: [f32; 5] = [1.0, 0.499_452_9, 0.109_837_75, 0.013_302_627, 0.000_843_602_5];
-        let x = self.clamp(x, -3.9, 3.9);
+    /// `x P(x^2) / Q(x^2)` by Horner's rule with fused multiply-adds (Cranelift's `fma` is one
+    /// rounding, like `f32::mul_add`), clamped to [-1, 1]: `odd_rational` of the interpreter.
+    fn odd_rational(&mut self, x: Value, p: &[f32], q: &[f32]) -> Value {
         let z = self.mul(x, x);
-        let mut p = self.c(P[6]);
-        for c in P[..6].iter().rev() {
-            let c = self.c(*c);
-            p = self.b.ins().fma(p, z, c);
-        }
-        let mut q = self.c(Q[4]);
-        for c in Q[..4].iter().rev() {
-            let c = self.c(*c);
-            q = self.b.ins().fma(q, z, c);
-        }
-        let xp = self.mul(x, p);
-        let r = self.div(xp, q);
+        let pz = self.horner(z, p);
+        let qz = self.horner(z, q);
+        let xp = self.mul(x, pz);
+        let r = self.div(xp, qz);
         self.clamp(r, -1.0, 1.0)
+    }
+
+    /// c[0] + z (c[1] + z (...)), each step one fused multiply-add.
+    fn horner(&mut self, z: Value, c: &[f32]) -> Value {
+        let mut acc = self.c(c[c.len() - 1]);
+        for k in c[..c.len() - 1].iter().rev() {
+            let k = self.c(*k);
+            acc = self.b.ins().fma(acc, z, k);
+        }
+        acc
+    }
+
+    /// `erf32` of the interpreter.
+    pub fn erf32(&mut self, x: Value) -> Value {
+        let x = self.clamp(x, -ERF_CLAMP, ERF_CLAMP);
+        self.odd_rational(x, &ERF_P, &ERF_Q)
+    }
+
+    /// `tanh32` of the interpreter.
+    pub fn tanh32(&mut self, x: Value) -> Value {
+        let x = self.clamp(x, -TANH_CLAMP, TANH_CLAMP);
+        self.odd_rational(x, &TANH_P, &TANH_Q)
+    }
+
+    /// `log32` of the interpreter: exponent and mantissa from the bits (subnormals scaled by
+    /// 2^23 first), the mantissa moved into [sqrt(1/2), sqrt(2)), log(1 + f) by a polynomial,
+    /// e ln2 added in two parts; then 0, negatives, NaN and +inf.
+    pub fn log32(&mut self, x: Value) -> Value {
+        let min_pos = self.c(f32::MIN_POSITIVE);
+        let tiny = self.cmp(FloatCC::LessThan, x, min_pos);
+        let scaled = self.kmul(x, 8_388_608.0);
+        let xs = self.select(tiny, scaled, x);
+        let bits = self.to_bits(xs);
+        let mant_mask = self.ci(0x007f_ffff);
+        let one_bits = self.ci(0x3f80_0000);
+        let mant = self.b.ins().band(bits, mant_mask);
+        let mant = self.b.ins().bor(mant, one_bits);
+        let m = self.from_bits(mant);
+        let sqrt2 = self.c(std::f32::consts::SQRT_2);
+        let big = self.cmp(FloatCC::GreaterThan, m, sqrt2);
+        let half = self.kmul(m, 0.5);
+        let m = self.select(big, half, m);
+        // e = ((bits >> 23) & 0xff) - 127 + big - (tiny ? 23 : 0), in exact integer arithmetic.
+        let e = self.b.ins().sshr_imm_s(bits, 23);
+        let byte = self.ci(0xff);
+        let e = self.b.ins().band(e, byte);
+        let bias = self.ci(-127);
+        let e = self.b.ins().iadd(e, bias);
+        let (one, zero, minus23) = (self.ci(1), self.ci(0), self.ci(-23));
+        let up = self.select_int(big, one, zero);
+        let e = self.b.ins().iadd(e, up);
+        let down = self.select_int(tiny, minus23, zero);
+        let e = self.b.ins().iadd(e, down);
+        let one_f = self.c(1.0);
+        let f = self.sub(m, one_f);
+        let r = self.horner(f, &LOG_R);
+        let f2 = self.mul(f, f);
+        let f3 = self.mul(f2, f);
+        let mhalf = self.c(-0.5);
+        let lin = self.b.ins().fma(mhalf, f2, f);
+        let y = self.b.ins().fma(f3, r, lin);
+        let ty = self.ty;
+        let ef = self.b.ins().fcvt_from_sint(ty, e);
+        let (hi, lo) = (self.c(LN2_HI), self.c(LN2_LO));
+        let y = self.b.ins().fma(ef, lo, y);
+        let v = self.b.ins().fma(ef, hi, y);
+        // The special values, in the interpreter's order of precedence (last select wins).
+        let inf = self.c(f32::INFINITY);
+        let is_inf = self.cmp(FloatCC::Equal, x, inf);
+        let v = self.select(is_inf, x, v);
+        let zero_f = self.c(0.0);
+        let neg = self.cmp(FloatCC::LessThan, x, zero_f);
+        let nan = self.cmp(FloatCC::Unordered, x, x);
+        let invalid = self.b.ins().bor(neg, nan);
+        let nan_c = self.c(f32::NAN);
+        let v = self.select(invalid, nan_c, v);
+        let is_zero = self.cmp(FloatCC::Equal, x, zero_f);
+        let ninf = self.c(f32::NEG_INFINITY);
+        self.select(is_zero, ninf, v)
+    }
+
+    /// `mask ? a : b` for integer lanes (a float comparison's mask).
+    fn select_int(&mut self, mask: Value, a: Value, b: Value) -> Value {
+        if self.vector() {
+            self.b.ins().bitselect(mask, a, b)
+        } else {
+            self.b.ins().select(mask, a, b)
+        }
     }
 
     /// `x.clamp(lo, hi)` as Rust defines it: `if x < lo { lo }`, then `if x > hi { hi }`, so NaN

@@ -1,5 +1,6 @@
 //! Elementwise ops, split across cores with rayon when the tensor is large.
 
+use super::math32::{erf32, exp32, log32, tanh32};
 use crate::runtime::tensor::{round_f32, wrap_i64, Data, Tensor};
 use crate::runtime::RuntimeError;
 use dlc_language::ir::{BinaryOp, UnaryOp};
@@ -89,47 +90,6 @@ fn libm_erf(x: f64) -> f64 {
     }
 }
 
-/// e^x in f32 without a library call, branch-free so loops over it vectorise: Cody-Waite
-/// reduction x = n ln2 + r (|r| <= ln2/2), a degree-6 Taylor polynomial for e^r, and 2^n built
-/// from the exponent bits. Inputs are clamped to [-87.3, 88.7] (e^x underflows to about 1e-38
-/// there, PyTorch gives 0 a little further out). Relative error about 2e-7 (see the tests).
-#[inline(always)]
-pub(crate) fn exp32(x: f32) -> f32 {
-    let x = x.clamp(-87.3, 88.7);
-    // Round to nearest by adding and subtracting 1.5 * 2^23 (no libm call, so it vectorises).
-    let n = (x * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
-    let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
-    let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
-    // SAFETY: n is an integer in [-126, 128] after the clamp, so the conversion is exact (and,
-    // unlike a saturating `as`, vectorises).
-    let e = unsafe { n.to_int_unchecked::<i32>() };
-    p * f32::from_bits(((e + 127) as u32) << 23)
-}
-
-/// erf for f32 tensors, fast and vectorisable (GELU's inner loop): `x P(x^2) / Q(x^2)` on
-/// [-3.9, 3.9] (beyond, erf is within 4e-8 of ±1), a rational minimax fit in relative error made by
-/// `scripts/fit_erf.py`, evaluated by Horner's rule with fused multiply-adds. Maximum absolute
-/// and relative error 3.5e-7 (`erf32_error_is_bounded`; up to 6 ulp just below ±1, where f32's
-/// spacing is 6e-8; PyTorch's `torch.erf` is within 3.3e-8), against 3e-7 for the
-/// series-and-`exp` form it replaces, at a third of the work: no `exp`, one division. The JIT's `erf32` (jit/src/math.rs)
-/// computes the same operations, so compiled and interpreted results agree bit for bit.
-#[inline(always)]
-pub(crate) fn erf32(x: f32) -> f32 {
-    const P: [f32; 7] = [1.128_379_1, 0.187_446_68, 0.048_913_434, 0.003_201_873_7, 0.000_132_401_39, -1.980_136_4e-6, 2.121_706_7e-8];
-    const Q: [f32; 5] = [1.0, 0.499_452_9, 0.109_837_75, 0.013_302_627, 0.000_843_602_5];
-    let x = x.clamp(-3.9, 3.9);
-    let z = x * x;
-    let mut p = P[6];
-    for c in P[..6].iter().rev() {
-        p = p.mul_add(z, *c);
-    }
-    let mut q = Q[4];
-    for c in Q[..4].iter().rev() {
-        q = q.mul_add(z, *c);
-    }
-    (x * p / q).clamp(-1.0, 1.0)
-}
-
 fn unary_f64(op: UnaryOp, x: f64) -> f64 {
     match op {
         UnaryOp::Neg => -x,
@@ -151,12 +111,12 @@ pub(crate) fn unary_f32(op: UnaryOp, x: f32) -> f32 {
     match op {
         UnaryOp::Neg => -x,
         UnaryOp::Exp => exp32(x),
-        UnaryOp::Log => x.ln(),
+        UnaryOp::Log => log32(x),
         UnaryOp::Sqrt => x.sqrt(),
         UnaryOp::Recip => 1.0 / x,
         UnaryOp::Sin => x.sin(),
         UnaryOp::Cos => x.cos(),
-        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Tanh => tanh32(x),
         UnaryOp::Erf => erf32(x),
         UnaryOp::Abs => x.abs(),
         UnaryOp::Floor => x.floor(),
@@ -346,7 +306,8 @@ fn unary_slice_generic(op: UnaryOp, x: &[f32], out: &mut [f32]) {
     match op {
         UnaryOp::Neg => each!(|a: f32| -a),
         UnaryOp::Exp => each!(exp32),
-        UnaryOp::Tanh => each!(|a: f32| a.tanh()),
+        UnaryOp::Tanh => each!(tanh32),
+        UnaryOp::Log => each!(log32),
         UnaryOp::Erf => each!(erf32),
         UnaryOp::Abs => each!(|a: f32| a.abs()),
         UnaryOp::Sqrt => each!(|a: f32| a.sqrt()),
@@ -448,46 +409,6 @@ pub fn where_(c: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
 
 #[cfg(test)]
 mod tests {
-    /// Absolute and relative error against `erf64` on a dense grid over [-6, 6] and on tiny
-    /// arguments (where a `1 - ...` form would lose every digit); NaN and ±inf; and the
-    /// vectorised slice gives the scalar function's bits.
-    #[test]
-    fn erf32_error_is_bounded() {
-        let mut xs: Vec<f32> = (-60000..=60000).map(|i| i as f32 / 10000.0).collect();
-        xs.extend((0..300).flat_map(|k| {
-            let x = 10f32.powf(-(k as f32) / 10.0);
-            [x, -x]
-        }));
-        let (mut abs, mut rel) = (0.0f64, 0.0f64);
-        for &x in &xs {
-            let (got, want) = (super::erf32(x) as f64, super::erf64(x as f64));
-            abs = abs.max((got - want).abs());
-            if want != 0.0 {
-                rel = rel.max(((got - want) / want).abs());
-            }
-            assert!(got.abs() <= 1.0, "erf32({x}) = {got}");
-        }
-        assert!(abs < 3.5e-7 && rel < 3.5e-7, "max |erf32 - erf| = {abs:e}, max relative {rel:e}");
-        assert!(super::erf32(f32::NAN).is_nan());
-        assert_eq!((super::erf32(f32::INFINITY), super::erf32(f32::NEG_INFINITY)), (1.0, -1.0));
-        let mut sliced = vec![0f32; xs.len()];
-        super::unary_slice(dlc_language::ir::UnaryOp::Erf, super::Arg::Slice(&xs), &mut sliced);
-        for (x, s) in xs.iter().zip(&sliced) {
-            assert_eq!(s.to_bits(), super::erf32(*x).to_bits(), "erf32({x}) sliced");
-        }
-    }
-
-    #[test]
-    fn exp32_error_is_bounded() {
-        let mut worst = 0.0f64;
-        for i in -8700..=8800 {
-            let x = i as f32 / 100.0;
-            let want = (x as f64).exp();
-            worst = worst.max(((super::exp32(x) as f64 - want) / want).abs());
-        }
-        assert!(worst < 3.0e-7, "max relative error of exp32 = {worst:e}");
-    }
-
     #[test]
     fn erf_matches_known_values() {
         // Reference values from Abramowitz & Stegun table 7.1.

@@ -36,6 +36,21 @@ impl Window {
         }
     }
 
+    /// No padding and every window inside the plane (the usual `MaxPool2d(k)`): the loops can
+    /// index rows directly, without the per-element bounds tests of `each`.
+    fn inside(&self) -> bool {
+        self.p == (0, 0)
+            && self.oh > 0
+            && self.ow > 0
+            && (self.oh as i64 - 1) * self.s.0 + self.k.0 <= self.h as i64
+            && (self.ow as i64 - 1) * self.s.1 + self.k.1 <= self.w as i64
+    }
+
+    /// Start (within the plane) of the window of output (oy, ox), for an `inside` window.
+    fn origin(&self, oy: usize, ox: usize) -> usize {
+        oy * self.s.0 as usize * self.w + ox * self.s.1 as usize
+    }
+
     fn area<T: Elem>(&self) -> T {
         T::from_usize((self.k.0 * self.k.1) as usize)
     }
@@ -43,24 +58,53 @@ impl Window {
     fn forward<T: Elem>(&self, x: &[T]) -> Vec<T> {
         let (plane, out_plane) = (self.h * self.w, self.oh * self.ow);
         let mut out = vec![T::ZERO; x.len() / plane.max(1) * out_plane];
+        let fast = self.kind == PoolKind::Max && self.inside();
         out.par_chunks_mut(out_plane.max(1)).zip(x.par_chunks(plane.max(1))).for_each(|(o, xp)| {
-            for oy in 0..self.oh {
-                for ox in 0..self.ow {
-                    let mut acc = if self.kind == PoolKind::Max { T::NEG_INFINITY } else { T::ZERO };
-                    self.each(oy, ox, |i| {
-                        let v = xp[i];
-                        acc = match self.kind {
-                            // The first maximum wins; a NaN propagates.
-                            PoolKind::Max if v.is_nan() || v > acc => v,
-                            PoolKind::Max => acc,
-                            PoolKind::Avg => acc + v,
-                        };
-                    });
-                    o[oy * self.ow + ox] = if self.kind == PoolKind::Avg { acc / self.area() } else { acc };
-                }
+            if fast {
+                self.max_plane_inside(xp, o)
+            } else {
+                self.forward_plane(xp, o)
             }
         });
         out
+    }
+
+    fn forward_plane<T: Elem>(&self, xp: &[T], o: &mut [T]) {
+        for oy in 0..self.oh {
+            for ox in 0..self.ow {
+                let mut acc = if self.kind == PoolKind::Max { T::NEG_INFINITY } else { T::ZERO };
+                self.each(oy, ox, |i| {
+                    let v = xp[i];
+                    acc = match self.kind {
+                        // The first maximum wins; a NaN propagates.
+                        PoolKind::Max if v.is_nan() || v > acc => v,
+                        PoolKind::Max => acc,
+                        PoolKind::Avg => acc + v,
+                    };
+                });
+                o[oy * self.ow + ox] = if self.kind == PoolKind::Avg { acc / self.area() } else { acc };
+            }
+        }
+    }
+
+    /// `forward_plane` for max pooling with every window `inside`: the same comparisons in the
+    /// same order, rows read as slices.
+    fn max_plane_inside<T: Elem>(&self, xp: &[T], o: &mut [T]) {
+        let (kh, kw) = (self.k.0 as usize, self.k.1 as usize);
+        for oy in 0..self.oh {
+            for ox in 0..self.ow {
+                let at = self.origin(oy, ox);
+                let mut acc = T::NEG_INFINITY;
+                for ky in 0..kh {
+                    for &v in &xp[at + ky * self.w..at + ky * self.w + kw] {
+                        if v.is_nan() || v > acc {
+                            acc = v;
+                        }
+                    }
+                }
+                o[oy * self.ow + ox] = acc;
+            }
+        }
     }
 
     /// Max pooling sends each output's gradient to the first maximum of its window; average
@@ -68,28 +112,58 @@ impl Window {
     fn backward<T: Elem>(&self, x: &[T], dy: &[T]) -> Vec<T> {
         let (plane, out_plane) = (self.h * self.w, self.oh * self.ow);
         let mut dx = vec![T::ZERO; x.len()];
+        let fast = self.kind == PoolKind::Max && self.inside();
         dx.par_chunks_mut(plane.max(1)).zip(x.par_chunks(plane.max(1))).zip(dy.par_chunks(out_plane.max(1))).for_each(|((d, xp), gp)| {
-            for oy in 0..self.oh {
-                for ox in 0..self.ow {
-                    let g = gp[oy * self.ow + ox];
-                    match self.kind {
-                        PoolKind::Avg => self.each(oy, ox, |i| d[i] += g / self.area()),
-                        PoolKind::Max => {
-                            let mut best: Option<usize> = None;
-                            self.each(oy, ox, |i| {
-                                if best.is_none_or(|b| xp[i] > xp[b]) {
-                                    best = Some(i);
-                                }
-                            });
-                            if let Some(b) = best {
-                                d[b] += g;
+            if fast {
+                self.max_grad_plane_inside(xp, gp, d)
+            } else {
+                self.backward_plane(xp, gp, d)
+            }
+        });
+        dx
+    }
+
+    fn backward_plane<T: Elem>(&self, xp: &[T], gp: &[T], d: &mut [T]) {
+        for oy in 0..self.oh {
+            for ox in 0..self.ow {
+                let g = gp[oy * self.ow + ox];
+                match self.kind {
+                    PoolKind::Avg => self.each(oy, ox, |i| d[i] += g / self.area()),
+                    PoolKind::Max => {
+                        let mut best: Option<usize> = None;
+                        self.each(oy, ox, |i| {
+                            if best.is_none_or(|b| xp[i] > xp[b]) {
+                                best = Some(i);
                             }
+                        });
+                        if let Some(b) = best {
+                            d[b] += g;
                         }
                     }
                 }
             }
-        });
-        dx
+        }
+    }
+
+    /// `backward_plane` for max pooling with every window `inside`: the first maximum of each
+    /// window found the same way, rows read as slices.
+    fn max_grad_plane_inside<T: Elem>(&self, xp: &[T], gp: &[T], d: &mut [T]) {
+        let (kh, kw) = (self.k.0 as usize, self.k.1 as usize);
+        for oy in 0..self.oh {
+            for ox in 0..self.ow {
+                let at = self.origin(oy, ox);
+                let mut best = at;
+                for ky in 0..kh {
+                    let row = at + ky * self.w;
+                    for (j, &v) in xp[row..row + kw].iter().enumerate() {
+                        if v > xp[best] {
+                            best = row + j;
+                        }
+                    }
+                }
+                d[best] += gp[oy * self.ow + ox];
+            }
+        }
     }
 }
 
@@ -108,4 +182,40 @@ pub fn pool2d_grad(x: &Tensor, dy: &Tensor, kind: PoolKind, k: (i64, i64), s: (i
     let win = window(&x.shape, &dy.shape, kind, k, s, p);
     let shape = x.shape.clone();
     dispatch(dy.dtype, x, dy, shape, |a, b| win.backward(a, b), |a, b| win.backward(a, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The row-slice max pooling against the general loops, forward and gradient, on planes with
+    /// ties, NaN and infinities, for several windows and strides (overlapping, gapped, ragged).
+    #[test]
+    fn inside_windows_match_the_general_loops() {
+        for (h, w, k, s) in
+            [(24, 24, (2, 2), (2, 2)), (7, 9, (3, 2), (2, 3)), (5, 5, (3, 3), (1, 1)), (6, 11, (1, 4), (1, 2)), (4, 4, (4, 4), (4, 4))]
+        {
+            let oh = (h - k.0 as usize) / s.0 as usize + 1;
+            let ow = (w - k.1 as usize) / s.1 as usize + 1;
+            let win = Window { kind: PoolKind::Max, k, s, p: (0, 0), h, w, oh, ow };
+            assert!(win.inside());
+            let xp: Vec<f32> = (0..h * w)
+                .map(|i| match (i * 7919) % 23 {
+                    0 => f32::NAN,
+                    1 => f32::NEG_INFINITY,
+                    2 => f32::INFINITY,
+                    r => (r % 5) as f32 - 2.0, // many ties
+                })
+                .collect();
+            let gp: Vec<f32> = (0..oh * ow).map(|i| i as f32 + 0.5).collect();
+            let (mut fast, mut general) = (vec![0f32; oh * ow], vec![0f32; oh * ow]);
+            win.max_plane_inside(&xp, &mut fast);
+            win.forward_plane(&xp, &mut general);
+            assert_eq!(fast.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), general.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+            let (mut fast, mut general) = (vec![0f32; h * w], vec![0f32; h * w]);
+            win.max_grad_plane_inside(&xp, &gp, &mut fast);
+            win.backward_plane(&xp, &gp, &mut general);
+            assert_eq!(fast, general, "{h}x{w} k {k:?} s {s:?}");
+        }
+    }
 }

@@ -83,14 +83,37 @@ impl Geom {
                             continue;
                         }
                         let src = &plane[iy as usize * self.w..][..self.w];
-                        for (ox, o) in out.iter_mut().enumerate() {
-                            let ix = (ox * self.stride.1 + kx * self.dil.1) as isize - self.pad.1;
-                            *o = if ix >= 0 && (ix as usize) < self.w { src[ix as usize] } else { T::ZERO };
+                        let (lo, hi, off) = self.valid_ox(kx);
+                        out[..lo].fill(T::ZERO);
+                        out[hi..].fill(T::ZERO);
+                        let first = (lo * self.stride.1) as isize + off;
+                        if lo == hi {
+                            continue;
+                        }
+                        if self.stride.1 == 1 {
+                            out[lo..hi].copy_from_slice(&src[first as usize..first as usize + (hi - lo)]);
+                        } else {
+                            for (o, v) in out[lo..hi].iter_mut().zip(src[first as usize..].iter().step_by(self.stride.1)) {
+                                *o = *v;
+                            }
                         }
                     }
                 }
             }
         }
+    }
+
+    /// The outputs `lo..hi` of a row whose input column `ox * stride + off` (off = kx * dil -
+    /// pad) falls inside the image; the rest read padding.
+    fn valid_ox(&self, kx: usize) -> (usize, usize, isize) {
+        let off = (kx * self.dil.1) as isize - self.pad.1;
+        let s = self.stride.1 as isize;
+        // Smallest ox with ox * s + off >= 0, and one past the largest with ox * s + off < w.
+        let lo = if off >= 0 { 0 } else { ((-off + s - 1) / s) as usize };
+        let last = self.w as isize - 1 - off;
+        let hi = if last < 0 { 0 } else { (last / s + 1) as usize };
+        let hi = hi.min(self.ow);
+        (lo.min(hi), hi, off)
     }
 
     /// The transpose of `im2col`: add col[k, cols] back into one group of one image (`dx`).
@@ -107,10 +130,19 @@ impl Geom {
                             continue;
                         }
                         let dst = &mut plane[iy as usize * self.w..][..self.w];
-                        for (ox, v) in row[oy * self.ow..][..self.ow].iter().enumerate() {
-                            let ix = (ox * self.stride.1 + kx * self.dil.1) as isize - self.pad.1;
-                            if ix >= 0 && (ix as usize) < self.w {
-                                dst[ix as usize] += *v;
+                        let (lo, hi, off) = self.valid_ox(kx);
+                        if lo == hi {
+                            continue;
+                        }
+                        let first = ((lo * self.stride.1) as isize + off) as usize;
+                        let src = &row[oy * self.ow..][lo..hi];
+                        if self.stride.1 == 1 {
+                            for (d, v) in dst[first..first + (hi - lo)].iter_mut().zip(src) {
+                                *d += *v;
+                            }
+                        } else {
+                            for (d, v) in dst[first..].iter_mut().step_by(self.stride.1).zip(src) {
+                                *d += *v;
                             }
                         }
                     }
@@ -222,4 +254,56 @@ pub fn conv2d_grad_weight(x: &Tensor, dy: &Tensor, a: &Conv2dAttrs, shape: Vec<u
     let geo = Geom::new(&x.shape, &shape, &dy.shape, a);
     let nb = x.shape[0];
     dispatch(dy.dtype, x, dy, shape, |p, q| grad_weight(geo, p, q, nb), |p, q| grad_weight(geo, p, q, nb))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Geom;
+
+    /// im2col and col2im (rows copied or added a valid range at a time) against the definition,
+    /// element by element, with padding wider than the kernel, strides and dilations.
+    #[test]
+    fn im2col_and_col2im_match_the_definition() {
+        for (h, w, kh, kw, stride, pad, dil) in [
+            (5usize, 7usize, 3usize, 3usize, (1usize, 1usize), (1isize, 1isize), (1usize, 1usize)),
+            (6, 6, 3, 2, (2, 3), (0, 2), (1, 1)),
+            (9, 8, 2, 3, (1, 2), (3, 4), (2, 2)),
+            (4, 4, 1, 1, (1, 1), (0, 0), (1, 1)),
+            (3, 10, 3, 5, (2, 1), (2, 5), (1, 3)),
+        ] {
+            let span = |n: usize, k: usize, s: usize, p: isize, d: usize| {
+                ((n as isize + 2 * p - (d * (k - 1)) as isize - 1) / s as isize + 1) as usize
+            };
+            let (oh, ow) = (span(h, kh, stride.0, pad.0, dil.0), span(w, kw, stride.1, pad.1, dil.1));
+            let geo = Geom { c: 2, h, w, o: 1, cg: 2, kh, kw, oh, ow, g: 1, stride, pad, dil };
+            let x: Vec<f32> = (0..2 * h * w).map(|i| i as f32 + 1.0).collect();
+            let cols = oh * ow;
+            let mut col = vec![f32::NAN; 2 * kh * kw * cols];
+            geo.im2col(&x, 0, &mut col);
+            let mut dx = vec![0f32; 2 * h * w];
+            geo.col2im(&col, 0, &mut dx);
+            let mut want_dx = vec![0f32; 2 * h * w];
+            for ci in 0..2 {
+                for ky in 0..kh {
+                    for kx in 0..kw {
+                        for oy in 0..oh {
+                            for ox in 0..ow {
+                                let iy = (oy * stride.0 + ky * dil.0) as isize - pad.0;
+                                let ix = (ox * stride.1 + kx * dil.1) as isize - pad.1;
+                                let inside = iy >= 0 && ix >= 0 && (iy as usize) < h && (ix as usize) < w;
+                                let at = (ci * h + iy.max(0) as usize) * w + ix.max(0) as usize;
+                                let want = if inside { x[at] } else { 0.0 };
+                                let got = col[((ci * kh + ky) * kw + kx) * cols + oy * ow + ox];
+                                assert_eq!(got, want, "{h}x{w} k {kh}x{kw} s {stride:?} p {pad:?} d {dil:?}");
+                                if inside {
+                                    want_dx[at] += want;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            assert_eq!(dx, want_dx, "col2im {h}x{w} k {kh}x{kw} s {stride:?} p {pad:?} d {dil:?}");
+        }
+    }
 }

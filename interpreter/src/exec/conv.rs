@@ -159,14 +159,17 @@ fn forward<T: Elem>(geo: Geom, x: &[T], w: &[T], nb: usize) -> Vec<T> {
     if out.is_empty() {
         return out;
     }
-    out.par_chunks_mut(geo.o * cols).enumerate().for_each(|(b, y)| {
-        let mut col = vec![T::ZERO; k * cols];
-        let img = &x[b * geo.image()..][..geo.image()];
-        for gi in 0..geo.g {
-            geo.im2col(img, gi, &mut col);
-            gemm1(og, cols, k, &w[gi * og * k..][..og * k], false, &col, false, &mut y[gi * og * cols..][..og * cols]);
-        }
-    });
+    // One column buffer per rayon job, not per image: im2col overwrites all of it.
+    out.par_chunks_mut(geo.o * cols).enumerate().for_each_init(
+        || vec![T::ZERO; k * cols],
+        |col, (b, y)| {
+            let img = &x[b * geo.image()..][..geo.image()];
+            for gi in 0..geo.g {
+                geo.im2col(img, gi, col);
+                gemm1(og, cols, k, &w[gi * og * k..][..og * k], false, col, false, &mut y[gi * og * cols..][..og * cols]);
+            }
+        },
+    );
     out
 }
 
@@ -177,15 +180,18 @@ fn grad_input<T: Elem>(geo: Geom, dy: &[T], w: &[T], nb: usize) -> Vec<T> {
     if dx.is_empty() {
         return dx;
     }
-    dx.par_chunks_mut(geo.image()).enumerate().for_each(|(b, dxb)| {
-        let mut dcol = vec![T::ZERO; k * cols];
-        for gi in 0..geo.g {
-            let g = &dy[(b * geo.o + gi * og) * cols..][..og * cols];
-            // Wᵀ of the group ([k, og]) read through strides from the row-major [og, k] block.
-            gemm1(k, cols, og, &w[gi * og * k..][..og * k], true, g, false, &mut dcol);
-            geo.col2im(&dcol, gi, dxb);
-        }
-    });
+    // One buffer per rayon job: the product overwrites all of it.
+    dx.par_chunks_mut(geo.image()).enumerate().for_each_init(
+        || vec![T::ZERO; k * cols],
+        |dcol, (b, dxb)| {
+            for gi in 0..geo.g {
+                let g = &dy[(b * geo.o + gi * og) * cols..][..og * cols];
+                // Wᵀ of the group ([k, og]) read through strides from the row-major [og, k] block.
+                gemm1(k, cols, og, &w[gi * og * k..][..og * k], true, g, false, dcol);
+                geo.col2im(dcol, gi, dxb);
+            }
+        },
+    );
     dx
 }
 
@@ -194,17 +200,19 @@ fn grad_weight<T: Elem>(geo: Geom, x: &[T], dy: &[T], nb: usize) -> Vec<T> {
     let (k, cols, og) = (geo.k(), geo.cols(), geo.og());
     let parts: Vec<Vec<T>> = (0..nb)
         .into_par_iter()
-        .map(|b| {
-            let mut col = vec![T::ZERO; k * cols];
-            let mut part = vec![T::ZERO; geo.o * k];
-            let img = &x[b * geo.image()..][..geo.image()];
-            for gi in 0..geo.g {
-                geo.im2col(img, gi, &mut col);
-                let g = &dy[(b * geo.o + gi * og) * cols..][..og * cols];
-                gemm1(og, k, cols, g, false, &col, true, &mut part[gi * og * k..][..og * k]);
-            }
-            part
-        })
+        .map_init(
+            || vec![T::ZERO; k * cols],
+            |col, b| {
+                let mut part = vec![T::ZERO; geo.o * k];
+                let img = &x[b * geo.image()..][..geo.image()];
+                for gi in 0..geo.g {
+                    geo.im2col(img, gi, col);
+                    let g = &dy[(b * geo.o + gi * og) * cols..][..og * cols];
+                    gemm1(og, k, cols, g, false, col, true, &mut part[gi * og * k..][..og * k]);
+                }
+                part
+            },
+        )
         .collect();
     let mut dw = vec![T::ZERO; geo.o * k];
     for p in parts {

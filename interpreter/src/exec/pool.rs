@@ -87,22 +87,24 @@ impl Window {
         }
     }
 
-    /// `forward_plane` for max pooling with every window `inside`: the same comparisons in the
-    /// same order, rows read as slices.
+    /// `forward_plane` for max pooling with every window `inside`: each output meets its window
+    /// in the same order (ky, then kx) with the same comparison, but a whole output row is
+    /// updated per window position, so the loop carries no dependence from one output to the
+    /// next and compiles to selects rather than unpredictable branches.
     fn max_plane_inside<T: Elem>(&self, xp: &[T], o: &mut [T]) {
         let (kh, kw) = (self.k.0 as usize, self.k.1 as usize);
+        let (sy, sx) = (self.s.0 as usize, self.s.1 as usize);
         for oy in 0..self.oh {
-            for ox in 0..self.ow {
-                let at = self.origin(oy, ox);
-                let mut acc = T::NEG_INFINITY;
-                for ky in 0..kh {
-                    for &v in &xp[at + ky * self.w..at + ky * self.w + kw] {
-                        if v.is_nan() || v > acc {
-                            acc = v;
-                        }
+            let acc = &mut o[oy * self.ow..][..self.ow];
+            acc.fill(T::NEG_INFINITY);
+            for ky in 0..kh {
+                let row = &xp[(oy * sy + ky) * self.w..][..self.w];
+                for kx in 0..kw {
+                    for (ox, a) in acc.iter_mut().enumerate() {
+                        let v = row[ox * sx + kx];
+                        *a = if v.is_nan() || v > *a { v } else { *a };
                     }
                 }
-                o[oy * self.ow + ox] = acc;
             }
         }
     }
@@ -146,22 +148,30 @@ impl Window {
     }
 
     /// `backward_plane` for max pooling with every window `inside`: the first maximum of each
-    /// window found the same way, rows read as slices.
+    /// window found with the same comparisons in the same order, a whole output row at a time.
     fn max_grad_plane_inside<T: Elem>(&self, xp: &[T], gp: &[T], d: &mut [T]) {
         let (kh, kw) = (self.k.0 as usize, self.k.1 as usize);
+        let (sy, sx) = (self.s.0 as usize, self.s.1 as usize);
+        let mut best_v = vec![T::ZERO; self.ow];
+        let mut best_i = vec![0usize; self.ow];
         for oy in 0..self.oh {
-            for ox in 0..self.ow {
-                let at = self.origin(oy, ox);
-                let mut best = at;
-                for ky in 0..kh {
-                    let row = at + ky * self.w;
-                    for (j, &v) in xp[row..row + kw].iter().enumerate() {
-                        if v > xp[best] {
-                            best = row + j;
+            for ky in 0..kh {
+                let start = (oy * sy + ky) * self.w;
+                let row = &xp[start..][..self.w];
+                for kx in 0..kw {
+                    for (ox, (bv, bi)) in best_v.iter_mut().zip(best_i.iter_mut()).enumerate() {
+                        let at = ox * sx + kx;
+                        let v = row[at];
+                        // The window's first element starts the search.
+                        if (ky == 0 && kx == 0) || v > *bv {
+                            *bv = v;
+                            *bi = start + at;
                         }
                     }
                 }
-                d[best] += gp[oy * self.ow + ox];
+            }
+            for (bi, g) in best_i.iter().zip(&gp[oy * self.ow..][..self.ow]) {
+                d[*bi] += *g;
             }
         }
     }

@@ -46,11 +46,6 @@ impl Window {
             && (self.ow as i64 - 1) * self.s.1 + self.k.1 <= self.w as i64
     }
 
-    /// Start (within the plane) of the window of output (oy, ox), for an `inside` window.
-    fn origin(&self, oy: usize, ox: usize) -> usize {
-        oy * self.s.0 as usize * self.w + ox * self.s.1 as usize
-    }
-
     fn area<T: Elem>(&self) -> T {
         T::from_usize((self.k.0 * self.k.1) as usize)
     }

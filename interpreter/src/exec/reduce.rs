@@ -42,9 +42,27 @@ pub fn reduce(op: ReduceOp, x: &Tensor, axes: &[usize], shape: Vec<usize>) -> Te
     Tensor::from_f64(dtype, shape, out)
 }
 
+/// The sum of a contiguous run in f64: eight running sums, element i going to sum i % 8, then
+/// added pairwise. The eight chains are independent, so the loop is not bound by the latency of
+/// one chain of additions (it vectorises), and the order is fixed: the result does not depend on
+/// the machine or the thread count.
+fn sum_run(run: &[f32]) -> f64 {
+    let mut lanes = [0f64; 8];
+    let mut blocks = run.chunks_exact(8);
+    for b in &mut blocks {
+        for (l, v) in lanes.iter_mut().zip(b) {
+            *l += *v as f64;
+        }
+    }
+    for (l, v) in lanes.iter_mut().zip(blocks.remainder()) {
+        *l += *v as f64;
+    }
+    ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]))
+}
+
 /// The sums of `x` over `axes`, one linear pass over `x`: axes merged into runs of kept or
 /// reduced dims; the innermost run is folded into one accumulator (reduced) or added into a row
-/// of them (kept). Each output sums its inputs in the order they lie in memory.
+/// of them (kept). Each output sums its inputs in memory order, a reduced run by `sum_run`.
 fn sum_in_place(x: &[f32], shape: &[usize], axes: &[usize]) -> Vec<f64> {
     // (size, reduced, output stride) of each merged dim, outermost first.
     let mut dims: Vec<(usize, bool)> = vec![];
@@ -81,7 +99,7 @@ fn sum_in_place(x: &[f32], shape: &[usize], axes: &[usize]) -> Vec<f64> {
     let mut base = 0usize;
     for chunk in x.chunks(run) {
         if reduced {
-            acc[base] += chunk.iter().map(|v| *v as f64).sum::<f64>();
+            acc[base] += sum_run(chunk);
         } else {
             for (a, v) in acc[base..base + run].iter_mut().zip(chunk) {
                 *a += *v as f64;

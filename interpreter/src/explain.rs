@@ -35,6 +35,7 @@ fn op_name(g: &Graph, n: NodeId) -> String {
         Op::Unary(u) => format!("{u:?}").to_lowercase(),
         Op::Binary(b) => format!("{b:?}").to_lowercase(),
         Op::Expand => "broadcast".into(),
+        Op::Reduce(r, _) => format!("{r:?}").to_lowercase(),
         other => other.kind_name(),
     }
 }
@@ -42,7 +43,13 @@ fn op_name(g: &Graph, n: NodeId) -> String {
 /// The report of one plan.
 fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
     let mut regions = vec![];
-    for r in plan.regions() {
+    // Standalone regions; those inside row kernels are reported with them.
+    let standalone = plan.kernels.iter().flat_map(|k| match k {
+        Kernel::Fused(r) => std::slice::from_ref(r),
+        Kernel::Group(rs) => rs.as_slice(),
+        _ => &[],
+    });
+    for r in standalone {
         {
             let node = g.node(r.output());
             let broadcasts = r.nodes.iter().filter(|n| matches!(g.node(**n).op, Op::Expand)).count();
@@ -57,6 +64,24 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
             }));
         }
     }
+    // Row kernels: last-axis reductions fused with the elementwise work around them.
+    let rows: Vec<Json> = plan
+        .kernels
+        .iter()
+        .filter_map(|k| if let Kernel::Rows(rg) = k { Some(rg) } else { None })
+        .map(|rg| {
+            let members = rg.members();
+            let ops = members.iter().filter(|n| !matches!(g.node(**n).op, Op::Expand) && !rg.reductions().any(|r| r == **n)).count();
+            let dims: Vec<String> = rg.lead.iter().chain([&rg.len]).map(|d| d.to_string()).collect();
+            json!({
+                "reductions": rg.reductions().map(|n| op_name(g, n)).collect::<Vec<_>>(),
+                "elementwise_ops": ops,
+                "rows": format!("[{}]", dims.join(", ")),
+                "intermediates_kept_per_row": members.len() - rg.outputs.len(),
+                "lines": lines(p, g, &members),
+            })
+        })
+        .collect();
     let library: Vec<String> =
         plan.kernels.iter().filter_map(|k| if let Kernel::Library(n) = k { Some(op_name(g, *n)) } else { None }).collect();
     // The launch order, for readers who want to see the schedule.
@@ -66,6 +91,7 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
         .filter_map(|k| match k {
             Kernel::Fused(r) => Some(format!("fused({})", r.nodes.len())),
             Kernel::Group(rs) => Some(format!("group({} regions)", rs.len())),
+            Kernel::Rows(rg) => Some(format!("rows({} regions, {} reductions)", rg.regions().count(), rg.reductions().count())),
             Kernel::Library(n) => Some(op_name(g, *n)),
             Kernel::Free(_) | Kernel::View(_) => None,
         })
@@ -78,6 +104,7 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
         "fused_ops": fused_ops,
         "library_kernels": library.len(),
         "library_ops": library,
+        "row_kernels": rows,
         "sequence": sequence,
         "regions": regions,
         "reason": FUSE_REASON,
@@ -189,7 +216,7 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
         "items": items,
         "threads": {
             "count": threads,
-            "reason": format!("intra-op parallelism on all {threads} cores (RAYON_NUM_THREADS to change): fused kernels split into chunks of 4096 elements, convolutions and pooling by image, large matrix products by gemm"),
+            "reason": format!("intra-op parallelism on all {threads} cores (RAYON_NUM_THREADS to change): fused kernels split into chunks of {} elements, row kernels into blocks of rows, convolutions and pooling by image, large matrix products by gemm", dlc::exec::fused::CHUNK),
         },
         "layout": {
             "layout": "NCHW",
@@ -230,6 +257,9 @@ fn precision_report(p: &Program, autocast: Option<(DType, Vec<Decision>, bool)>)
 }
 
 const EVAL_REASON: &str = "no_grad + eval(): no backward pass and no saved activations; what depends on the parameters alone (batch norm's scale and shift, transposed weights) is computed once per evaluation, not per batch";
+
+/// Why last-axis reductions run with their neighbours as one row kernel.
+const ROWS_REASON: &str = "fuse a reduction with its elementwise prologue and epilogue (softmax, log_softmax, layer norm): each row is read once and its intermediates stay in a row-sized buffer in cache instead of full-size tensors written and read back";
 
 const BIAS_REASON: &str = "a convolution's bias before batch norm is subtracted again with the batch mean: its add and its gradient are dead work (bias=False before BatchNorm); the running mean still includes it";
 
@@ -313,11 +343,12 @@ fn print_text(r: &Json) {
             continue;
         }
         println!(
-            "  {what}: {} kernels (eager interpreter: {}); {} elementwise ops fused into {} kernel(s), {} library kernel(s){}",
+            "  {what}: {} kernels (eager interpreter: {}); {} elementwise ops fused into {} kernel(s), {} row kernel(s), {} library kernel(s){}",
             item["kernels"],
             item["eager_kernels"],
             item["fused_ops"],
             item["fused_regions"],
+            item["row_kernels"].as_array().map_or(0, |r| r.len()),
             item["library_kernels"],
             item["compile_ms"].as_f64().map(|m| format!("; compiled in {m} ms")).unwrap_or_default()
         );
@@ -332,6 +363,18 @@ fn print_text(r: &Json) {
             );
         }
         println!("    why: {}", item["reason"].as_str().unwrap_or(""));
+        for row in item["row_kernels"].as_array().into_iter().flatten() {
+            let names: Vec<&str> = row["reductions"].as_array().into_iter().flatten().filter_map(|l| l.as_str()).collect();
+            let lines: Vec<&str> = row["lines"].as_array().into_iter().flatten().filter_map(|l| l.as_str()).collect();
+            println!(
+                "    {} + {} elementwise ops -> 1 row kernel over rows of {} ({})",
+                names.join(", "),
+                row["elementwise_ops"],
+                row["rows"].as_str().unwrap_or(""),
+                lines.join(", ")
+            );
+            println!("      why: {ROWS_REASON}");
+        }
         if let Some(n) = item["removed_biases"]["count"].as_u64().filter(|n| *n > 0) {
             println!("    {n} convolution bias(es) before batch norm removed");
             println!("      why: {BIAS_REASON}");

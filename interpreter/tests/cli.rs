@@ -264,6 +264,16 @@ fn explain_reports_fused_kernels() {
     let regions: usize = last.trim_start_matches("group(").split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0);
     assert!(last.starts_with("group(") && regions >= 6, "the 6 parameters' updates are one launch: {last}");
     assert!(step["kernels"].as_u64().unwrap_or(999) * 3 < step["eager_kernels"].as_u64().unwrap_or(0), "{step}");
+    // softmax (max, subtract, exp, sum, divide) is one row kernel, no reduction left alone.
+    let o = dlc(&["explain", "bench/softmax_rows.dl", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: serde_json::Value = serde_json::from_str(&text(&o.stdout)).expect("JSON");
+    let softmax = &r["items"][0];
+    assert_eq!(softmax["kernels"], 1, "{softmax}");
+    assert_eq!(softmax["library_ops"], serde_json::json!([]), "{softmax}");
+    assert_eq!(softmax["sequence"], serde_json::json!(["rows(2 regions, 2 reductions)"]), "{softmax}");
+    // In the MLP step, log_softmax + nll's forward and backward rows are row kernels too.
+    assert!(step["sequence"].as_array().is_some_and(|s| s.iter().any(|k| k.as_str().is_some_and(|k| k.starts_with("rows(")))), "{step}");
 }
 
 /// The kernel count for evaluation: conv -> batch norm -> relu is one convolution plus one

@@ -1,7 +1,9 @@
 //! Property test of the fusion pass and the fused kernels: random shapes (odd sizes included),
 //! random broadcast patterns, chains with values read on both sides of a reduction or a matrix
 //! product (so regions get extra outputs, recomputed masks and broadcasts), in f32, bf16 and f16.
-//! Fused and eager runs must print the same values, bit for bit.
+//! Fused and eager runs must print the same values, bit for bit. The same for row kernels
+//! (last-axis reductions fused with their neighbours: softmax, log_softmax, layer norm,
+//! logsumexp) on 2-d and 3-d shapes, with NaN, infinities and ties in the rows.
 
 use dlc::{ExecMode, Program};
 use proptest::prelude::*;
@@ -43,6 +45,43 @@ proptest! {
         let fused = printed_bits(&src, ExecMode::Fused);
         let eager = printed_bits(&src, ExecMode::Eager);
         prop_assert_eq!(fused.len(), 2);
+        prop_assert!(fused == eager, "fused and eager differ for\n{}", src);
+    }
+}
+
+fn row_program(lead: &[usize], len: usize, seed: u64) -> String {
+    let dims: Vec<String> = lead.iter().chain([&len]).map(|d| d.to_string()).collect();
+    let shape = dims.join(", ");
+    let per_row: Vec<String> = lead.iter().map(|d| d.to_string()).chain(["1".to_string()]).collect();
+    format!(
+        "let x = randn(f32[{shape}], seed: {seed}) * 3.0\n\
+         let t = where(x > 4.0, x / 0.0, where(x < -4.0, 0.0 / (x - x), x))\n\
+         let w = randn(f32[{len}], seed: {s2})\n\
+         let b = randn(f32[{per}], seed: {s3})\n\
+         print(softmax(x * w + b, axis: -1))\n\
+         print(log_softmax(x, axis: -1) - b)\n\
+         print(layer_norm(x, w, w * 0.5))\n\
+         print(logsumexp(x + b, axis: -1))\n\
+         print(softmax(t, axis: -1), max(t, axis: -1), sum(t * 0.0, axis: -1))\n",
+        per = per_row.join(", "),
+        s2 = seed + 1,
+        s3 = seed + 2,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn row_kernels_equal_eager(
+        lead in prop::sample::select(vec![vec![1usize], vec![3], vec![50], vec![2, 7], vec![129]]),
+        len in prop::sample::select(vec![2usize, 3, 50, 783, 4097]),
+        seed in 0u64..1000,
+    ) {
+        let src = row_program(&lead, len, seed);
+        let fused = printed_bits(&src, ExecMode::Fused);
+        let eager = printed_bits(&src, ExecMode::Eager);
+        prop_assert_eq!(fused.len(), 5);
         prop_assert!(fused == eager, "fused and eager differ for\n{}", src);
     }
 }

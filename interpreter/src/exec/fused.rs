@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 /// Elements per chunk: 4 KiB of f32 per register, so a region of a few ops works in L1 (constants
 /// and outputs take no register). Measured on gelu 1M: as fast as 4096 or faster, never slower.
-const CHUNK: usize = 1024;
+pub const CHUNK: usize = 1024;
 
 /// Where an operand comes from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -203,35 +203,99 @@ pub fn compile(g: &Graph, r: &Region) -> Result<Program, RuntimeError> {
             (reg, g.node(*o).dtype)
         })
         .collect();
-    // Inputs read elementwise (not only through a broadcast), by region input.
-    let direct = (0..r.inputs.len())
-        .map(|k| {
-            let o = Operand::Input(k);
-            instrs.iter().any(|i| match i {
-                Instr::Unary(_, a) | Instr::Cast { x: a, .. } => *a == o,
-                Instr::Binary(_, a, b) => *a == o || *b == o,
-                Instr::Where(a, b, c) => *a == o || *b == o || *c == o,
-                Instr::Expand { .. } => false,
+    Ok(Program::assemble(instrs, shape, outputs, round, r.inputs.len()))
+}
+
+impl Program {
+    /// A program from its instructions: what each input is read as, which instructions are
+    /// scalars, where each output is written.
+    fn assemble(instrs: Vec<Instr>, shape: Vec<usize>, outputs: Vec<(usize, DType)>, round: Vec<Option<DType>>, inputs: usize) -> Program {
+        // Inputs read elementwise (not only through a broadcast), by region input.
+        let direct = (0..inputs)
+            .map(|k| {
+                let o = Operand::Input(k);
+                instrs.iter().any(|i| match i {
+                    Instr::Unary(_, a) | Instr::Cast { x: a, .. } => *a == o,
+                    Instr::Binary(_, a, b) => *a == o || *b == o,
+                    Instr::Where(a, b, c) => *a == o || *b == o || *c == o,
+                    Instr::Expand { .. } => false,
+                })
             })
-        })
-        .collect();
-    let scalar = instrs
-        .iter()
-        .map(|i| match i {
-            Instr::Expand { src: Operand::Imm(v), .. } => Some(Scalar::Imm(*v)),
-            Instr::Expand { src: Operand::Input(k), strides } if strides.iter().all(|s| *s == 0) => Some(Scalar::Splat(*k)),
-            _ => None,
-        })
-        .collect();
-    let mut output_of = vec![None; instrs.len()];
-    for (k, (reg, _)) in outputs.iter().enumerate() {
-        output_of[*reg].get_or_insert(k);
+            .collect();
+        let scalar = instrs
+            .iter()
+            .map(|i| match i {
+                Instr::Expand { src: Operand::Imm(v), .. } => Some(Scalar::Imm(*v)),
+                Instr::Expand { src: Operand::Input(k), strides } if strides.iter().all(|s| *s == 0) => Some(Scalar::Splat(*k)),
+                _ => None,
+            })
+            .collect();
+        let mut output_of = vec![None; instrs.len()];
+        for (k, (reg, _)) in outputs.iter().enumerate() {
+            output_of[*reg].get_or_insert(k);
+        }
+        Program { instrs, shape, outputs, round, direct, native: None, scalar, output_of }
     }
-    Ok(Program { instrs, shape, outputs, round, direct, native: None, scalar, output_of })
+
+    /// This program run one row at a time (exec/rows.rs): the same instructions over the last
+    /// dim alone, each broadcast load cut down to its stride along the row. Also gives, for each
+    /// input of the row program, the region input it reads and that input's strides over the
+    /// leading dims (from which the caller finds where row r starts in it). An input loaded with
+    /// two different broadcasts becomes two inputs.
+    pub(crate) fn for_rows(&self) -> (Program, Vec<(usize, Vec<usize>)>) {
+        let rank = self.shape.len().max(1);
+        let row_len = self.shape.last().copied().unwrap_or(1);
+        let lead = rank - 1;
+        let contiguous: Vec<usize> = (0..lead).map(|d| self.shape[d + 1..].iter().product()).collect();
+        let mut views: Vec<(usize, Vec<usize>)> = vec![];
+        let mut view = |k: usize, outer: Vec<usize>| -> usize {
+            match views.iter().position(|v| v.0 == k && v.1 == outer) {
+                Some(i) => i,
+                None => {
+                    views.push((k, outer));
+                    views.len() - 1
+                }
+            }
+        };
+        let mut instrs = vec![];
+        for i in &self.instrs {
+            let mut direct = |o: Operand| match o {
+                Operand::Input(k) => Operand::Input(view(k, contiguous.clone())),
+                other => other,
+            };
+            instrs.push(match i {
+                Instr::Unary(op, a) => Instr::Unary(*op, direct(*a)),
+                Instr::Binary(op, a, b) => {
+                    let a = direct(*a);
+                    Instr::Binary(*op, a, direct(*b))
+                }
+                Instr::Where(c, a, b) => {
+                    let (c, a) = (direct(*c), direct(*a));
+                    Instr::Where(c, a, direct(*b))
+                }
+                Instr::Cast { to_bool, x } => Instr::Cast { to_bool: *to_bool, x: direct(*x) },
+                Instr::Expand { src, strides } => {
+                    let along = strides.last().copied().unwrap_or(0);
+                    let src = match src {
+                        Operand::Input(k) => Operand::Input(view(*k, strides[..strides.len().saturating_sub(1)].to_vec())),
+                        other => *other,
+                    };
+                    Instr::Expand { src, strides: vec![along] }
+                }
+            });
+        }
+        let n = views.len();
+        (Program::assemble(instrs, vec![row_len], self.outputs.clone(), self.round.clone(), n), views)
+    }
+
+    /// Registers for running this program on `len` elements at a time.
+    pub(crate) fn registers(&self, len: usize) -> Vec<Vec<f32>> {
+        vec![vec![0f32; len]; self.instrs.len()]
+    }
 }
 
 /// An input as f32 values (bools as 0/1).
-fn as_f32(t: &Tensor) -> Arc<Vec<f32>> {
+pub(crate) fn as_f32(t: &Tensor) -> Arc<Vec<f32>> {
     match &t.data {
         Data::F32(v) => v.clone(),
         other => Arc::new(match other {
@@ -295,7 +359,7 @@ impl Program {
     }
 
     /// Elements `start .. start + len` of every output (`dsts`, one slice each).
-    fn chunk(&self, ins: &[&[f32]], start: usize, dsts: &mut [&mut [f32]], regs: &mut [Vec<f32>]) {
+    pub(crate) fn chunk(&self, ins: &[&[f32]], start: usize, dsts: &mut [&mut [f32]], regs: &mut [Vec<f32>]) {
         let len = dsts.first().map(|d| d.len()).unwrap_or(0);
         let end = start + len;
         if let Some(native) = &self.native {

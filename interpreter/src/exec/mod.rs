@@ -11,6 +11,7 @@ mod math32;
 mod movement;
 mod pool;
 mod reduce;
+mod rows;
 
 use crate::runtime::rng;
 use crate::runtime::tensor::{Data, Tensor};
@@ -96,11 +97,20 @@ impl Executor {
                 }
                 Kernel::Fused(r) => self.run_regions(g, std::slice::from_ref(r))?,
                 Kernel::Group(rs) => self.run_regions(g, rs)?,
+                Kernel::Rows(rg) => {
+                    if !rg.outputs.iter().all(|o| self.cache.contains_key(o)) {
+                        let inputs: Vec<Tensor> = rg.inputs.iter().map(|i| self.cache[i].clone()).collect();
+                        for (o, t) in rg.outputs.iter().zip(rows::run(&self.kernels, g, rg, &inputs)?) {
+                            self.cache.insert(*o, t);
+                        }
+                    }
+                }
             }
             if let (Some(p), Some(t0)) = (&self.profile, started) {
                 let kind = match k {
                     Kernel::Fused(_) => "fused elementwise".to_string(),
                     Kernel::Group(_) => "fused group".to_string(),
+                    Kernel::Rows(_) => "fused rows".to_string(),
                     Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).op.kind_name(),
                 };
                 let mut p = p.lock().expect("profile lock");

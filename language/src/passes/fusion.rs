@@ -13,6 +13,7 @@
 //! Only f32 values and bools are fused today (the dtypes the CPU kernels compute in); f16/bf16
 //! storage rounding and integer arithmetic run as library kernels.
 
+use super::rows::RowGroup;
 use crate::ir::{BinaryOp, Graph, NodeId, Op, UnaryOp};
 use crate::types::DType;
 use std::collections::{HashMap, HashSet};
@@ -49,6 +50,9 @@ pub enum Kernel {
     /// Independent fused regions run as one launch (e.g. the optimiser's update of every
     /// parameter: the guide's multi-tensor "foreach"/fused optimiser).
     Group(Vec<Region>),
+    /// Last-axis reductions with their elementwise neighbours, run row by row as one kernel
+    /// (softmax, log_softmax, layer norm; see rows.rs).
+    Rows(RowGroup),
 }
 
 /// The kernels of a computation, in an order that respects dependencies.
@@ -67,14 +71,18 @@ impl Plan {
     /// recomputed in several regions counts once).
     pub fn eager_count(&self) -> usize {
         let fused: HashSet<NodeId> = self.regions().flat_map(|r| r.nodes.iter().copied()).collect();
-        fused.len() + self.kernels.iter().filter(|k| matches!(k, Kernel::Library(_) | Kernel::View(_))).count()
+        let reductions: usize = self.kernels.iter().map(|k| if let Kernel::Rows(g) = k { g.reductions().count() } else { 0 }).sum();
+        fused.len() + reductions + self.kernels.iter().filter(|k| matches!(k, Kernel::Library(_) | Kernel::View(_))).count()
     }
     /// Every fused region, grouped or not.
     pub fn regions(&self) -> impl Iterator<Item = &Region> {
-        self.kernels.iter().flat_map(|k| match k {
-            Kernel::Fused(r) => std::slice::from_ref(r),
-            Kernel::Group(rs) => rs.as_slice(),
-            _ => &[],
+        self.kernels.iter().flat_map(|k| -> Box<dyn Iterator<Item = &Region> + '_> {
+            match k {
+                Kernel::Fused(r) => Box::new(std::iter::once(r)),
+                Kernel::Group(rs) => Box::new(rs.iter()),
+                Kernel::Rows(g) => Box::new(g.regions()),
+                _ => Box::new(std::iter::empty()),
+            }
         })
     }
 }
@@ -293,7 +301,7 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
             _ => true,
         })
     });
-    let kernels = if fuse { group_independent(g, kernels) } else { kernels };
+    let kernels = if fuse { group_independent(g, super::rows::fuse_rows(g, kernels, roots)) } else { kernels };
     Plan { kernels, roots: roots.to_vec() }
 }
 

@@ -31,6 +31,7 @@ pub fn specialise(g: &Graph, plan: &Plan) -> (Vec<NodeId>, Plan) {
         .filter(|k| match k {
             Kernel::Fused(r) => !invariant(&r.outputs),
             Kernel::Group(rs) => !rs.iter().all(|r| invariant(&r.outputs)),
+            Kernel::Rows(rg) => !invariant(&rg.outputs),
             Kernel::Free(_) => true,
             Kernel::Library(n) | Kernel::View(n) => !nodes.contains(n),
         })
@@ -48,6 +49,7 @@ pub fn specialise(g: &Graph, plan: &Plan) -> (Vec<NodeId>, Plan) {
         let reads: Vec<NodeId> = match k {
             Kernel::Fused(r) => r.inputs.clone(),
             Kernel::Group(rs) => rs.iter().flat_map(|r| r.inputs.clone()).collect(),
+            Kernel::Rows(rg) => rg.inputs.clone(),
             Kernel::Free(n) | Kernel::Library(n) | Kernel::View(n) => g.node(*n).src.clone(),
         };
         for s in reads {

@@ -8,3 +8,4 @@ pub mod fusion;
 pub mod invariant;
 pub mod memory;
 pub mod rewrite;
+pub mod rows;

@@ -1,0 +1,198 @@
+//! A row group (`dlc_language::passes::rows`) run as one kernel: the rows are split over the
+//! cores, and each row goes through the group's items in order, every value the group computes
+//! held in a buffer the size of one row (or one value per row). Only the group's outputs are
+//! written at full size. Each region runs its fused program on the row (`Program::for_rows`) and
+//! each reduction folds the row exactly as `reduce` does, so results equal the eager
+//! interpreter's bit for bit.
+
+use super::fused::{as_f32, KernelCache, Program};
+use super::reduce::{row_max, row_sum};
+use crate::runtime::tensor::{Data, Tensor};
+use crate::runtime::RuntimeError;
+use dlc_language::ir::{Graph, NodeId, Op, ReduceOp};
+use dlc_language::passes::rows::{RowGroup, RowItem};
+use dlc_language::types::DType;
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::sync::Arc;
+
+/// Where an item reads a value.
+#[derive(Clone, Copy)]
+enum Source {
+    /// A buffer of the group (a value computed earlier in the row).
+    Slot(usize),
+    /// Input `k` of the group, with its strides over the leading dims (where row r starts).
+    Input(usize),
+}
+
+enum Step {
+    Region {
+        program: Program,
+        /// Per input of the row program: where it comes from, and (for a group input) its
+        /// strides over the leading dims.
+        reads: Vec<(Source, Vec<usize>)>,
+        /// The slot of each output.
+        writes: Vec<usize>,
+    },
+    Reduce {
+        max: bool,
+        from: Source,
+        to: usize,
+    },
+}
+
+/// Rows per task: enough that a task's rows hold some 16K values.
+fn rows_per_task(len: usize) -> usize {
+    (16_384 / len.max(1)).max(1)
+}
+
+/// Run the group on its inputs (in `RowGroup::inputs` order); one tensor per group output.
+pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
+    let rank = rg.lead.len() + 1;
+    let row_len = |n: NodeId| -> usize { g.node(n).shape.get(rank - 1).and_then(|d| d.as_known()).unwrap_or(1) as usize };
+    // A slot per value the group computes; detaches read their source's.
+    let mut slots: Vec<usize> = vec![];
+    let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
+    let new_slot = |n: NodeId, slots: &mut Vec<usize>, slot_of: &mut HashMap<NodeId, usize>| {
+        slot_of.insert(n, slots.len());
+        slots.push(row_len(n));
+    };
+    let source = |n: NodeId, slot_of: &HashMap<NodeId, usize>| -> Result<Source, RuntimeError> {
+        let n = rg.aliases.get(&n).copied().unwrap_or(n);
+        if let Some(s) = slot_of.get(&n) {
+            return Ok(Source::Slot(*s));
+        }
+        rg.inputs
+            .iter()
+            .position(|i| *i == n)
+            .map(Source::Input)
+            .ok_or_else(|| RuntimeError::Unsupported(format!("row group: {n:?} is neither computed nor read")))
+    };
+    let mut steps = vec![];
+    for item in &rg.items {
+        match item {
+            RowItem::Region(r) => {
+                let full = cache.program(g, r)?;
+                let (program, views) = full.for_rows();
+                let reads = views
+                    .into_iter()
+                    .map(|(k, outer)| Ok((source(r.inputs[k], &slot_of)?, outer)))
+                    .collect::<Result<Vec<_>, RuntimeError>>()?;
+                let writes = r
+                    .outputs
+                    .iter()
+                    .map(|o| {
+                        new_slot(*o, &mut slots, &mut slot_of);
+                        slots.len() - 1
+                    })
+                    .collect();
+                steps.push(Step::Region { program, reads, writes });
+            }
+            RowItem::Reduce(n) => {
+                let max = matches!(g.node(*n).op, Op::Reduce(ReduceOp::Max, _));
+                let from = source(g.node(*n).src[0], &slot_of)?;
+                new_slot(*n, &mut slots, &mut slot_of);
+                steps.push(Step::Reduce { max, from, to: slots.len() - 1 });
+            }
+        }
+    }
+    let ins: Vec<Arc<Vec<f32>>> = inputs.iter().map(as_f32).collect();
+    let rows = rg.rows();
+    let outs: Vec<(usize, usize)> = rg.outputs.iter().map(|o| (slot_of[o], row_len(*o))).collect();
+    // Outputs are written row by row by the tasks, every element once.
+    let mut bufs: Vec<Vec<f32>> = outs.iter().map(|(_, l)| Vec::with_capacity(rows * l)).collect();
+    let per_task = rows_per_task(rg.len);
+    // Each task: a block of rows and its part of every output.
+    type Part<'a> = &'a mut [MaybeUninit<f32>];
+    let mut tasks: Vec<(usize, Vec<Part>)> = vec![];
+    let mut parts: Vec<std::slice::ChunksMut<MaybeUninit<f32>>> =
+        bufs.iter_mut().zip(&outs).map(|(b, (_, l))| b.spare_capacity_mut()[..rows * l].chunks_mut(per_task * l.max(&1))).collect();
+    for first in (0..rows).step_by(per_task) {
+        tasks.push((first, parts.iter_mut().map(|p| p.next().expect("a part per task")).collect()));
+    }
+    let work = |(first, mut dsts): (usize, Vec<Part>)| {
+        let mut state: Vec<Vec<f32>> = slots.iter().map(|l| vec![0f32; *l]).collect();
+        let mut regs: Vec<Vec<Vec<f32>>> = steps
+            .iter()
+            .map(|s| match s {
+                Step::Region { program, writes, .. } => program.registers(slots[writes[0]]),
+                Step::Reduce { .. } => vec![],
+            })
+            .collect();
+        let last = (first + per_task).min(rows);
+        for r in first..last {
+            for (step, regs) in steps.iter().zip(regs.iter_mut()) {
+                match step {
+                    Step::Region { program, reads, writes } => {
+                        // Outputs out of the table while the inputs are borrowed from it (an item
+                        // never reads what it writes).
+                        let mut taken: Vec<Vec<f32>> = writes.iter().map(|w| std::mem::take(&mut state[*w])).collect();
+                        let views: Vec<&[f32]> = reads
+                            .iter()
+                            .map(|(src, outer)| match src {
+                                Source::Slot(s) => state[*s].as_slice(),
+                                Source::Input(k) => &ins[*k][row_start(r, &rg.lead, outer)..],
+                            })
+                            .collect();
+                        let mut dsts: Vec<&mut [f32]> = taken.iter_mut().map(|t| t.as_mut_slice()).collect();
+                        program.chunk(&views, 0, &mut dsts, regs);
+                        for (w, t) in writes.iter().zip(taken) {
+                            state[*w] = t;
+                        }
+                    }
+                    Step::Reduce { max, from, to } => {
+                        let row: &[f32] = match from {
+                            Source::Slot(s) => &state[*s],
+                            Source::Input(k) => &ins[*k][r * rg.len..(r + 1) * rg.len],
+                        };
+                        let v = if *max { row_max(row) } else { row_sum(row) };
+                        state[*to][0] = v;
+                    }
+                }
+            }
+            for ((slot, l), dst) in outs.iter().zip(dsts.iter_mut()) {
+                for (d, v) in dst[(r - first) * l..(r - first + 1) * l].iter_mut().zip(&state[*slot]) {
+                    d.write(*v);
+                }
+            }
+        }
+    };
+    if rows > per_task {
+        tasks.into_par_iter().for_each(work);
+    } else {
+        tasks.into_iter().for_each(work);
+    }
+    for (b, (_, l)) in bufs.iter_mut().zip(&outs) {
+        // SAFETY: the tasks wrote every row of every output.
+        unsafe { b.set_len(rows * l) };
+    }
+    let dtype_of = |o: NodeId| g.node(o).dtype;
+    Ok(rg
+        .outputs
+        .iter()
+        .zip(bufs)
+        .map(|(o, v)| {
+            let shape: Vec<usize> = g.node(*o).shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect();
+            let dtype = dtype_of(*o);
+            let data = if dtype == DType::Bool {
+                Data::I64(Arc::new(v.iter().map(|x| (*x != 0.0) as i64).collect()))
+            } else {
+                Data::F32(Arc::new(v))
+            };
+            Tensor { dtype, shape, data }
+        })
+        .collect())
+}
+
+/// Where row `r` (an index over the leading dims `lead`) starts in an input with strides
+/// `outer` over those dims.
+fn row_start(r: usize, lead: &[usize], outer: &[usize]) -> usize {
+    let mut rem = r;
+    let mut at = 0;
+    for d in (0..lead.len()).rev() {
+        at += (rem % lead[d]) * outer[d];
+        rem /= lead[d];
+    }
+    at
+}

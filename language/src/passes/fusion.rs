@@ -55,6 +55,19 @@ pub enum Kernel {
     Rows(RowGroup),
 }
 
+impl Kernel {
+    /// The values the kernel reads from before it (a matrix product's transposed operand is
+    /// the transpose node, not its source).
+    pub fn reads(&self, g: &Graph) -> Vec<NodeId> {
+        match self {
+            Kernel::Fused(r) => r.inputs.clone(),
+            Kernel::Group(rs) => rs.iter().flat_map(|r| r.inputs.clone()).collect(),
+            Kernel::Rows(rg) => rg.inputs.clone(),
+            Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).src.clone(),
+        }
+    }
+}
+
 /// The kernels of a computation, in an order that respects dependencies.
 #[derive(Clone, Debug, Default)]
 pub struct Plan {

@@ -46,13 +46,7 @@ pub fn specialise(g: &Graph, plan: &Plan) -> (Vec<NodeId>, Plan) {
         }
     };
     for k in &kernels {
-        let reads: Vec<NodeId> = match k {
-            Kernel::Fused(r) => r.inputs.clone(),
-            Kernel::Group(rs) => rs.iter().flat_map(|r| r.inputs.clone()).collect(),
-            Kernel::Rows(rg) => rg.inputs.clone(),
-            Kernel::Free(n) | Kernel::Library(n) | Kernel::View(n) => g.node(*n).src.clone(),
-        };
-        for s in reads {
+        for s in k.reads(g) {
             need(s, &mut frontier);
         }
     }

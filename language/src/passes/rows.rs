@@ -229,13 +229,7 @@ pub fn fuse_rows(g: &Graph, kernels: Vec<Kernel>, roots: &[NodeId]) -> Vec<Kerne
     // Which kernels read each value.
     let mut readers: HashMap<NodeId, Vec<usize>> = HashMap::new();
     for (i, k) in kernels.iter().enumerate() {
-        let reads: Vec<NodeId> = match k {
-            Kernel::Fused(r) => r.inputs.clone(),
-            Kernel::Group(rs) => rs.iter().flat_map(|r| r.inputs.clone()).collect(),
-            Kernel::Rows(rg) => rg.inputs.clone(),
-            Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).src.clone(),
-        };
-        for s in reads {
+        for s in k.reads(g) {
             readers.entry(s).or_default().push(i);
         }
     }

@@ -95,11 +95,11 @@ impl Emit<'_, '_> {
     fn bitcast(&mut self, to: Type, x: Value) -> Value {
         self.b.ins().bitcast(to, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), x)
     }
-    fn to_bits(&mut self, x: Value) -> Value {
+    fn int_bits(&mut self, x: Value) -> Value {
         let t = self.int_ty();
         self.bitcast(t, x)
     }
-    fn from_bits(&mut self, x: Value) -> Value {
+    fn float_of_bits(&mut self, x: Value) -> Value {
         let t = self.ty;
         self.bitcast(t, x)
     }
@@ -188,7 +188,7 @@ impl Emit<'_, '_> {
         let bias = self.ci(127);
         let e = self.b.ins().iadd(e, bias);
         let e = self.b.ins().ishl_imm_s(e, 23);
-        let scale = self.from_bits(e);
+        let scale = self.float_of_bits(e);
         self.mul(p, scale)
     }
 
@@ -233,12 +233,12 @@ impl Emit<'_, '_> {
         let tiny = self.cmp(FloatCC::LessThan, x, min_pos);
         let scaled = self.kmul(x, 8_388_608.0);
         let xs = self.select(tiny, scaled, x);
-        let bits = self.to_bits(xs);
+        let bits = self.int_bits(xs);
         let mant_mask = self.ci(0x007f_ffff);
         let one_bits = self.ci(0x3f80_0000);
         let mant = self.b.ins().band(bits, mant_mask);
         let mant = self.b.ins().bor(mant, one_bits);
-        let m = self.from_bits(mant);
+        let m = self.float_of_bits(mant);
         let sqrt2 = self.c(std::f32::consts::SQRT_2);
         let big = self.cmp(FloatCC::GreaterThan, m, sqrt2);
         let half = self.kmul(m, 0.5);

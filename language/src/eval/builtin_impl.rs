@@ -336,7 +336,7 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
                 }
             }
             let rank = t.ty(xs2[0]).rank();
-            let ax = rules::axis(if name == "stack" { a } else { a }, rank).map_err(|e| t.rule_error(e, b.span_of("axis")))?;
+            let ax = rules::axis(a, rank).map_err(|e| t.rule_error(e, b.span_of("axis")))?;
             let shapes: Vec<_> = xs2.iter().map(|x| t.ty(*x).shape).collect();
             let shape = rules::concat(&shapes, ax).map_err(|e| t.rule_error(e, span))?;
             if xs2.len() == 1 {
@@ -552,9 +552,7 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
             let loss = t.arg_tensor(&b, "loss")?;
             let lt = t.ty(loss);
             if lt.rank() != 0 {
-                return t
-                    .err("E0303", format!("`grad` needs a scalar loss (a 0-d tensor), found {lt}"), b.span_of("loss"), "not a scalar")
-                    .map_err(|r| r);
+                return t.err("E0303", format!("`grad` needs a scalar loss (a 0-d tensor), found {lt}"), b.span_of("loss"), "not a scalar");
             }
             match b.value("model") {
                 Some(Value::Model(m)) => Ok(Value::Grads(m, loss)),

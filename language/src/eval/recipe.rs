@@ -406,7 +406,7 @@ impl Tracer {
                 }
             }
             Want::Precision => match v {
-                Value::DType(d) if matches!(d, crate::types::DType::F32 | crate::types::DType::BF16 | crate::types::DType::F16) => Ok(()),
+                Value::DType(crate::types::DType::F32 | crate::types::DType::BF16 | crate::types::DType::F16) => Ok(()),
                 Value::Str(s) if &**s == "tf32" => Ok(()),
                 _ => bad(self, "one of `f32`, `bf16`, `f16`, `tf32`"),
             },

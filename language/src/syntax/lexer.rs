@@ -172,7 +172,7 @@ impl Lexer<'_> {
             self.pos += 1;
         }
         let text = &self.src[start..self.offset()];
-        let tok = if let Some(k) = Kw::from_str(text) {
+        let tok = if let Some(k) = Kw::lookup(text) {
             Tok::Kw(k)
         } else if let Some(d) = DType::from_name(text) {
             Tok::DType(d)

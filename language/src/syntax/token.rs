@@ -69,7 +69,7 @@ impl Kw {
         ("by", Kw::By),
         ("as", Kw::As),
     ];
-    pub fn from_str(s: &str) -> Option<Kw> {
+    pub fn lookup(s: &str) -> Option<Kw> {
         Kw::ALL.iter().find(|(n, _)| *n == s).map(|(_, k)| *k)
     }
     pub fn as_str(self) -> &'static str {

@@ -123,7 +123,7 @@ pub fn python_float(f: f64) -> String {
     if a != 0.0 && !(1e-4..1e16).contains(&a) {
         let s = format!("{f:e}");
         let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
-        let m = if m.contains('.') { m.to_string() } else { m.to_string() };
+        let m = m.to_string();
         let (sign, digits) = match e.strip_prefix('-') {
             Some(d) => ('-', d),
             None => ('+', e),

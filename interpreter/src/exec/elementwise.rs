@@ -6,6 +6,7 @@ use crate::runtime::RuntimeError;
 use dlc_language::ir::{BinaryOp, UnaryOp};
 use dlc_language::types::DType;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 /// Below this many elements threads cost more than they save.
@@ -133,9 +134,9 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Tensor {
             let mut out = vec![0f32; v.len()];
             let block = PAR_MIN / 4;
             if v.len() >= PAR_MIN {
-                out.par_chunks_mut(block).zip(v.par_chunks(block)).for_each(|(o, x)| unary_slice(op, Arg::Slice(x), o));
+                out.par_chunks_mut(block).zip(v.par_chunks(block)).for_each(|(o, x)| unary_slice(op, Arg::Slice(x), as_uninit(o)));
             } else {
-                unary_slice(op, Arg::Slice(v), &mut out);
+                unary_slice(op, Arg::Slice(v), as_uninit(&mut out));
             }
             Data::F32(Arc::new(out))
         }
@@ -198,6 +199,20 @@ pub(crate) fn binop_f32(op: BinaryOp, x: f32, y: f32) -> f32 {
     float_binop!(op, x, y)
 }
 
+/// `out` as memory a slice kernel may write without reading (always sound: every f32 is a valid
+/// `MaybeUninit<f32>`, and the kernels only write initialised values).
+pub(crate) fn as_uninit(out: &mut [f32]) -> &mut [MaybeUninit<f32>] {
+    // SAFETY: same layout; writing an f32 through the result leaves `out` initialised.
+    unsafe { &mut *(out as *mut [f32] as *mut [MaybeUninit<f32>]) }
+}
+
+/// Every element of `out` set to `v`.
+pub(crate) fn fill(out: &mut [MaybeUninit<f32>], v: f32) {
+    out.iter_mut().for_each(|o| {
+        o.write(v);
+    });
+}
+
 /// An operand of a slice kernel: one value per element, or one value for all of them (a
 /// constant or a broadcast scalar, which then needs no buffer of its own).
 #[derive(Clone, Copy, Debug)]
@@ -206,10 +221,11 @@ pub(crate) enum Arg<'a> {
     Scalar(f32),
 }
 
-/// `out[i] = op(a[i], b[i])` (a scalar operand is the same at every i), with the op chosen once
+/// `out[i] = op(a[i], b[i])` (a scalar operand is the same at every i; `out` is written, never
+/// read, so it may be uninitialised), with the op chosen once
 /// outside the loop so the loop vectorises, compiled for AVX2 as well when the CPU has it.
 /// Results are the same either way (no floating-point contraction), only faster.
-pub(crate) fn binary_slice(op: BinaryOp, a: Arg, b: Arg, out: &mut [f32]) {
+pub(crate) fn binary_slice(op: BinaryOp, a: Arg, b: Arg, out: &mut [MaybeUninit<f32>]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2.
@@ -220,12 +236,12 @@ pub(crate) fn binary_slice(op: BinaryOp, a: Arg, b: Arg, out: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn binary_slice_avx2(op: BinaryOp, a: Arg, b: Arg, out: &mut [f32]) {
+unsafe fn binary_slice_avx2(op: BinaryOp, a: Arg, b: Arg, out: &mut [MaybeUninit<f32>]) {
     binary_slice_generic(op, a, b, out)
 }
 
 #[inline(always)]
-fn binary_slice_generic(op: BinaryOp, a: Arg, b: Arg, out: &mut [f32]) {
+fn binary_slice_generic(op: BinaryOp, a: Arg, b: Arg, out: &mut [MaybeUninit<f32>]) {
     // One loop per (operand kinds, op): `$f` is the op, the arms below the operand kinds.
     macro_rules! by_op {
         ($each:ident) => {
@@ -243,7 +259,7 @@ fn binary_slice_generic(op: BinaryOp, a: Arg, b: Arg, out: &mut [f32]) {
             macro_rules! each {
                 ($f:expr) => {
                     for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
-                        *o = $f(*x, *y);
+                        o.write($f(*x, *y));
                     }
                 };
             }
@@ -253,7 +269,7 @@ fn binary_slice_generic(op: BinaryOp, a: Arg, b: Arg, out: &mut [f32]) {
             macro_rules! each {
                 ($f:expr) => {
                     for (o, x) in out.iter_mut().zip(a) {
-                        *o = $f(*x, y);
+                        o.write($f(*x, y));
                     }
                 };
             }
@@ -263,22 +279,22 @@ fn binary_slice_generic(op: BinaryOp, a: Arg, b: Arg, out: &mut [f32]) {
             macro_rules! each {
                 ($f:expr) => {
                     for (o, y) in out.iter_mut().zip(b) {
-                        *o = $f(x, *y);
+                        o.write($f(x, *y));
                     }
                 };
             }
             by_op!(each)
         }
-        (Arg::Scalar(x), Arg::Scalar(y)) => out.fill(binop_f32(op, x, y)),
+        (Arg::Scalar(x), Arg::Scalar(y)) => fill(out, binop_f32(op, x, y)),
     }
 }
 
 /// `out[i] = op(x[i])`, with the op chosen once outside the loop; AVX2 and FMA when the CPU has
 /// them (erf's `mul_add` must be one instruction, not a libm call).
-pub(crate) fn unary_slice(op: UnaryOp, x: Arg, out: &mut [f32]) {
+pub(crate) fn unary_slice(op: UnaryOp, x: Arg, out: &mut [MaybeUninit<f32>]) {
     let x = match x {
         Arg::Slice(x) => x,
-        Arg::Scalar(v) => return out.fill(unary_f32(op, v)),
+        Arg::Scalar(v) => return fill(out, unary_f32(op, v)),
     };
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
@@ -290,16 +306,16 @@ pub(crate) fn unary_slice(op: UnaryOp, x: Arg, out: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn unary_slice_avx2(op: UnaryOp, x: &[f32], out: &mut [f32]) {
+unsafe fn unary_slice_avx2(op: UnaryOp, x: &[f32], out: &mut [MaybeUninit<f32>]) {
     unary_slice_generic(op, x, out)
 }
 
 #[inline(always)]
-fn unary_slice_generic(op: UnaryOp, x: &[f32], out: &mut [f32]) {
+fn unary_slice_generic(op: UnaryOp, x: &[f32], out: &mut [MaybeUninit<f32>]) {
     macro_rules! each {
         ($f:expr) => {
             for (o, a) in out.iter_mut().zip(x) {
-                *o = $f(*a);
+                o.write($f(*a));
             }
         };
     }

@@ -5,7 +5,7 @@
 //! interpreter computes for it (the same f32 operations), so fused and eager results are equal
 //! bit for bit.
 
-use super::elementwise::{binary_slice, unary_slice, Arg};
+use super::elementwise::{as_uninit, binary_slice, fill, unary_slice, Arg};
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
 use dlc_language::ir::{Graph, NodeId, Op};
@@ -359,7 +359,8 @@ impl Program {
     }
 
     /// Elements `start .. start + len` of every output (`dsts`, one slice each).
-    pub(crate) fn chunk(&self, ins: &[&[f32]], start: usize, dsts: &mut [&mut [f32]], regs: &mut [Vec<f32>]) {
+    /// The outputs may be uninitialised: every element is written before anything reads it.
+    pub(crate) fn chunk(&self, ins: &[&[f32]], start: usize, dsts: &mut [&mut [MaybeUninit<f32>]], regs: &mut [Vec<f32>]) {
         let len = dsts.first().map(|d| d.len()).unwrap_or(0);
         let end = start + len;
         if let Some(native) = &self.native {
@@ -373,7 +374,7 @@ impl Program {
             for (i, inst) in self.instrs.iter().enumerate() {
                 if let Instr::Expand { src: Operand::Input(k), strides } = inst {
                     if buffered(strides) {
-                        broadcast_load(ins[*k], &self.shape, strides, start, &mut regs[i][..len]);
+                        broadcast_load(ins[*k], &self.shape, strides, start, as_uninit(&mut regs[i][..len]));
                     }
                 }
             }
@@ -384,7 +385,7 @@ impl Program {
                     }
                 }
             }
-            let outs: Vec<*mut f32> = dsts.iter_mut().map(|d| d.as_mut_ptr()).collect();
+            let outs: Vec<*mut f32> = dsts.iter_mut().map(|d| d.as_mut_ptr() as *mut f32).collect();
             // SAFETY: every pointer covers `len` f32 values; outputs are fresh buffers.
             unsafe { native.call(&ptrs, &outs, len) };
             return;
@@ -393,14 +394,15 @@ impl Program {
         // its own buffer. (Scalars, unless output, live nowhere: readers take the value.)
         let loc: Vec<*mut f32> = (0..self.instrs.len())
             .map(|i| match self.output_of[i] {
-                Some(k) => dsts[k].as_mut_ptr(),
+                Some(k) => dsts[k].as_mut_ptr() as *mut f32,
                 None => regs[i].as_mut_ptr(),
             })
             .collect();
         // SAFETY (for the slices made from `loc` below): every location holds at least `len`
         // values (registers are CHUNK long, outputs `len`); an instruction writes only its own
-        // location and reads only earlier ones, and no two instructions share a location, so no
-        // slice written overlaps one read. `dsts` is not touched again until the copies at the end.
+        // location (as `MaybeUninit`, all of it) and reads only earlier ones, already written, and
+        // no two instructions share a location, so no slice written overlaps one read. `dsts` is
+        // not touched again until the copies at the end.
         let arg = |o: Operand| -> Arg {
             match o {
                 Operand::Reg(j) => match self.scalar[j] {
@@ -416,7 +418,7 @@ impl Program {
             if self.scalar[i].is_some() && self.output_of[i].is_none() {
                 continue;
             }
-            let out = unsafe { std::slice::from_raw_parts_mut(loc[i], len) };
+            let out = unsafe { std::slice::from_raw_parts_mut(loc[i] as *mut MaybeUninit<f32>, len) };
             match ins_i {
                 Instr::Unary(op, x) => unary_slice(*op, arg(*x), out),
                 Instr::Binary(op, a, b) => binary_slice(*op, arg(*a), arg(*b), out),
@@ -424,66 +426,70 @@ impl Program {
                 Instr::Cast { to_bool, x } => match (arg(*x), *to_bool) {
                     (Arg::Slice(x), true) => {
                         for (o, a) in out.iter_mut().zip(x) {
-                            *o = (*a != 0.0) as i32 as f32;
+                            o.write((*a != 0.0) as i32 as f32);
                         }
                     }
-                    (Arg::Slice(x), false) => out.copy_from_slice(x),
-                    (Arg::Scalar(a), to_bool) => out.fill(if to_bool { (a != 0.0) as i32 as f32 } else { a }),
+                    (Arg::Slice(x), false) => write_all(out, x),
+                    (Arg::Scalar(a), to_bool) => fill(out, if to_bool { (a != 0.0) as i32 as f32 } else { a }),
                 },
                 Instr::Expand { src, strides } => match src {
-                    Operand::Imm(v) => out.fill(*v),
+                    Operand::Imm(v) => fill(out, *v),
                     Operand::Input(k) => broadcast_load(ins[*k], &self.shape, strides, start, out),
                     Operand::Reg(_) => unreachable!("the fusion pass never puts an expand's source in its region"),
                 },
             }
             if let Some(d) = self.round[i] {
-                crate::runtime::tensor::round_slice(d, out);
+                // SAFETY: just written in full.
+                crate::runtime::tensor::round_slice(d, unsafe { std::slice::from_raw_parts_mut(loc[i], len) });
             }
         }
         // A value output twice was written into the first of its outputs.
         for (k, (reg, _)) in self.outputs.iter().enumerate() {
             let first = self.output_of[*reg].expect("every output is placed");
             if first != k {
-                let (a, b) = (first.min(k), first.max(k));
-                let (lo, hi) = dsts.split_at_mut(b);
-                if first < k {
-                    hi[0].copy_from_slice(lo[a]);
-                } else {
-                    lo[a].copy_from_slice(hi[0]);
-                }
+                // SAFETY: the first output was written in full above.
+                let src = unsafe { std::slice::from_raw_parts(loc[*reg], len) };
+                write_all(dsts[k], src);
             }
         }
     }
 }
 
+/// `out = src` (the first `out.len()` values).
+fn write_all(out: &mut [MaybeUninit<f32>], src: &[f32]) {
+    for (o, v) in out.iter_mut().zip(src) {
+        o.write(*v);
+    }
+}
+
 /// `out[t] = c[t] != 0 ? a[t] : b[t]`. Each mix of slices and scalars is its own loop over
 /// zipped slices (no indexing, so no bounds checks), which vectorises to a compare and a blend.
-fn select(c: Arg, a: Arg, b: Arg, out: &mut [f32]) {
+fn select(c: Arg, a: Arg, b: Arg, out: &mut [MaybeUninit<f32>]) {
     let pick = |c: f32, a: f32, b: f32| if c != 0.0 { a } else { b };
     match (c, a, b) {
         (Arg::Slice(c), Arg::Slice(a), Arg::Slice(b)) => {
             for (((o, c), a), b) in out.iter_mut().zip(c).zip(a).zip(b) {
-                *o = pick(*c, *a, *b);
+                o.write(pick(*c, *a, *b));
             }
         }
         (Arg::Slice(c), Arg::Slice(a), Arg::Scalar(b)) => {
             for ((o, c), a) in out.iter_mut().zip(c).zip(a) {
-                *o = pick(*c, *a, b);
+                o.write(pick(*c, *a, b));
             }
         }
         (Arg::Slice(c), Arg::Scalar(a), Arg::Slice(b)) => {
             for ((o, c), b) in out.iter_mut().zip(c).zip(b) {
-                *o = pick(*c, a, *b);
+                o.write(pick(*c, a, *b));
             }
         }
         (Arg::Slice(c), Arg::Scalar(a), Arg::Scalar(b)) => {
             for (o, c) in out.iter_mut().zip(c) {
-                *o = pick(*c, a, b);
+                o.write(pick(*c, a, b));
             }
         }
         (Arg::Scalar(c), a, b) => match if c != 0.0 { a } else { b } {
-            Arg::Slice(x) => out.copy_from_slice(&x[..out.len()]),
-            Arg::Scalar(v) => out.fill(v),
+            Arg::Slice(x) => write_all(out, x),
+            Arg::Scalar(v) => fill(out, v),
         },
     }
 }
@@ -493,8 +499,7 @@ fn select(c: Arg, a: Arg, b: Arg, out: &mut [f32]) {
 pub fn run_many(items: &[(&Program, &[Tensor])]) -> Vec<Vec<Tensor>> {
     let inputs: Vec<Vec<Arc<Vec<f32>>>> = items.iter().map(|(_, ins)| ins.iter().map(as_f32).collect()).collect();
     let views: Vec<Vec<&[f32]>> = inputs.iter().map(|v| v.iter().map(|a| a.as_slice()).collect()).collect();
-    // Output buffers are filled chunk by chunk on the worker threads (see `work`), not zeroed
-    // up front by this thread.
+    // Output buffers are written chunk by chunk on the worker threads, never zeroed first.
     let mut bufs: Vec<Vec<Vec<f32>>> =
         items.iter().map(|(p, _)| p.outputs.iter().map(|_| Vec::with_capacity(p.numel())).collect()).collect();
     let total: usize = items.iter().map(|(p, _)| p.numel()).sum();
@@ -527,18 +532,8 @@ pub fn run_many(items: &[(&Program, &[Tensor])]) -> Vec<Vec<Tensor>> {
         let mut off = 0;
         while off < len {
             let step = CHUNK.min(len - off);
-            let mut parts: Vec<&mut [f32]> = dsts
-                .iter_mut()
-                .map(|d| {
-                    let d = &mut d[off..off + step];
-                    // Initialised here, while the chunk is about to be written and in cache.
-                    d.iter_mut().for_each(|x| {
-                        x.write(0.0);
-                    });
-                    // SAFETY: every element was just initialised.
-                    unsafe { &mut *(d as *mut [MaybeUninit<f32>] as *mut [f32]) }
-                })
-                .collect();
+            // (The chunk writes every element of its outputs.)
+            let mut parts: Vec<&mut [MaybeUninit<f32>]> = dsts.iter_mut().map(|d| &mut d[off..off + step]).collect();
             p.chunk(&views[pi], start + off, &mut parts, &mut regs);
             off += step;
         }
@@ -575,9 +570,9 @@ pub fn run_many(items: &[(&Program, &[Tensor])]) -> Vec<Vec<Tensor>> {
 }
 
 /// out[t] = src[offset(start + t)], with the offset of an output index given by `strides`.
-fn broadcast_load(src: &[f32], shape: &[usize], strides: &[usize], start: usize, out: &mut [f32]) {
+fn broadcast_load(src: &[f32], shape: &[usize], strides: &[usize], start: usize, out: &mut [MaybeUninit<f32>]) {
     if shape.is_empty() || strides.iter().all(|s| *s == 0) {
-        out.fill(src[0]);
+        fill(out, src[0]);
         return;
     }
     // General case: dims merged where they are one run of memory (or both broadcast), then an
@@ -596,7 +591,7 @@ fn broadcast_load(src: &[f32], shape: &[usize], strides: &[usize], start: usize,
         }
     }
     if dims.is_empty() {
-        out.fill(src[0]);
+        fill(out, src[0]);
         return;
     }
     let rank = dims.len();
@@ -614,12 +609,12 @@ fn broadcast_load(src: &[f32], shape: &[usize], strides: &[usize], start: usize,
         let run = (n_in - first).min(out.len() - t);
         let dst = &mut out[t..t + run];
         if s_in == 0 {
-            dst.fill(src[outer]);
+            fill(dst, src[outer]);
         } else if s_in == 1 {
-            dst.copy_from_slice(&src[outer + first..outer + first + run]);
+            write_all(dst, &src[outer + first..outer + first + run]);
         } else {
             for (j, o) in dst.iter_mut().enumerate() {
-                *o = src[outer + (first + j) * s_in];
+                o.write(src[outer + (first + j) * s_in]);
             }
         }
         t += run;
@@ -680,7 +675,7 @@ mod tests {
                 for len in [1, 2, 7, n - start] {
                     let len = len.min(n - start);
                     let mut out = vec![f32::NAN; len];
-                    broadcast_load(&src, &shape, &strides, start, &mut out);
+                    broadcast_load(&src, &shape, &strides, start, super::as_uninit(&mut out));
                     assert_eq!(out, want[start..start + len], "shape {shape:?} strides {strides:?} start {start} len {len}");
                 }
             }

@@ -88,7 +88,7 @@ pub(crate) fn log32(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::elementwise::{erf64, unary_slice, Arg};
+    use super::super::elementwise::{as_uninit, erf64, unary_slice, Arg};
     use dlc_language::ir::UnaryOp;
 
     /// Worst absolute and relative error of `f` against `want` over `xs`; and the vectorised
@@ -103,7 +103,7 @@ mod tests {
             }
         }
         let mut sliced = vec![0f32; xs.len()];
-        unary_slice(op, Arg::Slice(xs), &mut sliced);
+        unary_slice(op, Arg::Slice(xs), as_uninit(&mut sliced));
         for (x, s) in xs.iter().zip(&sliced) {
             assert_eq!(s.to_bits(), f(*x).to_bits(), "{op:?}({x}) sliced");
         }

@@ -5,6 +5,7 @@
 //! each reduction folds the row exactly as `reduce` does, so results equal the eager
 //! interpreter's bit for bit.
 
+use super::elementwise::as_uninit;
 use super::fused::{as_f32, KernelCache, Program};
 use super::reduce::{row_max, row_sum};
 use crate::runtime::tensor::{Data, Tensor};
@@ -135,7 +136,7 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
                                 Source::Input(k) => &ins[*k][row_start(r, &rg.lead, outer)..],
                             })
                             .collect();
-                        let mut dsts: Vec<&mut [f32]> = taken.iter_mut().map(|t| t.as_mut_slice()).collect();
+                        let mut dsts: Vec<&mut [MaybeUninit<f32>]> = taken.iter_mut().map(|t| as_uninit(t.as_mut_slice())).collect();
                         program.chunk(&views, 0, &mut dsts, regs);
                         for (w, t) in writes.iter().zip(taken) {
                             state[*w] = t;

@@ -3,6 +3,7 @@
 use super::elem::Elem;
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
+use dlc_language::types::DType;
 use gemm::Parallelism;
 use std::sync::Arc;
 
@@ -58,6 +59,36 @@ pub(super) fn gemm<T: Elem>(m: usize, n: usize, k: usize, lhs: &[T], lhs_t: bool
     }
 }
 
+/// `batch` products dst[m×n] = op(x)[m×k] @ op(y)[k×n], one after the other, each with the
+/// threads its size earns.
+#[allow(clippy::too_many_arguments)]
+fn batched<T: Elem>(batch: usize, m: usize, n: usize, k: usize, x: &[T], x_t: bool, y: &[T], y_t: bool) -> Vec<T> {
+    let mut out = vec![T::ZERO; batch * m * n];
+    for i in 0..batch {
+        gemm(
+            m,
+            n,
+            k,
+            &x[i * m * k..(i + 1) * m * k],
+            x_t,
+            &y[i * k * n..(i + 1) * k * n],
+            y_t,
+            &mut out[i * m * n..(i + 1) * m * n],
+            parallelism(m * n * k),
+        );
+    }
+    out
+}
+
+/// f32 products of f32-stored operands; bf16/f16 operands (autocast) are summed in f32 and the
+/// result rounded.
+#[allow(clippy::too_many_arguments)]
+fn batched_f32(dtype: DType, batch: usize, m: usize, n: usize, k: usize, x: &[f32], x_t: bool, y: &[f32], y_t: bool) -> Data {
+    let mut out = batched(batch, m, n, k, x, x_t, y, y_t);
+    crate::runtime::tensor::round_slice(dtype, &mut out);
+    Data::F32(Arc::new(out))
+}
+
 /// `matmul` where either operand may be given as the source of a transpose (`a_t`: `a` holds
 /// [.., K, M] and the product uses its transpose). Floats stored as f32 (f32, bf16, f16) are
 /// read through strides; other dtypes transpose first.
@@ -77,26 +108,8 @@ pub fn matmul_t(a: &Tensor, a_t: bool, b: &Tensor, b_t: bool, shape: Vec<usize>)
             let (m, n) = (shape[r - 2], shape[r - 1]);
             let k = if a_t { a.shape[a.shape.len() - 2] } else { a.shape[a.shape.len() - 1] };
             let batch: usize = shape[..r - 2].iter().product();
-            let mut out = vec![0f32; batch * m * n];
-            for i in 0..batch {
-                gemm(
-                    m,
-                    n,
-                    k,
-                    &x[i * m * k..(i + 1) * m * k],
-                    a_t,
-                    &y[i * k * n..(i + 1) * k * n],
-                    b_t,
-                    &mut out[i * m * n..(i + 1) * m * n],
-                    parallelism(m * n * k),
-                );
-            }
-            // bf16/f16 operands (autocast): products summed in f32, the result rounded.
-            let d = a.dtype;
-            if d != dlc_language::types::DType::F32 {
-                crate::runtime::tensor::round_slice(d, &mut out);
-            }
-            Ok(Tensor { dtype: a.dtype, shape, data: Data::F32(Arc::new(out)) })
+            let data = batched_f32(a.dtype, batch, m, n, k, x, a_t, y, b_t);
+            Ok(Tensor { dtype: a.dtype, shape, data })
         }
         _ => {
             let a = if a_t { swap(a) } else { a.clone() };
@@ -112,44 +125,8 @@ pub fn matmul(a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Result<Tensor, Runti
     let (m, k, n) = (a.shape[r - 2], a.shape[r - 1], b.shape[r - 1]);
     let batch: usize = a.shape[..r - 2].iter().product();
     let data = match (&a.data, &b.data) {
-        (Data::F32(x), Data::F32(y)) => {
-            let mut out = vec![0f32; batch * m * n];
-            for i in 0..batch {
-                gemm(
-                    m,
-                    n,
-                    k,
-                    &x[i * m * k..(i + 1) * m * k],
-                    false,
-                    &y[i * k * n..(i + 1) * k * n],
-                    false,
-                    &mut out[i * m * n..(i + 1) * m * n],
-                    parallelism(m * n * k),
-                );
-            }
-            let d = a.dtype;
-            if d != dlc_language::types::DType::F32 {
-                crate::runtime::tensor::round_slice(d, &mut out);
-            }
-            Data::F32(Arc::new(out))
-        }
-        (Data::F64(x), Data::F64(y)) => {
-            let mut out = vec![0f64; batch * m * n];
-            for i in 0..batch {
-                gemm(
-                    m,
-                    n,
-                    k,
-                    &x[i * m * k..(i + 1) * m * k],
-                    false,
-                    &y[i * k * n..(i + 1) * k * n],
-                    false,
-                    &mut out[i * m * n..(i + 1) * m * n],
-                    parallelism(m * n * k),
-                );
-            }
-            Data::F64(Arc::new(out))
-        }
+        (Data::F32(x), Data::F32(y)) => batched_f32(a.dtype, batch, m, n, k, x, false, y, false),
+        (Data::F64(x), Data::F64(y)) => Data::F64(Arc::new(batched(batch, m, n, k, x, false, y, false))),
         (Data::I64(x), Data::I64(y)) => {
             let mut out = vec![0i64; batch * m * n];
             for bi in 0..batch {

@@ -213,6 +213,13 @@ pub(crate) fn fill(out: &mut [MaybeUninit<f32>], v: f32) {
     });
 }
 
+/// `out = src` (the first `out.len()` values).
+pub(crate) fn write_all(out: &mut [MaybeUninit<f32>], src: &[f32]) {
+    for (o, v) in out.iter_mut().zip(src) {
+        o.write(*v);
+    }
+}
+
 /// An operand of a slice kernel: one value per element, or one value for all of them (a
 /// constant or a broadcast scalar, which then needs no buffer of its own).
 #[derive(Clone, Copy, Debug)]

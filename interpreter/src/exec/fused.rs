@@ -5,7 +5,7 @@
 //! interpreter computes for it (the same f32 operations), so fused and eager results are equal
 //! bit for bit.
 
-use super::elementwise::{as_uninit, binary_slice, fill, unary_slice, Arg};
+use super::elementwise::{as_uninit, binary_slice, fill, unary_slice, write_all, Arg};
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
 use dlc_language::ir::{Graph, NodeId, Op};
@@ -72,6 +72,13 @@ pub struct Program {
     output_of: Vec<Option<usize>>,
 }
 
+/// A region run one row at a time: the program over one row, and per input of it, the region
+/// input it reads with that input's strides over the leading dims (see `Program::for_rows`).
+pub(crate) struct RowProgram {
+    pub program: Program,
+    pub views: Vec<(usize, Vec<usize>)>,
+}
+
 /// A value that is the same at every element.
 #[derive(Clone, Copy, Debug)]
 enum Scalar {
@@ -88,6 +95,8 @@ type RegionKey = (Vec<NodeId>, Vec<NodeId>, Vec<NodeId>);
 /// step): fused programs by their region, native code by kernel text.
 pub struct KernelCache {
     programs: Mutex<HashMap<RegionKey, Arc<Program>>>,
+    /// Regions of row kernels in their row form (`Program::for_rows`), by region.
+    rows: Mutex<HashMap<RegionKey, Arc<RowProgram>>>,
     native: Mutex<HashMap<String, Option<Arc<dlc_jit::Compiled>>>>,
     /// Compile fused regions to native code (`--jit`; results are equal either way).
     pub jit: bool,
@@ -97,7 +106,26 @@ pub struct KernelCache {
 
 impl KernelCache {
     pub fn new(jit: bool) -> KernelCache {
-        KernelCache { programs: Default::default(), native: Default::default(), jit, jit_seconds: Mutex::new(0.0) }
+        KernelCache {
+            programs: Default::default(),
+            rows: Default::default(),
+            native: Default::default(),
+            jit,
+            jit_seconds: Mutex::new(0.0),
+        }
+    }
+
+    /// The row form of a region in a row kernel, made on first use (interpreted: a row program
+    /// has no native form).
+    pub(crate) fn row_program(&self, g: &Graph, r: &Region) -> Result<Arc<RowProgram>, RuntimeError> {
+        let key: RegionKey = (r.nodes.clone(), r.inputs.clone(), r.outputs.clone());
+        if let Some(p) = self.rows.lock().expect("kernel cache").get(&key) {
+            return Ok(p.clone());
+        }
+        let (program, views) = compile(g, r)?.for_rows();
+        let p = Arc::new(RowProgram { program, views });
+        self.rows.lock().expect("kernel cache").insert(key, p.clone());
+        Ok(p)
     }
 
     /// The program of a region, compiled on first use.
@@ -237,12 +265,12 @@ impl Program {
         Program { instrs, shape, outputs, round, direct, native: None, scalar, output_of }
     }
 
-    /// This program run one row at a time (exec/rows.rs): the same instructions over the last
+    /// This program run one row at a time (exec/rows.rs, through `KernelCache::row_program`): the same instructions over the last
     /// dim alone, each broadcast load cut down to its stride along the row. Also gives, for each
     /// input of the row program, the region input it reads and that input's strides over the
     /// leading dims (from which the caller finds where row r starts in it). An input loaded with
     /// two different broadcasts becomes two inputs.
-    pub(crate) fn for_rows(&self) -> (Program, Vec<(usize, Vec<usize>)>) {
+    fn for_rows(&self) -> (Program, Vec<(usize, Vec<usize>)>) {
         let rank = self.shape.len().max(1);
         let row_len = self.shape.last().copied().unwrap_or(1);
         let lead = rank - 1;
@@ -452,13 +480,6 @@ impl Program {
                 write_all(dsts[k], src);
             }
         }
-    }
-}
-
-/// `out = src` (the first `out.len()` values).
-fn write_all(out: &mut [MaybeUninit<f32>], src: &[f32]) {
-    for (o, v) in out.iter_mut().zip(src) {
-        o.write(*v);
     }
 }
 

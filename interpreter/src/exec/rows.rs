@@ -5,8 +5,8 @@
 //! each reduction folds the row exactly as `reduce` does, so results equal the eager
 //! interpreter's bit for bit.
 
-use super::elementwise::as_uninit;
-use super::fused::{as_f32, KernelCache, Program};
+use super::elementwise::{as_uninit, write_all};
+use super::fused::{as_f32, KernelCache, RowProgram};
 use super::reduce::{row_max, row_sum};
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
@@ -29,7 +29,7 @@ enum Source {
 
 enum Step {
     Region {
-        program: Program,
+        rows: Arc<RowProgram>,
         /// Per input of the row program: where it comes from, and (for a group input) its
         /// strides over the leading dims.
         reads: Vec<(Source, Vec<usize>)>,
@@ -74,11 +74,11 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
     for item in &rg.items {
         match item {
             RowItem::Region(r) => {
-                let full = cache.program(g, r)?;
-                let (program, views) = full.for_rows();
-                let reads = views
-                    .into_iter()
-                    .map(|(k, outer)| Ok((source(r.inputs[k], &slot_of)?, outer)))
+                let rows = cache.row_program(g, r)?;
+                let reads = rows
+                    .views
+                    .iter()
+                    .map(|(k, outer)| Ok((source(r.inputs[*k], &slot_of)?, outer.clone())))
                     .collect::<Result<Vec<_>, RuntimeError>>()?;
                 let writes = r
                     .outputs
@@ -88,7 +88,7 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
                         slots.len() - 1
                     })
                     .collect();
-                steps.push(Step::Region { program, reads, writes });
+                steps.push(Step::Region { rows, reads, writes });
             }
             RowItem::Reduce(n) => {
                 let max = matches!(g.node(*n).op, Op::Reduce(ReduceOp::Max, _));
@@ -117,7 +117,7 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
         let mut regs: Vec<Vec<Vec<f32>>> = steps
             .iter()
             .map(|s| match s {
-                Step::Region { program, writes, .. } => program.registers(slots[writes[0]]),
+                Step::Region { rows, writes, .. } => rows.program.registers(slots[writes[0]]),
                 Step::Reduce { .. } => vec![],
             })
             .collect();
@@ -125,7 +125,7 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
         for r in first..last {
             for (step, regs) in steps.iter().zip(regs.iter_mut()) {
                 match step {
-                    Step::Region { program, reads, writes } => {
+                    Step::Region { rows, reads, writes } => {
                         // Outputs out of the table while the inputs are borrowed from it (an item
                         // never reads what it writes).
                         let mut taken: Vec<Vec<f32>> = writes.iter().map(|w| std::mem::take(&mut state[*w])).collect();
@@ -137,7 +137,7 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
                             })
                             .collect();
                         let mut dsts: Vec<&mut [MaybeUninit<f32>]> = taken.iter_mut().map(|t| as_uninit(t.as_mut_slice())).collect();
-                        program.chunk(&views, 0, &mut dsts, regs);
+                        rows.program.chunk(&views, 0, &mut dsts, regs);
                         for (w, t) in writes.iter().zip(taken) {
                             state[*w] = t;
                         }
@@ -153,9 +153,7 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
                 }
             }
             for ((slot, l), dst) in outs.iter().zip(dsts.iter_mut()) {
-                for (d, v) in dst[(r - first) * l..(r - first + 1) * l].iter_mut().zip(&state[*slot]) {
-                    d.write(*v);
-                }
+                write_all(&mut dst[(r - first) * l..(r - first + 1) * l], &state[*slot]);
             }
         }
     };

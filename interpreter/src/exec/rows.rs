@@ -55,9 +55,10 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
     // A slot per value the group computes; detaches read their source's.
     let mut slots: Vec<usize> = vec![];
     let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
-    let new_slot = |n: NodeId, slots: &mut Vec<usize>, slot_of: &mut HashMap<NodeId, usize>| {
+    let new_slot = |n: NodeId, slots: &mut Vec<usize>, slot_of: &mut HashMap<NodeId, usize>| -> usize {
         slot_of.insert(n, slots.len());
         slots.push(row_len(n));
+        slots.len() - 1
     };
     let source = |n: NodeId, slot_of: &HashMap<NodeId, usize>| -> Result<Source, RuntimeError> {
         let n = rg.aliases.get(&n).copied().unwrap_or(n);
@@ -80,21 +81,14 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
                     .iter()
                     .map(|(k, outer)| Ok((source(r.inputs[*k], &slot_of)?, outer.clone())))
                     .collect::<Result<Vec<_>, RuntimeError>>()?;
-                let writes = r
-                    .outputs
-                    .iter()
-                    .map(|o| {
-                        new_slot(*o, &mut slots, &mut slot_of);
-                        slots.len() - 1
-                    })
-                    .collect();
+                let writes = r.outputs.iter().map(|o| new_slot(*o, &mut slots, &mut slot_of)).collect();
                 steps.push(Step::Region { rows, reads, writes });
             }
             RowItem::Reduce(n) => {
                 let max = matches!(g.node(*n).op, Op::Reduce(ReduceOp::Max, _));
                 let from = source(g.node(*n).src[0], &slot_of)?;
-                new_slot(*n, &mut slots, &mut slot_of);
-                steps.push(Step::Reduce { max, from, to: slots.len() - 1 });
+                let to = new_slot(*n, &mut slots, &mut slot_of);
+                steps.push(Step::Reduce { max, from, to });
             }
         }
     }

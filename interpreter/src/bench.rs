@@ -51,17 +51,43 @@ fn stats(mut ms: Vec<f64>) -> (f64, f64, f64) {
     (median, ms[0], ms[n - 1])
 }
 
-pub fn main(file: &Path, steps: usize, warmup: usize, fuse: bool, jit: bool, as_json: bool, profile: bool) -> i32 {
+/// What `dlc bench` was asked for.
+pub struct Options {
+    pub steps: usize,
+    pub warmup: usize,
+    pub fuse: bool,
+    pub jit: bool,
+    pub json: bool,
+    pub profile: bool,
+    /// The `train` recipe (or `infer` block) to time, by name; the first one when `None`.
+    pub recipe: Option<String>,
+}
+
+pub fn main(file: &Path, o: Options) -> i32 {
+    let Options { steps, warmup, fuse, jit, json: as_json, profile, recipe } = o;
     let started = Instant::now();
     let (mut p, root) = match crate::cli::load_quietly(file, "nothing to benchmark") {
         Ok(loaded) => loaded,
         Err(status) => return status,
     };
     let recipes = p.session.t.recipes.clone();
-    let result = if let Some(info) = recipes.iter().find(|r| r.kind == RecipeKind::Train).cloned() {
+    let named = |kind: RecipeKind| {
+        recipes.iter().find(|r| r.kind == kind && recipe.as_ref().is_none_or(|want| r.name.as_ref() == Some(want))).cloned()
+    };
+    let result = if let Some(info) = named(RecipeKind::Train) {
         bench_train(&mut p, info, &root, steps, warmup, fuse, jit, profile)
-    } else if let Some(info) = recipes.iter().find(|r| r.kind == RecipeKind::Infer).cloned() {
+    } else if let Some(info) = named(RecipeKind::Infer) {
         bench_infer(&mut p, &info, steps, warmup, fuse, jit)
+    } else if let Some(want) = &recipe {
+        let names: Vec<String> = recipes
+            .iter()
+            .filter(|r| matches!(r.kind, RecipeKind::Train | RecipeKind::Infer))
+            .filter_map(|r| r.name.as_ref().map(|n| format!("`{n}`")))
+            .collect();
+        Err(format!(
+            "no `train` recipe or `infer` block named `{want}` in the file{}",
+            if names.is_empty() { " (none of them has a name)".to_string() } else { format!("; named ones: {}", names.join(", ")) }
+        ))
     } else {
         Err("the file has no `train` recipe and no `infer` block to time".to_string())
     };

@@ -88,6 +88,9 @@ enum Cmd {
         /// Also time every kernel by kind and print where the step's time goes.
         #[arg(long)]
         profile: bool,
+        /// The `train` recipe (or `infer` block) to time, by name (default: the first).
+        #[arg(long)]
+        recipe: Option<String>,
     },
     /// Start an interactive session.
     Repl,
@@ -108,8 +111,8 @@ pub fn main() -> i32 {
             run(&file, dump, seed, &set, RunFlags { resume, metrics, fuse: !no_fuse, jit })
         }
         Cmd::Explain { file, json } => crate::explain::main(&file, json),
-        Cmd::Bench { file, steps, warmup, no_fuse, jit, json, profile } => {
-            crate::bench::main(&file, steps, warmup, !no_fuse, jit, json, profile)
+        Cmd::Bench { file, steps, warmup, no_fuse, jit, json, profile, recipe } => {
+            crate::bench::main(&file, crate::bench::Options { steps, warmup, fuse: !no_fuse, jit, json, profile, recipe })
         }
         Cmd::Repl => crate::repl::run(),
     }

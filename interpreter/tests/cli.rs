@@ -301,3 +301,26 @@ fn explain_reports_eval_specialisation_memory_and_precision() {
     assert_eq!(p["precision"], "bf16", "{p}");
     assert_eq!(p["lowered"].as_array().map(|l| l.len()), Some(3), "three linear layers: {p}");
 }
+
+/// `checkpoint { ... }` in `dlc explain --json`: each block with what backward recomputes, and a
+/// step memory plan below the same model's without the hint; `dlc bench --recipe` picks a recipe.
+#[test]
+fn explain_reports_checkpointed_blocks_and_their_memory() {
+    let o = dlc(&["explain", "bench/residual_checkpoint.dl", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: serde_json::Value = serde_json::from_str(&text(&o.stdout)).expect("JSON");
+    let train = |name: &str| r["items"].as_array().and_then(|i| i.iter().find(|i| i["name"] == name)).cloned().expect(name);
+    let (ck, plain) = (train("checkpointed"), train("plain"));
+    let blocks = ck["checkpoints"]["blocks"].as_array().cloned().unwrap_or_default();
+    assert_eq!(blocks.len(), 4, "{}", ck["checkpoints"]);
+    for b in &blocks {
+        assert!(b["at"].as_str().is_some_and(|a| a.starts_with("residual_checkpoint.dl:")), "{b}");
+        assert!(b["recomputed_library_ops"].as_u64() >= Some(1), "the block's first product is recomputed: {b}");
+    }
+    assert_eq!(plain["checkpoints"]["blocks"].as_array().map(|b| b.len()), Some(0));
+    let peak = |item: &serde_json::Value| item["memory"]["intermediates_peak_mib"].as_f64().unwrap_or(0.0);
+    assert!(peak(&ck) < 0.7 * peak(&plain), "checkpointed {} MiB, plain {} MiB", peak(&ck), peak(&plain));
+    let o = dlc(&["bench", "bench/residual_checkpoint.dl", "--recipe", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("named ones: `checkpointed`, `plain`"), "{}", text(&o.stderr));
+}

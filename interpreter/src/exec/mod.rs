@@ -246,7 +246,7 @@ impl Executor {
             Op::Conv2d(a) => conv::conv2d(&src[0], &src[1], a, shape),
             Op::Pool2d { kind, kernel, stride, padding } => pool::pool2d(&src[0], *kind, *kernel, *stride, *padding, shape),
             Op::Take => contract::take(&src[0], &src[1], shape)?,
-            Op::Detach => src[0].clone(),
+            Op::Detach | Op::Recompute => src[0].clone(),
             Op::Unslice { start, step } => backward::unslice(&src[0], start, step, shape),
             Op::Conv2dGradInput(a) => conv::conv2d_grad_input(&src[0], &src[1], a, shape),
             Op::Conv2dGradWeight(a) => conv::conv2d_grad_weight(&src[0], &src[1], a, shape),

@@ -109,6 +109,19 @@ impl Tracer {
                     ),
                 }
             }
+            ExprKind::Checkpoint(body) => {
+                let g = &mut self.graph;
+                let block = g.checkpoints.iter().position(|s| *s == span).unwrap_or_else(|| {
+                    g.checkpoints.push(span);
+                    g.checkpoints.len() - 1
+                });
+                // A block inside another is part of the outer one.
+                let outer = g.active_checkpoint;
+                g.active_checkpoint = Some(outer.unwrap_or(block));
+                let v = self.eval(body);
+                self.graph.active_checkpoint = outer;
+                v
+            }
             ExprKind::Type(t) => self.type_value(t),
             ExprKind::Error => Err(super::Reported),
         }

@@ -48,17 +48,35 @@ pub struct Graph {
     pub literals: Vec<Vec<f64>>,
     pub params: Vec<ParamInfo>,
     pub inputs: Vec<InputInfo>,
+    /// The `checkpoint { ... }` blocks met while tracing, by source span.
+    pub checkpoints: Vec<Span>,
+    /// The block (index into `checkpoints`) whose tracing built or met each node: its value is
+    /// recomputed in backward instead of kept from the forward pass.
+    checkpoint_of: HashMap<NodeId, usize>,
+    /// The outermost block being traced now: every node added meanwhile belongs to it.
+    pub active_checkpoint: Option<usize>,
+    /// Backward's recomputed copies of checkpointed values: copy -> the forward value.
+    pub recomputed: HashMap<NodeId, NodeId>,
 }
 
 impl Graph {
     pub fn add(&mut self, node: Node, span: Span) -> NodeId {
-        if let Some(id) = self.intern.get(&node) {
-            return *id;
+        let id = match self.intern.get(&node) {
+            Some(id) => *id,
+            None => {
+                let id = NodeId(self.nodes.len() as u32);
+                self.nodes.push(node.clone());
+                self.spans.push(span);
+                self.intern.insert(node, id);
+                id
+            }
+        };
+        // A node met again inside a block (hash-consed from another trace of the same model)
+        // belongs to it too. Recomputing a value is always correct (every op is pure, and
+        // random ops are counter-based); this only decides what is kept and what is redone.
+        if let Some(block) = self.active_checkpoint {
+            self.checkpoint_of.entry(id).or_insert(block);
         }
-        let id = NodeId(self.nodes.len() as u32);
-        self.nodes.push(node.clone());
-        self.spans.push(span);
-        self.intern.insert(node, id);
         id
     }
     pub fn node(&self, id: NodeId) -> &Node {
@@ -87,6 +105,11 @@ impl Graph {
     pub fn add_input(&mut self, name: impl Into<String>, ty: TensorTy) -> u32 {
         self.inputs.push(InputInfo { name: name.into(), ty });
         self.inputs.len() as u32 - 1
+    }
+
+    /// The `checkpoint` block (index into `checkpoints`) that `id` belongs to.
+    pub fn checkpoint_of(&self, id: NodeId) -> Option<usize> {
+        self.checkpoint_of.get(&id).copied()
     }
 
     /// Every node `roots` depend on, in topological order (sources first).

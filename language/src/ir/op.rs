@@ -134,6 +134,11 @@ pub enum Op {
     Take,
     /// The value of src[0], through which no gradient flows (`stop_grad`).
     Detach,
+    /// The value of src[0] again, once src[1] has been computed: where a `checkpoint` block's
+    /// values are recomputed in backward, its inputs are read through this node with the block's
+    /// output gradient as src[1], so that the recomputation is scheduled when backward reaches the
+    /// block and not while the forward values are still live. A view; src[1] is only an ordering.
+    Recompute,
     // Ops that only backward passes build (the transposes of the ops above).
     /// The transpose of `Slice`: src[0] placed at `start + i*step` in a zero tensor of the node's shape.
     Unslice {
@@ -183,6 +188,7 @@ impl Op {
             }
             Op::Take => "take".into(),
             Op::Detach => "detach".into(),
+            Op::Recompute => "recompute".into(),
             Op::Unslice { start, step } => format!("unslice(start={start:?}, step={step:?})"),
             Op::Conv2dGradInput(_) => "conv2d_grad_input".into(),
             Op::Conv2dGradWeight(_) => "conv2d_grad_weight".into(),

@@ -42,6 +42,7 @@ pub fn grad(g: &mut Graph, loss: NodeId, wrt: &[NodeId]) -> Result<Vec<NodeId>, 
     }
     let mut b = Builder { g };
     let mut adj: HashMap<NodeId, NodeId> = HashMap::new();
+    let mut copies: HashMap<usize, Recomputation> = HashMap::new();
     let span = b.g.span(loss);
     let one = b.constant(1.0, lt.dtype, span);
     adj.insert(loss, one);
@@ -52,7 +53,18 @@ pub fn grad(g: &mut Graph, loss: NodeId, wrt: &[NodeId]) -> Result<Vec<NodeId>, 
         }
         let node = b.g.node(id).clone();
         let span = b.g.span(id);
-        for (i, contrib) in b.rule(id, &node, dy, span)? {
+        // In a `checkpoint` block the rule reads recomputed copies of the block's values, made
+        // from the block's inputs once backward reaches the block (after `dy`, the adjoint of
+        // the first of its values backward meets), so the forward values die after forward.
+        let (rid, rnode) = match b.g.checkpoint_of(id) {
+            Some(block) => {
+                let copy = copies.entry(block).or_insert_with(|| Recomputation { after: dy, memo: HashMap::new() });
+                let r = b.recompute(block, id, copy);
+                (r, b.g.node(r).clone())
+            }
+            None => (id, node.clone()),
+        };
+        for (i, contrib) in b.rule(rid, &rnode, dy, span)? {
             let src = node.src[i];
             if !needed[src.0 as usize] {
                 continue;
@@ -82,7 +94,42 @@ struct Builder<'g> {
     g: &'g mut Graph,
 }
 
+/// The recomputed copy of one `checkpoint` block's values, built as backward needs them.
+struct Recomputation {
+    /// What the recomputation waits for: the adjoint of the block's first value backward met.
+    after: NodeId,
+    /// Original value (of the block, or an input of it) -> its copy.
+    memo: HashMap<NodeId, NodeId>,
+}
+
 impl Builder<'_> {
+    /// The copy of `n` that backward reads in place of a value of checkpoint block `block`:
+    /// the block's ops again, reading the block's inputs through `Recompute` views (ordered
+    /// after `copy.after`). Constants and parameters are read as they are; a value made from
+    /// them alone is the same node again (hash-consing), kept from the forward pass.
+    fn recompute(&mut self, block: usize, n: NodeId, copy: &mut Recomputation) -> NodeId {
+        if let Some(&c) = copy.memo.get(&n) {
+            return c;
+        }
+        let node = self.g.node(n).clone();
+        let span = self.g.span(n);
+        let c = if self.g.checkpoint_of(n) != Some(block) {
+            match node.op {
+                Op::Const(_) | Op::Literal(_) | Op::Param(_) => n,
+                _ => self.add(Op::Recompute, node.dtype, node.shape, vec![n, copy.after], span),
+            }
+        } else {
+            let src = node.src.iter().map(|s| self.recompute(block, *s, copy)).collect();
+            let c = self.add(node.op, node.dtype, node.shape, src, span);
+            if c != n {
+                self.g.recomputed.insert(c, n);
+            }
+            c
+        };
+        copy.memo.insert(n, c);
+        c
+    }
+
     fn add(&mut self, op: Op, dtype: DType, shape: Shape, src: Vec<NodeId>, span: Span) -> NodeId {
         self.g.add(Node { op, dtype, shape, src }, span)
     }
@@ -205,7 +252,7 @@ impl Builder<'_> {
     fn rule(&mut self, id: NodeId, n: &Node, dy: NodeId, span: Span) -> Result<Vec<(usize, NodeId)>, GradError> {
         let s = &n.src;
         Ok(match &n.op {
-            Op::Input(_) | Op::Param(_) | Op::Literal(_) | Op::Const(_) | Op::Rand { .. } | Op::Iota | Op::Detach => vec![],
+            Op::Input(_) | Op::Param(_) | Op::Literal(_) | Op::Const(_) | Op::Rand { .. } | Op::Iota | Op::Detach | Op::Recompute => vec![],
             Op::Cast => {
                 let (src_dt, _) = self.ty_of(s[0]);
                 if !src_dt.is_float() {

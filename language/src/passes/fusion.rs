@@ -102,7 +102,7 @@ impl Plan {
 
 /// Nodes that cost nothing to "run".
 pub fn is_free(op: &Op) -> bool {
-    matches!(op, Op::Input(_) | Op::Param(_) | Op::Const(_) | Op::Literal(_) | Op::Reshape | Op::Detach)
+    matches!(op, Op::Input(_) | Op::Param(_) | Op::Const(_) | Op::Literal(_) | Op::Reshape | Op::Detach | Op::Recompute)
 }
 
 /// Whether a node can be computed inside a fused elementwise kernel.
@@ -161,7 +161,13 @@ pub fn is_transpose(op: &Op) -> bool {
 /// Partition what `roots` need into kernels. With `fuse` false every working node is its own
 /// kernel (the eager interpreter's plan, for `--no-fuse` and for comparison).
 pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
-    let order = g.topo(roots);
+    // Run in creation order (a node's sources are always older than it): the forward pass as
+    // written, then backward as autodiff made it, from the loss back, each weight's gradient
+    // as soon as backward reaches its layer, as PyTorch's autograd engine orders it. A depth-
+    // first order from the roots would leave every weight gradient, and every activation it
+    // reads, to the end.
+    let mut order = g.topo(roots);
+    order.sort_unstable();
     let mut users: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
     for &n in &order {
         for &s in &g.node(n).src {

@@ -56,7 +56,7 @@ impl MemoryPlan {
 /// reading any of them keeps all of them alive.
 fn chain(g: &Graph, views: &HashSet<NodeId>, mut n: NodeId) -> Vec<NodeId> {
     let mut out = vec![n];
-    while matches!(g.node(n).op, Op::Reshape | Op::Detach) || views.contains(&n) {
+    while matches!(g.node(n).op, Op::Reshape | Op::Detach | Op::Recompute) || views.contains(&n) {
         n = g.node(n).src[0];
         out.push(n);
     }
@@ -65,7 +65,7 @@ fn chain(g: &Graph, views: &HashSet<NodeId>, mut n: NodeId) -> Vec<NodeId> {
 
 /// Values that own no memory worth counting (held elsewhere, views, constants).
 fn owns_nothing(op: &Op) -> bool {
-    matches!(op, Op::Param(_) | Op::Input(_) | Op::Reshape | Op::Detach | Op::Const(_) | Op::Literal(_))
+    matches!(op, Op::Param(_) | Op::Input(_) | Op::Reshape | Op::Detach | Op::Recompute | Op::Const(_) | Op::Literal(_))
 }
 
 /// Liveness over `plan`: which kernel frees what, and the peak.

@@ -141,7 +141,10 @@ impl Open {
             },
             Kernel::Free(n) => {
                 let node = g.node(*n);
-                if !node.src.iter().any(|s| self.inside(*s)) {
+                // A recompute view shows a value from before the group; its ordering source
+                // (src[1]) only has to come before the recomputation, which follows the group.
+                let shown = if matches!(node.op, Op::Recompute) { &node.src[..1] } else { &node.src[..] };
+                if !shown.iter().any(|s| self.inside(*s)) {
                     self.hoisted.push(k.clone());
                 } else if matches!(node.op, Op::Detach) {
                     let src = node.src[0];

@@ -235,6 +235,9 @@ pub enum ExprKind {
     Lambda(Vec<Ident>, Rc<Expr>),
     Block(Vec<Stmt>, Option<Box<Expr>>),
     If(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `checkpoint { ... }`: a block whose values backward recomputes instead of keeping them
+    /// (activation checkpointing, forced).
+    Checkpoint(Box<Expr>),
     Type(TypeExpr),
     Error,
 }

@@ -228,6 +228,11 @@ impl Parser {
                 self.bump();
                 simple(ExprKind::Auto)
             }
+            Tok::Kw(Kw::Checkpoint) if *self.peek2() == Tok::Punct(Punct::LBrace) => {
+                self.bump();
+                let body = self.block(false)?;
+                Ok(Expr { span: span.to(body.span), kind: ExprKind::Checkpoint(Box::new(body)) })
+            }
             Tok::Ident(_) | Tok::Kw(Kw::Log | Kw::Step | Kw::Checkpoint | Kw::Every | Kw::By | Kw::Data | Kw::Model) => {
                 let id = self.ident("a name")?;
                 if self.at_punct(Punct::FatArrow) {

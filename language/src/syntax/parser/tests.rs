@@ -28,6 +28,8 @@ fn show(e: &Expr) -> String {
         ExprKind::Field(x, n) => format!("{}.{}", show(x), n.name),
         ExprKind::Tuple(items) => format!("({})", items.iter().map(show).collect::<Vec<_>>().join(", ")),
         ExprKind::Lambda(ps, b) => format!("(({}) => {})", ps.iter().map(|p| p.name.clone()).collect::<Vec<_>>().join(", "), show(b)),
+        ExprKind::Block(stmts, Some(tail)) if stmts.is_empty() => format!("{{ {} }}", show(tail)),
+        ExprKind::Checkpoint(b) => format!("checkpoint {}", show(b)),
         other => format!("{other:?}"),
     }
 }
@@ -46,6 +48,14 @@ fn precedence() {
     assert_eq!(shape("x // 2 % 3"), "((x // 2) % 3)");
     assert_eq!(shape("m.fc1(x).shape"), "m.fc1(x).shape");
     assert_eq!(shape("(a, b) => a * b"), "((a, b) => (a * b))");
+}
+
+#[test]
+fn checkpoint_is_a_block_before_a_brace_and_a_name_otherwise() {
+    assert_eq!(shape("let h = checkpoint { x |> f }"), "checkpoint { (x |> f) }");
+    assert_eq!(shape("x |> (h => checkpoint { g(h) }) |> f"), "((x |> ((h) => checkpoint { g(h) })) |> f)");
+    assert_eq!(shape("checkpoint + 1"), "(checkpoint + 1)");
+    assert_eq!(shape("f(checkpoint)"), "f(checkpoint)");
 }
 
 #[test]

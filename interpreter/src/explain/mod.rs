@@ -14,6 +14,8 @@ use dlc_language::types::DType;
 use serde_json::{json, Value as Json};
 use std::path::Path;
 
+mod text;
+
 const FUSE_REASON: &str =
     "fuse pointwise operations: the chain reads its inputs and writes its result once, instead of one memory pass per op";
 
@@ -190,6 +192,7 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
                     "reason": BIAS_REASON,
                 });
                 item["memory"] = memory_report(&dlc_language::passes::memory::plan_memory(&g, &plan));
+                item["checkpoints"] = checkpoint_report(&p, &g, &plan);
                 items.push(item);
                 for (data, r) in evaluations {
                     items.push(match r {
@@ -226,7 +229,7 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
     if as_json {
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
-        print_text(&report);
+        text::print(&report);
     }
     0
 }
@@ -256,14 +259,42 @@ fn precision_report(p: &Program, autocast: Option<(DType, Vec<Decision>, bool)>)
     })
 }
 
-const EVAL_REASON: &str = "no_grad + eval(): no backward pass and no saved activations; what depends on the parameters alone (batch norm's scale and shift, transposed weights) is computed once per evaluation, not per batch";
+pub(super) const CHECKPOINT_REASON: &str = "activation checkpointing (`checkpoint { ... }`): the block's values are recomputed from its inputs when backward reaches it instead of kept from the forward pass, trading the recomputation for a lower peak";
+
+/// Each `checkpoint` block of a step: how many of its forward ops backward runs again, and how
+/// many of those are library kernels (matrix products, convolutions, reductions).
+fn checkpoint_report(p: &Program, g: &Graph, plan: &Plan) -> Json {
+    let mut per_block: Vec<(usize, usize)> = vec![(0, 0); g.checkpoints.len()];
+    for n in g.topo(&plan.roots) {
+        let Some(block) = g.recomputed.get(&n).and_then(|f| g.checkpoint_of(*f)) else { continue };
+        let op = &g.node(n).op;
+        if dlc_language::passes::fusion::is_free(op) || matches!(op, Op::Expand) {
+            continue;
+        }
+        per_block[block].0 += 1;
+        if !dlc_language::passes::fusion::is_fusible(g, n) {
+            per_block[block].1 += 1;
+        }
+    }
+    let blocks: Vec<Json> = per_block
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.0 > 0)
+        .map(|(b, (ops, library))| {
+            json!({"at": span_line_col(p, g.checkpoints[b]).unwrap_or_default(), "recomputed_ops": ops, "recomputed_library_ops": library})
+        })
+        .collect();
+    json!({"blocks": blocks, "reason": CHECKPOINT_REASON})
+}
+
+pub(super) const EVAL_REASON: &str = "no_grad + eval(): no backward pass and no saved activations; what depends on the parameters alone (batch norm's scale and shift, transposed weights) is computed once per evaluation, not per batch";
 
 /// Why last-axis reductions run with their neighbours as one row kernel.
-const ROWS_REASON: &str = "fuse a reduction with its elementwise prologue and epilogue (softmax, log_softmax, layer norm): each row is read once and its intermediates stay in a row-sized buffer in cache instead of full-size tensors written and read back";
+pub(super) const ROWS_REASON: &str = "fuse a reduction with its elementwise prologue and epilogue (softmax, log_softmax, layer norm): each row is read once and its intermediates stay in a row-sized buffer in cache instead of full-size tensors written and read back";
 
-const BIAS_REASON: &str = "a convolution's bias before batch norm is subtracted again with the batch mean: its add and its gradient are dead work (bias=False before BatchNorm); the running mean still includes it";
+pub(super) const BIAS_REASON: &str = "a convolution's bias before batch norm is subtracted again with the batch mean: its add and its gradient are dead work (bias=False before BatchNorm); the running mean still includes it";
 
-const MEMORY_REASON: &str =
+pub(super) const MEMORY_REASON: &str =
     "buffers by liveness: each value is freed after its last reader and its memory reused, so the peak is known before the run";
 
 fn mib(b: usize) -> f64 {
@@ -320,85 +351,15 @@ fn span_line(p: &Program, span: dlc_language::span::Span) -> Option<String> {
     Some(format!("{}:{line}", name.rsplit('/').next().unwrap_or(name)))
 }
 
+/// `file:line:column` of a span (several blocks can share a line).
+fn span_line_col(p: &Program, span: dlc_language::span::Span) -> Option<String> {
+    let at = span_line(p, span)?;
+    Some(format!("{at}:{}", p.sources().line_col(span.file, span.start).1))
+}
+
 fn merge(mut a: Json, b: Json) -> Json {
     if let (Some(a), Json::Object(b)) = (a.as_object_mut(), b) {
         a.extend(b);
     }
     a
-}
-
-fn print_text(r: &Json) {
-    println!("{}", r["file"].as_str().unwrap_or(""));
-    println!("  threads: {}; why: {}", r["threads"]["count"], r["threads"]["reason"].as_str().unwrap_or(""));
-    println!("  layout: {}; why: {}", r["layout"]["layout"].as_str().unwrap_or(""), r["layout"]["reason"].as_str().unwrap_or(""));
-    for item in r["items"].as_array().into_iter().flatten() {
-        let what = match item["what"].as_str() {
-            Some("print") => item["at"].as_str().unwrap_or("print").to_string(),
-            Some("infer") => format!("infer `{}`", item["name"].as_str().unwrap_or("")),
-            Some("evaluate") => format!("evaluate `{}`, per batch {}", item["name"].as_str().unwrap_or(""), item["batch"]),
-            _ => format!("train `{}`, step for batch {}", item["name"].as_str().unwrap_or(""), item["batch"]),
-        };
-        if let Some(e) = item["error"].as_str() {
-            println!("  {what}: not compiled: {e}");
-            continue;
-        }
-        println!(
-            "  {what}: {} kernels (eager interpreter: {}); {} elementwise ops fused into {} kernel(s), {} row kernel(s), {} library kernel(s){}",
-            item["kernels"],
-            item["eager_kernels"],
-            item["fused_ops"],
-            item["fused_regions"],
-            item["row_kernels"].as_array().map_or(0, |r| r.len()),
-            item["library_kernels"],
-            item["compile_ms"].as_f64().map(|m| format!("; compiled in {m} ms")).unwrap_or_default()
-        );
-        for reg in item["regions"].as_array().into_iter().flatten().filter(|r| r["ops"].as_u64().unwrap_or(0) > 1) {
-            let lines: Vec<&str> = reg["lines"].as_array().into_iter().flatten().filter_map(|l| l.as_str()).collect();
-            println!(
-                "    {} ops (+{} broadcasts) -> 1 kernel, {} ({})",
-                reg["ops"],
-                reg["broadcasts"],
-                reg["output"].as_str().unwrap_or(""),
-                lines.join(", ")
-            );
-        }
-        println!("    why: {}", item["reason"].as_str().unwrap_or(""));
-        for row in item["row_kernels"].as_array().into_iter().flatten() {
-            let names: Vec<&str> = row["reductions"].as_array().into_iter().flatten().filter_map(|l| l.as_str()).collect();
-            let lines: Vec<&str> = row["lines"].as_array().into_iter().flatten().filter_map(|l| l.as_str()).collect();
-            println!(
-                "    {} + {} elementwise ops -> 1 row kernel over rows of {} ({})",
-                names.join(", "),
-                row["elementwise_ops"],
-                row["rows"].as_str().unwrap_or(""),
-                lines.join(", ")
-            );
-            println!("      why: {ROWS_REASON}");
-        }
-        if let Some(n) = item["removed_biases"]["count"].as_u64().filter(|n| *n > 0) {
-            println!("    {n} convolution bias(es) before batch norm removed");
-            println!("      why: {BIAS_REASON}");
-        }
-        if let Some(r) = item["eval_reason"].as_str() {
-            println!("    {} kernel(s) run once per evaluation instead of per batch", item["hoisted_kernels"]);
-            println!("      why: {r}");
-        }
-        if item["memory"].is_object() {
-            println!("    {}", memory_line(&item["memory"]));
-            println!("      why: {}", MEMORY_REASON);
-        }
-        let prec = &item["precision"];
-        if let Some(lowered) = prec["lowered"].as_array().filter(|l| !l.is_empty()) {
-            let mut at: Vec<String> = vec![];
-            for l in lowered {
-                let s = format!("{} ({})", l["op"].as_str().unwrap_or(""), l["at"].as_str().unwrap_or(""));
-                if !at.contains(&s) {
-                    at.push(s);
-                }
-            }
-            println!("    precision {}: {} op(s) lowered: {}", prec["precision"].as_str().unwrap_or(""), lowered.len(), at.join(", "));
-            println!("      kept in f32: {}", prec["kept_f32"].as_str().unwrap_or(""));
-            println!("      why: {}", prec["reason"].as_str().unwrap_or(""));
-        }
-    }
 }

@@ -1,0 +1,92 @@
+//! `dlc explain`'s text form: the JSON report (see `mod.rs`) as lines a person reads.
+
+use super::{memory_line, BIAS_REASON, CHECKPOINT_REASON, MEMORY_REASON, ROWS_REASON};
+use serde_json::Value as Json;
+
+pub fn print(r: &Json) {
+    println!("{}", r["file"].as_str().unwrap_or(""));
+    println!("  threads: {}; why: {}", r["threads"]["count"], r["threads"]["reason"].as_str().unwrap_or(""));
+    println!("  layout: {}; why: {}", r["layout"]["layout"].as_str().unwrap_or(""), r["layout"]["reason"].as_str().unwrap_or(""));
+    for item in r["items"].as_array().into_iter().flatten() {
+        let what = match item["what"].as_str() {
+            Some("print") => item["at"].as_str().unwrap_or("print").to_string(),
+            Some("infer") => format!("infer `{}`", item["name"].as_str().unwrap_or("")),
+            Some("evaluate") => format!("evaluate `{}`, per batch {}", item["name"].as_str().unwrap_or(""), item["batch"]),
+            _ => format!("train `{}`, step for batch {}", item["name"].as_str().unwrap_or(""), item["batch"]),
+        };
+        if let Some(e) = item["error"].as_str() {
+            println!("  {what}: not compiled: {e}");
+            continue;
+        }
+        println!(
+            "  {what}: {} kernels (eager interpreter: {}); {} elementwise ops fused into {} kernel(s), {} row kernel(s), {} library kernel(s){}",
+            item["kernels"],
+            item["eager_kernels"],
+            item["fused_ops"],
+            item["fused_regions"],
+            item["row_kernels"].as_array().map_or(0, |r| r.len()),
+            item["library_kernels"],
+            item["compile_ms"].as_f64().map(|m| format!("; compiled in {m} ms")).unwrap_or_default()
+        );
+        for reg in item["regions"].as_array().into_iter().flatten().filter(|r| r["ops"].as_u64().unwrap_or(0) > 1) {
+            let lines: Vec<&str> = reg["lines"].as_array().into_iter().flatten().filter_map(|l| l.as_str()).collect();
+            println!(
+                "    {} ops (+{} broadcasts) -> 1 kernel, {} ({})",
+                reg["ops"],
+                reg["broadcasts"],
+                reg["output"].as_str().unwrap_or(""),
+                lines.join(", ")
+            );
+        }
+        println!("    why: {}", item["reason"].as_str().unwrap_or(""));
+        for row in item["row_kernels"].as_array().into_iter().flatten() {
+            let names: Vec<&str> = row["reductions"].as_array().into_iter().flatten().filter_map(|l| l.as_str()).collect();
+            let lines: Vec<&str> = row["lines"].as_array().into_iter().flatten().filter_map(|l| l.as_str()).collect();
+            println!(
+                "    {} + {} elementwise ops -> 1 row kernel over rows of {} ({})",
+                names.join(", "),
+                row["elementwise_ops"],
+                row["rows"].as_str().unwrap_or(""),
+                lines.join(", ")
+            );
+            println!("      why: {ROWS_REASON}");
+        }
+        if let Some(n) = item["removed_biases"]["count"].as_u64().filter(|n| *n > 0) {
+            println!("    {n} convolution bias(es) before batch norm removed");
+            println!("      why: {BIAS_REASON}");
+        }
+        if let Some(r) = item["eval_reason"].as_str() {
+            println!("    {} kernel(s) run once per evaluation instead of per batch", item["hoisted_kernels"]);
+            println!("      why: {r}");
+        }
+        let blocks = item["checkpoints"]["blocks"].as_array().cloned().unwrap_or_default();
+        for block in &blocks {
+            println!(
+                "    checkpoint ({}): {} forward op(s) recomputed in backward, {} of them library kernels",
+                block["at"].as_str().unwrap_or(""),
+                block["recomputed_ops"],
+                block["recomputed_library_ops"]
+            );
+        }
+        if !blocks.is_empty() {
+            println!("      why: {CHECKPOINT_REASON}");
+        }
+        if item["memory"].is_object() {
+            println!("    {}", memory_line(&item["memory"]));
+            println!("      why: {}", MEMORY_REASON);
+        }
+        let prec = &item["precision"];
+        if let Some(lowered) = prec["lowered"].as_array().filter(|l| !l.is_empty()) {
+            let mut at: Vec<String> = vec![];
+            for l in lowered {
+                let s = format!("{} ({})", l["op"].as_str().unwrap_or(""), l["at"].as_str().unwrap_or(""));
+                if !at.contains(&s) {
+                    at.push(s);
+                }
+            }
+            println!("    precision {}: {} op(s) lowered: {}", prec["precision"].as_str().unwrap_or(""), lowered.len(), at.join(", "));
+            println!("      kept in f32: {}", prec["kept_f32"].as_str().unwrap_or(""));
+            println!("      why: {}", prec["reason"].as_str().unwrap_or(""));
+        }
+    }
+}

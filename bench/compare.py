@@ -55,6 +55,13 @@ def main():
     p = {r["variant"]: r["median_us"] / 1e3 for r in cnn}
     best = min(v for k, v in p.items() if k != "eager")
     rows.append(("MNIST CNN Adam step, b128", d["median_ms"], p["eager"], p["compile"], best, f"{d['kernels']} kernels"))
+    # Batch norm in training: its statistics and their gradients (no target in the issue; shown
+    # for the reductions fused with their elementwise input).
+    bn = peer("conv_bn.py", "--iters", "10" if args.quick else "20")
+    d = dlc_bench("conv_bn_step.dl", 10 if args.quick else 20)
+    p = {r["variant"]: r["median_us"] / 1e3 for r in bn}
+    best = min(v for k, v in p.items() if k != "eager")
+    rows.append(("conv-BN-relu SGD step, b64", d["median_ms"], p["eager"], p["compile"], best, f"{d['kernels']} kernels"))
     print(f"{'workload':<28} {'dlc ms':>9} {'eager':>9} {'compile':>9} {'best':>9} {'vs eager':>9} {'vs compile':>11} {'vs best':>8}  note")
     for name, d, e, c, b, note in rows:
         print(f"{name:<28} {d:>9.3f} {e:>9.3f} {c:>9.3f} {b:>9.3f} {e / d:>8.2f}x {c / d:>10.2f}x {b / d:>7.2f}x  {note}")

@@ -324,3 +324,30 @@ fn explain_reports_checkpointed_blocks_and_their_memory() {
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("named ones: `checkpointed`, `plain`"), "{}", text(&o.stderr));
 }
+
+/// Batch norm in training: its statistics and their gradients are sums over (N, H, W) fused with
+/// the elementwise work that computes their input, which is never written; `x ** 2` is a multiply.
+#[test]
+fn explain_reports_reductions_fused_with_their_prologue() {
+    let o = dlc(&["explain", "bench/conv_bn_step.dl", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: serde_json::Value = serde_json::from_str(&text(&o.stdout)).expect("JSON");
+    let train = &r["items"][0];
+    let reductions = train["prologue_reductions"].as_array().cloned().unwrap_or_default();
+    // Per batch norm: the variance's sum of squares in forward; sum(dy) and sum(dy * xhat)-like
+    // sums in backward (two layers).
+    assert!(reductions.len() >= 6, "{}", train["prologue_reductions"]);
+    for red in &reductions {
+        assert_eq!(red["axes"], serde_json::json!([0, 2, 3]), "{red}");
+        assert_eq!(red["input"], "f32[64, 32, 32, 32]", "{red}");
+    }
+    let sequence: Vec<String> = train["sequence"].as_array().into_iter().flatten().filter_map(|s| s.as_str().map(String::from)).collect();
+    assert_eq!(sequence.iter().filter(|s| s.starts_with("sum(prologue")).count(), reductions.len(), "{sequence:?}");
+    let regions = train["regions"].as_array().cloned().unwrap_or_default();
+    let ops: Vec<String> = regions
+        .iter()
+        .flat_map(|r| r["op_names"].as_array().cloned().unwrap_or_default())
+        .filter_map(|o| o.as_str().map(String::from))
+        .collect();
+    assert!(!ops.iter().any(|o| o == "pow"), "x ** 2 is computed as x * x: {ops:?}");
+}

@@ -85,3 +85,38 @@ proptest! {
         prop_assert!(fused == eager, "fused and eager differ for\n{}", src);
     }
 }
+
+/// Sums over other axes than the last, with the elementwise work that computes their input fused
+/// into them (batch-norm statistics, a bias gradient's masked sum, sums over mixed axes and over
+/// everything), on 4-d shapes large enough to be split between threads.
+fn prologue_program(shape: &[usize; 4], seed: u64) -> String {
+    let [a, c, h, w] = shape;
+    format!(
+        "let x = randn(f32[{a}, {c}, {h}, {w}], seed: {seed}) * 2.0 + 0.5\n\
+         let m = mean(x, axis: (0, 2, 3), keepdim: true)\n\
+         let d = x - m\n\
+         let v = mean(d ** 2, axis: (0, 2, 3), keepdim: true)\n\
+         print(v, d / sqrt(v + 1e-5))\n\
+         print(sum(where(x > 0.0, x * 3.0, 0.0), axis: 0))\n\
+         print(sum(exp(x * 0.1), axis: (1, 3)), sum(x * x), sum(tanh(x), axis: 2))\n"
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn prologue_reductions_equal_eager(
+        a in prop::sample::select(vec![1usize, 3, 50]),
+        c in prop::sample::select(vec![1usize, 7, 64]),
+        h in prop::sample::select(vec![1usize, 3, 29]),
+        w in prop::sample::select(vec![1usize, 9, 29]),
+        seed in 0u64..1000,
+    ) {
+        let src = prologue_program(&[a, c, h, w], seed);
+        let fused = printed_bits(&src, ExecMode::Fused);
+        let eager = printed_bits(&src, ExecMode::Eager);
+        prop_assert_eq!(fused.len(), 3);
+        prop_assert!(fused == eager, "fused and eager differ for\n{}", src);
+    }
+}

@@ -316,6 +316,11 @@ impl Program {
         (Program::assemble(instrs, vec![row_len], self.outputs.clone(), self.round.clone(), n), views)
     }
 
+    /// The dtype of each output, in `Region::outputs` order.
+    pub(crate) fn output_dtypes(&self) -> Vec<DType> {
+        self.outputs.iter().map(|o| o.1).collect()
+    }
+
     /// Registers for running this program on `len` elements at a time.
     pub(crate) fn registers(&self, len: usize) -> Vec<Vec<f32>> {
         vec![vec![0f32; len]; self.instrs.len()]
@@ -573,21 +578,15 @@ pub fn run_many(items: &[(&Program, &[Tensor])]) -> Vec<Vec<Tensor>> {
     items
         .iter()
         .zip(bufs)
-        .map(|((p, _), outs)| {
-            p.outputs
-                .iter()
-                .zip(outs)
-                .map(|((_, dtype), v)| {
-                    let data = if *dtype == DType::Bool {
-                        Data::I64(Arc::new(v.iter().map(|x| (*x != 0.0) as i64).collect()))
-                    } else {
-                        Data::F32(Arc::new(v))
-                    };
-                    Tensor { dtype: *dtype, shape: p.shape.clone(), data }
-                })
-                .collect()
-        })
+        .map(|((p, _), outs)| p.outputs.iter().zip(outs).map(|((_, dtype), v)| output_tensor(*dtype, p.shape.clone(), v)).collect())
         .collect()
+}
+
+/// A region output computed as f32 values, as a tensor of its dtype (bools stored as i64).
+pub(crate) fn output_tensor(dtype: DType, shape: Vec<usize>, v: Vec<f32>) -> Tensor {
+    let data =
+        if dtype == DType::Bool { Data::I64(Arc::new(v.iter().map(|x| (*x != 0.0) as i64).collect())) } else { Data::F32(Arc::new(v)) };
+    Tensor { dtype, shape, data }
 }
 
 /// out[t] = src[offset(start + t)], with the offset of an output index given by `strides`.

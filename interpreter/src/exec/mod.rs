@@ -12,6 +12,7 @@ mod movement;
 mod pool;
 mod reduce;
 mod rows;
+mod sum_axes;
 
 use crate::runtime::rng;
 use crate::runtime::tensor::{Data, Tensor};
@@ -97,6 +98,14 @@ impl Executor {
                 }
                 Kernel::Fused(r) => self.run_regions(g, std::slice::from_ref(r))?,
                 Kernel::Group(rs) => self.run_regions(g, rs)?,
+                Kernel::Reduce(rk) => {
+                    let outputs = rk.outputs();
+                    if !outputs.iter().all(|o| self.cache.contains_key(o)) {
+                        for (o, t) in outputs.into_iter().zip(self.run_reduce(g, rk)?) {
+                            self.cache.insert(o, t);
+                        }
+                    }
+                }
                 Kernel::Rows(rg) => {
                     if !rg.outputs.iter().all(|o| self.cache.contains_key(o)) {
                         let inputs: Vec<Tensor> = rg.inputs.iter().map(|i| self.cache[i].clone()).collect();
@@ -111,6 +120,7 @@ impl Executor {
                     Kernel::Fused(_) => "fused elementwise".to_string(),
                     Kernel::Group(_) => "fused group".to_string(),
                     Kernel::Rows(_) => "fused rows".to_string(),
+                    Kernel::Reduce(_) => "fused reduction".to_string(),
                     Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).op.kind_name(),
                 };
                 let mut p = p.lock().expect("profile lock");
@@ -141,6 +151,32 @@ impl Executor {
             }
         }
         Ok(())
+    }
+
+    /// A sum of the values its prologue region computes, never written out, and the region's
+    /// other outputs, written in full (passes::prologue). In `ReduceKernel::outputs` order.
+    fn run_reduce(&mut self, g: &Graph, rk: &dlc_language::passes::prologue::ReduceKernel) -> Result<Vec<Tensor>, RuntimeError> {
+        let program = self.kernels.program(g, &rk.prologue)?;
+        let inputs: Vec<std::sync::Arc<Vec<f32>>> = rk.prologue.inputs.iter().map(|i| fused::as_f32(&self.cache[i])).collect();
+        let node = g.node(rk.node);
+        let Op::Reduce(_, axes) = &node.op else { unreachable!("a reduction kernel's node is a reduction") };
+        let known = |n: NodeId| -> Vec<usize> { g.node(n).shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect() };
+        let shape = known(rk.prologue.output());
+        let numel: usize = shape.iter().product();
+        let summed = rk.prologue.outputs.iter().position(|o| *o == rk.input).expect("the summed value is a region output");
+        let mut others: Vec<Vec<f32>> = (1..rk.prologue.outputs.len()).map(|_| Vec::with_capacity(numel)).collect();
+        let written = others.iter_mut().map(|b| sum_axes::Unwritten(b.spare_capacity_mut().as_mut_ptr())).collect();
+        let region = sum_axes::RegionValues { program: &program, inputs: inputs.iter().map(|v| v.as_slice()).collect(), summed, written };
+        let sums = sum_axes::sum_axes(&sum_axes::Values::Region(region), &shape, axes);
+        let mut out = vec![Tensor::from_f64(node.dtype, known(rk.node), sums)];
+        let dtypes = program.output_dtypes();
+        let other_dtypes = dtypes.iter().enumerate().filter(|(o, _)| *o != summed).map(|(_, d)| *d);
+        for (mut v, dtype) in others.into_iter().zip(other_dtypes) {
+            // SAFETY: the sum visited every position of the region once and wrote each output there.
+            unsafe { v.set_len(numel) };
+            out.push(fused::output_tensor(dtype, shape.clone(), v));
+        }
+        Ok(out)
     }
 
     /// The values of `roots`, planned together (fused when `self.fuse`).

@@ -4,13 +4,14 @@
 
 use super::elem::Elem;
 use super::movement;
+use super::sum_axes::{sum_axes, sum_run, Values};
 use crate::runtime::tensor::{Data, Tensor};
 use dlc_language::ir::ReduceOp;
 use dlc_language::types::DType;
 
 pub fn reduce(op: ReduceOp, x: &Tensor, axes: &[usize], shape: Vec<usize>) -> Tensor {
     if let (ReduceOp::Sum, Data::F32(v)) = (op, &x.data) {
-        return Tensor::from_f64(x.dtype, shape, sum_in_place(v, &x.shape, axes));
+        return Tensor::from_f64(x.dtype, shape, sum_axes(&Values::Tensor(v), &x.shape, axes));
     }
     let keep: Vec<usize> = (0..x.shape.len()).filter(|a| !axes.contains(a)).collect();
     let perm: Vec<usize> = keep.iter().chain(axes.iter()).copied().collect();
@@ -73,85 +74,6 @@ pub(super) fn row_max(row: &[f32]) -> f32 {
     max_run(row).unwrap_or(f32::NAN)
 }
 
-/// The sum of a contiguous run in f64: eight running sums, element i going to sum i % 8, then
-/// added pairwise. The eight chains are independent, so the loop is not bound by the latency of
-/// one chain of additions (it vectorises), and the order is fixed: the result does not depend on
-/// the machine or the thread count.
-fn sum_run(run: &[f32]) -> f64 {
-    let mut lanes = [0f64; 8];
-    let mut blocks = run.chunks_exact(8);
-    for b in &mut blocks {
-        for (l, v) in lanes.iter_mut().zip(b) {
-            *l += *v as f64;
-        }
-    }
-    for (l, v) in lanes.iter_mut().zip(blocks.remainder()) {
-        *l += *v as f64;
-    }
-    ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]))
-}
-
-/// The sums of `x` over `axes`, one linear pass over `x`: axes merged into runs of kept or
-/// reduced dims; the innermost run is folded into one accumulator (reduced) or added into a row
-/// of them (kept). Each output sums its inputs in memory order, a reduced run by `sum_run`.
-fn sum_in_place(x: &[f32], shape: &[usize], axes: &[usize]) -> Vec<f64> {
-    // (size, reduced, output stride) of each merged dim, outermost first.
-    let mut dims: Vec<(usize, bool)> = vec![];
-    for (d, &n) in shape.iter().enumerate() {
-        if n == 1 {
-            continue;
-        }
-        let r = axes.contains(&d);
-        match dims.last_mut() {
-            Some((pn, pr)) if *pr == r => *pn *= n,
-            _ => dims.push((n, r)),
-        }
-    }
-    let out_len: usize = dims.iter().filter(|d| !d.1).map(|d| d.0).product();
-    let mut acc = vec![0f64; out_len];
-    if x.is_empty() {
-        return acc;
-    }
-    if dims.is_empty() {
-        acc[0] = x[0] as f64;
-        return acc;
-    }
-    let mut out_stride = vec![0usize; dims.len()];
-    let mut s = 1;
-    for d in (0..dims.len()).rev() {
-        if !dims[d].1 {
-            out_stride[d] = s;
-            s *= dims[d].0;
-        }
-    }
-    let (run, reduced) = dims[dims.len() - 1];
-    let outer = &dims[..dims.len() - 1];
-    let mut idx = vec![0usize; outer.len()];
-    let mut base = 0usize;
-    for chunk in x.chunks(run) {
-        if reduced {
-            acc[base] += sum_run(chunk);
-        } else {
-            for (a, v) in acc[base..base + run].iter_mut().zip(chunk) {
-                *a += *v as f64;
-            }
-        }
-        // Next position of the outer dims.
-        let mut d = outer.len();
-        while d > 0 {
-            d -= 1;
-            idx[d] += 1;
-            base += out_stride[d];
-            if idx[d] < outer[d].0 {
-                break;
-            }
-            base -= out_stride[d] * outer[d].0;
-            idx[d] = 0;
-        }
-    }
-    acc
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,7 +92,7 @@ mod tests {
             let moved = movement::permute(&t, &perm).to_f64();
             let run: usize = axes.iter().map(|a| shape[*a]).product();
             let want: Vec<f64> = moved.chunks(run).map(|c| c.iter().sum()).collect();
-            let got = sum_in_place(&x, &shape, &axes);
+            let got = sum_axes(&Values::Tensor(&x), &shape, &axes);
             assert_eq!(got.len(), out_shape.iter().product::<usize>());
             for (g, w) in got.iter().zip(&want) {
                 assert!((g - w).abs() < 1e-9, "axes {axes:?}: {got:?} vs {want:?}");

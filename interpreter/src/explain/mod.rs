@@ -84,6 +84,26 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
             })
         })
         .collect();
+    // Sums over any axes computed from their elementwise prologue, which is never written out.
+    let reductions: Vec<Json> = plan
+        .kernels
+        .iter()
+        .filter_map(|k| if let Kernel::Reduce(rk) = k { Some(rk) } else { None })
+        .map(|rk| {
+            let r = &rk.prologue;
+            let broadcasts = r.nodes.iter().filter(|n| matches!(g.node(**n).op, Op::Expand)).count();
+            let axes = if let Op::Reduce(_, axes) = &g.node(rk.node).op { axes.clone() } else { vec![] };
+            let mut nodes = r.nodes.clone();
+            nodes.push(rk.node);
+            json!({
+                "reduction": op_name(g, rk.node),
+                "axes": axes,
+                "prologue_ops": r.nodes.len() - broadcasts,
+                "input": format!("{}", g.node(r.output()).ty()),
+                "lines": lines(p, g, &nodes),
+            })
+        })
+        .collect();
     let library: Vec<String> =
         plan.kernels.iter().filter_map(|k| if let Kernel::Library(n) = k { Some(op_name(g, *n)) } else { None }).collect();
     // The launch order, for readers who want to see the schedule.
@@ -94,6 +114,7 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
             Kernel::Fused(r) => Some(format!("fused({})", r.nodes.len())),
             Kernel::Group(rs) => Some(format!("group({} regions)", rs.len())),
             Kernel::Rows(rg) => Some(format!("rows({} regions, {} reductions)", rg.regions().count(), rg.reductions().count())),
+            Kernel::Reduce(rk) => Some(format!("{}(prologue {})", op_name(g, rk.node), rk.prologue.nodes.len())),
             Kernel::Library(n) => Some(op_name(g, *n)),
             Kernel::Free(_) | Kernel::View(_) => None,
         })
@@ -107,6 +128,7 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
         "library_kernels": library.len(),
         "library_ops": library,
         "row_kernels": rows,
+        "prologue_reductions": reductions,
         "sequence": sequence,
         "regions": regions,
         "reason": FUSE_REASON,
@@ -291,6 +313,8 @@ pub(super) const EVAL_REASON: &str = "no_grad + eval(): no backward pass and no 
 
 /// Why last-axis reductions run with their neighbours as one row kernel.
 pub(super) const ROWS_REASON: &str = "fuse a reduction with its elementwise prologue and epilogue (softmax, log_softmax, layer norm): each row is read once and its intermediates stay in a row-sized buffer in cache instead of full-size tensors written and read back";
+
+pub(super) const PROLOGUE_REASON: &str = "fuse a reduction with the elementwise work that computes its input (batch-norm statistics, bias gradients, a loss's squared error): the input is computed chunk by chunk as it is summed, never written out and read back";
 
 pub(super) const BIAS_REASON: &str = "a convolution's bias before batch norm is subtracted again with the batch mean: its add and its gradient are dead work (bias=False before BatchNorm); the running mean still includes it";
 

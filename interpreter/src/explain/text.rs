@@ -1,6 +1,6 @@
 //! `dlc explain`'s text form: the JSON report (see `mod.rs`) as lines a person reads.
 
-use super::{memory_line, BIAS_REASON, CHECKPOINT_REASON, MEMORY_REASON, ROWS_REASON};
+use super::{memory_line, BIAS_REASON, CHECKPOINT_REASON, MEMORY_REASON, PROLOGUE_REASON, ROWS_REASON};
 use serde_json::Value as Json;
 
 pub fn print(r: &Json) {
@@ -50,6 +50,21 @@ pub fn print(r: &Json) {
                 lines.join(", ")
             );
             println!("      why: {ROWS_REASON}");
+        }
+        let reductions = item["prologue_reductions"].as_array().cloned().unwrap_or_default();
+        for red in &reductions {
+            let lines: Vec<&str> = red["lines"].as_array().into_iter().flatten().filter_map(|l| l.as_str()).collect();
+            println!(
+                "    {} over axes {} of {} elementwise op(s) -> 1 kernel; its input {} is never written ({})",
+                red["reduction"].as_str().unwrap_or(""),
+                red["axes"],
+                red["prologue_ops"],
+                red["input"].as_str().unwrap_or(""),
+                lines.join(", ")
+            );
+        }
+        if !reductions.is_empty() {
+            println!("      why: {PROLOGUE_REASON}");
         }
         if let Some(n) = item["removed_biases"]["count"].as_u64().filter(|n| *n > 0) {
             println!("    {n} convolution bias(es) before batch norm removed");

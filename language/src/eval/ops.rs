@@ -125,6 +125,14 @@ impl Tracer {
         }
         let (x, y) = self.promote_pair(ta, tb, span)?;
         let dtype = self.ty(x).dtype;
+        // `x ** 2` is `x * x`, as PyTorch computes it (its pow kernel special-cases the exponent
+        // 2): correctly rounded, and a multiply instead of a `powf` call per element.
+        let squared = matches!(b, Value::Int(2)) || matches!(b, Value::Float(f) if *f == 2.0);
+        if op == BinOp::Pow && squared && dtype != DType::Bool {
+            // (In the dtype `x ** 2.0` has: an integer tensor squared by a float is a float.)
+            let x = self.cast(x, DType::promote(dtype, self.ty(y).dtype), span);
+            return Ok(Value::Tensor(self.tensor_binary(BinaryOp::Mul, x, x, span)?));
+        }
         if op == BinOp::MatMul {
             return Ok(Value::Tensor(self.matmul(x, y, span)?));
         }

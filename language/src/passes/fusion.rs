@@ -13,6 +13,7 @@
 //! Only f32 values and bools are fused today (the dtypes the CPU kernels compute in); f16/bf16
 //! storage rounding and integer arithmetic run as library kernels.
 
+use super::prologue::ReduceKernel;
 use super::rows::RowGroup;
 use crate::ir::{BinaryOp, Graph, NodeId, Op, UnaryOp};
 use crate::types::DType;
@@ -53,6 +54,9 @@ pub enum Kernel {
     /// Last-axis reductions with their elementwise neighbours, run row by row as one kernel
     /// (softmax, log_softmax, layer norm; see rows.rs).
     Rows(RowGroup),
+    /// A sum over any axes of values its prologue region computes as it sums them (batch-norm
+    /// statistics, bias gradients; see prologue.rs).
+    Reduce(ReduceKernel),
 }
 
 impl Kernel {
@@ -63,6 +67,7 @@ impl Kernel {
             Kernel::Fused(r) => r.inputs.clone(),
             Kernel::Group(rs) => rs.iter().flat_map(|r| r.inputs.clone()).collect(),
             Kernel::Rows(rg) => rg.inputs.clone(),
+            Kernel::Reduce(rk) => rk.prologue.inputs.clone(),
             Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).src.clone(),
         }
     }
@@ -85,7 +90,9 @@ impl Plan {
     pub fn eager_count(&self) -> usize {
         let fused: HashSet<NodeId> = self.regions().flat_map(|r| r.nodes.iter().copied()).collect();
         let reductions: usize = self.kernels.iter().map(|k| if let Kernel::Rows(g) = k { g.reductions().count() } else { 0 }).sum();
-        fused.len() + reductions + self.kernels.iter().filter(|k| matches!(k, Kernel::Library(_) | Kernel::View(_))).count()
+        fused.len()
+            + reductions
+            + self.kernels.iter().filter(|k| matches!(k, Kernel::Library(_) | Kernel::View(_) | Kernel::Reduce(_))).count()
     }
     /// Every fused region, grouped or not.
     pub fn regions(&self) -> impl Iterator<Item = &Region> {
@@ -94,6 +101,7 @@ impl Plan {
                 Kernel::Fused(r) => Box::new(std::iter::once(r)),
                 Kernel::Group(rs) => Box::new(rs.iter()),
                 Kernel::Rows(g) => Box::new(g.regions()),
+                Kernel::Reduce(rk) => Box::new(std::iter::once(&rk.prologue)),
                 _ => Box::new(std::iter::empty()),
             }
         })
@@ -320,7 +328,12 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
             _ => true,
         })
     });
-    let kernels = if fuse { group_independent(g, super::rows::fuse_rows(g, kernels, roots)) } else { kernels };
+    let kernels = if fuse {
+        let kernels = super::rows::fuse_rows(g, kernels, roots);
+        group_independent(g, super::prologue::fuse_prologues(g, kernels, roots))
+    } else {
+        kernels
+    };
     Plan { kernels, roots: roots.to_vec() }
 }
 

@@ -32,6 +32,7 @@ pub fn specialise(g: &Graph, plan: &Plan) -> (Vec<NodeId>, Plan) {
             Kernel::Fused(r) => !invariant(&r.outputs),
             Kernel::Group(rs) => !rs.iter().all(|r| invariant(&r.outputs)),
             Kernel::Rows(rg) => !invariant(&rg.outputs),
+            Kernel::Reduce(rk) => !invariant(&rk.outputs()),
             Kernel::Free(_) => true,
             Kernel::Library(n) | Kernel::View(n) => !nodes.contains(n),
         })

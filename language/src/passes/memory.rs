@@ -87,6 +87,7 @@ pub fn plan_memory(g: &Graph, plan: &Plan) -> MemoryPlan {
             Kernel::Fused(r) => (r.inputs.clone(), r.outputs.clone()),
             Kernel::Group(rs) => (rs.iter().flat_map(|r| r.inputs.clone()).collect(), rs.iter().flat_map(|r| r.outputs.clone()).collect()),
             Kernel::Rows(rg) => (rg.inputs.clone(), rg.outputs.clone()),
+            Kernel::Reduce(rk) => (rk.prologue.inputs.clone(), rk.outputs()),
         };
         reads.push(r.into_iter().flat_map(|n| chain(g, &views, n)).collect());
         writes.push(w);

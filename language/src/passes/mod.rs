@@ -7,5 +7,6 @@ pub mod conv_bias;
 pub mod fusion;
 pub mod invariant;
 pub mod memory;
+pub mod prologue;
 pub mod rewrite;
 pub mod rows;

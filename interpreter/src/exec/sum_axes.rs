@@ -1,0 +1,288 @@
+//! Sums over any set of axes, accumulated in f64, of an f32 tensor or of values a fused region
+//! computes as they are summed (the reduction kernels of `passes::prologue`).
+//!
+//! The axes are merged into runs of kept or reduced dims, and the input is visited in memory
+//! order: the innermost run is folded into one accumulator (reduced) or added into a row of them
+//! (kept). Each output therefore sums its inputs in memory order, a reduced run by eight lanes
+//! (`Lanes`), so the result depends on the shape alone: not on the thread count, and not on
+//! whether the values were read from a tensor or computed on the fly.
+//!
+//! Threads split the work over the outermost kept axis: each task owns a contiguous block of
+//! outputs and visits their inputs in the order the one-thread loop would.
+
+use super::elementwise::as_uninit;
+use super::fused::{Program, CHUNK};
+use rayon::prelude::*;
+use std::mem::MaybeUninit;
+
+/// Where the values being summed come from.
+pub enum Values<'a> {
+    Tensor(&'a [f32]),
+    /// One output of a fused region, computed from the region's inputs.
+    Region(RegionValues<'a>),
+}
+
+pub struct RegionValues<'a> {
+    pub program: &'a Program,
+    pub inputs: Vec<&'a [f32]>,
+    /// Which of the program's outputs is summed.
+    pub summed: usize,
+    /// Where each other output goes (in output order, the summed one skipped): buffers of the
+    /// region's size, each element written once, as the summed values are computed.
+    pub written: Vec<Unwritten>,
+}
+
+/// The start of an output buffer that tasks fill in disjoint ranges.
+#[derive(Clone, Copy)]
+pub struct Unwritten(pub *mut MaybeUninit<f32>);
+// SAFETY: tasks write disjoint element ranges (each input position is visited once), and the
+// buffer outlives the sum (the caller owns it and sets its length after).
+unsafe impl Send for Unwritten {}
+unsafe impl Sync for Unwritten {}
+
+/// One task's window on the values: a tensor is read in place, a region computed into a
+/// chunk-sized buffer (`len` at most `CHUNK`).
+struct Reader<'v, 'a> {
+    values: &'v Values<'a>,
+    buf: Vec<f32>,
+    regs: Vec<Vec<f32>>,
+}
+
+impl<'v, 'a> Reader<'v, 'a> {
+    fn new(values: &'v Values<'a>) -> Self {
+        match values {
+            Values::Tensor(_) => Reader { values, buf: vec![], regs: vec![] },
+            Values::Region(r) => Reader { values, buf: vec![0.0; CHUNK], regs: r.program.registers(CHUNK) },
+        }
+    }
+
+    fn get(&mut self, start: usize, len: usize) -> &[f32] {
+        match self.values {
+            Values::Tensor(x) => &x[start..start + len],
+            Values::Region(r) => {
+                let mut others = r.written.iter();
+                let mut dsts: Vec<&mut [MaybeUninit<f32>]> = Vec::with_capacity(r.written.len() + 1);
+                let mut summed = Some(as_uninit(&mut self.buf[..len]));
+                for o in 0..=r.written.len() {
+                    if o == r.summed {
+                        dsts.push(summed.take().expect("one summed output"));
+                    } else {
+                        let out = others.next().expect("a buffer per other output");
+                        // SAFETY: elements `start .. start + len` of this buffer are this
+                        // call's alone (see `Unwritten`), and within its size.
+                        dsts.push(unsafe { std::slice::from_raw_parts_mut(out.0.add(start), len) });
+                    }
+                }
+                r.program.chunk(&r.inputs, start, &mut dsts, &mut self.regs);
+                &self.buf[..len]
+            }
+        }
+    }
+}
+
+/// Eight running f64 sums, element i of the run going to sum i % 8, added pairwise at the end.
+/// The chains are independent, so the loop vectorises and is not bound by the latency of one
+/// chain of additions; the order is fixed. A run can be added in pieces whose lengths (all but
+/// the last) are multiples of 8: the result is the same as for the whole run at once.
+#[derive(Default)]
+pub(super) struct Lanes {
+    lanes: [f64; 8],
+}
+
+impl Lanes {
+    pub(super) fn add(&mut self, run: &[f32]) {
+        let mut blocks = run.chunks_exact(8);
+        for b in &mut blocks {
+            for (l, v) in self.lanes.iter_mut().zip(b) {
+                *l += *v as f64;
+            }
+        }
+        for (l, v) in self.lanes.iter_mut().zip(blocks.remainder()) {
+            *l += *v as f64;
+        }
+    }
+
+    pub(super) fn total(&self) -> f64 {
+        let l = &self.lanes;
+        ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+    }
+}
+
+/// The f64 sum of a contiguous run, by `Lanes`.
+pub(super) fn sum_run(run: &[f32]) -> f64 {
+    let mut l = Lanes::default();
+    l.add(run);
+    l.total()
+}
+
+/// Inputs below this size are summed on the calling thread.
+const PARALLEL_FROM: usize = 1 << 16;
+
+/// The sums over `axes` of the values of shape `shape` (row-major), one per kept position.
+pub fn sum_axes(values: &Values, shape: &[usize], axes: &[usize]) -> Vec<f64> {
+    // Merged dims (size, reduced), outermost first; size-1 dims dropped.
+    let mut dims: Vec<(usize, bool)> = vec![];
+    for (d, &n) in shape.iter().enumerate() {
+        if n == 1 {
+            continue;
+        }
+        let r = axes.contains(&d);
+        match dims.last_mut() {
+            Some((pn, pr)) if *pr == r => *pn *= n,
+            _ => dims.push((n, r)),
+        }
+    }
+    let total: usize = shape.iter().product();
+    let out_len: usize = dims.iter().filter(|d| !d.1).map(|d| d.0).product();
+    let mut acc = vec![0f64; out_len];
+    if total == 0 {
+        return acc;
+    }
+    if dims.is_empty() {
+        acc[0] = Reader::new(values).get(0, 1)[0] as f64;
+        return acc;
+    }
+    let mut in_stride = vec![0usize; dims.len()];
+    let mut out_stride = vec![0usize; dims.len()];
+    let (mut si, mut so) = (1, 1);
+    for d in (0..dims.len()).rev() {
+        in_stride[d] = si;
+        si *= dims[d].0;
+        if !dims[d].1 {
+            out_stride[d] = so;
+            so *= dims[d].0;
+        }
+    }
+    let walk = Walk { dims: &dims, in_stride: &in_stride, out_stride: &out_stride };
+    // Split over the outermost kept dim: its index is the most significant digit of an output's
+    // position, so a range of it owns a contiguous block of outputs.
+    let split = dims.iter().position(|d| !d.1);
+    let threads = rayon::current_num_threads();
+    match split {
+        Some(k) if total >= PARALLEL_FROM && threads > 1 && dims[k].0 > 1 => {
+            let per = dims[k].0.div_ceil(4 * threads).max(1);
+            acc.par_chunks_mut(per * out_stride[k]).enumerate().for_each_init(
+                || Reader::new(values),
+                |reader, (t, block)| {
+                    let lo = t * per;
+                    walk.run(reader, Some((k, lo, (lo + per).min(dims[k].0))), block, lo * out_stride[k]);
+                },
+            );
+        }
+        _ => walk.run(&mut Reader::new(values), None, &mut acc, 0),
+    }
+    acc
+}
+
+/// The loop over merged dims.
+struct Walk<'d> {
+    dims: &'d [(usize, bool)],
+    in_stride: &'d [usize],
+    out_stride: &'d [usize],
+}
+
+impl Walk<'_> {
+    /// Add the inputs of the outputs in `acc` (which starts at output `acc_base`) into it, with
+    /// dim `split.0` limited to `split.1 .. split.2` when given.
+    fn run(&self, reader: &mut Reader, split: Option<(usize, usize, usize)>, acc: &mut [f64], acc_base: usize) {
+        let last = self.dims.len() - 1;
+        let range = |d: usize| match split {
+            Some((k, lo, hi)) if k == d => (lo, hi),
+            _ => (0, self.dims[d].0),
+        };
+        let mut idx: Vec<usize> = (0..last).map(|d| range(d).0).collect();
+        let (run, reduced) = self.dims[last];
+        let (c0, c1) = range(last);
+        loop {
+            let in_off: usize = idx.iter().zip(self.in_stride).map(|(i, s)| i * s).sum();
+            // (Outputs before `acc_base` are another task's: positions are taken relative to it.)
+            let out_pos: usize = idx.iter().zip(self.out_stride).map(|(i, s)| i * s).sum();
+            if reduced {
+                let mut lanes = Lanes::default();
+                for p in (0..run).step_by(CHUNK) {
+                    lanes.add(reader.get(in_off + p, CHUNK.min(run - p)));
+                }
+                acc[out_pos - acc_base] += lanes.total();
+            } else {
+                for p in (c0..c1).step_by(CHUNK) {
+                    let n = CHUNK.min(c1 - p);
+                    let row = &mut acc[out_pos + p - acc_base..][..n];
+                    for (a, v) in row.iter_mut().zip(reader.get(in_off + p, n)) {
+                        *a += *v as f64;
+                    }
+                }
+            }
+            // Next position of the outer dims, innermost first.
+            let mut d = last;
+            loop {
+                if d == 0 {
+                    return;
+                }
+                d -= 1;
+                idx[d] += 1;
+                if idx[d] < range(d).1 {
+                    break;
+                }
+                idx[d] = range(d).0;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition: permute the reduced axes innermost and add each group in index order
+    /// (exact in f64 for these small integers-over-8 values, whatever the order).
+    fn by_definition(x: &[f32], shape: &[usize], axes: &[usize]) -> Vec<f64> {
+        let keep: Vec<usize> = (0..shape.len()).filter(|a| !axes.contains(a)).collect();
+        let out_len: usize = keep.iter().map(|a| shape[*a]).product();
+        let mut out = vec![0f64; out_len];
+        for (i, v) in x.iter().enumerate() {
+            let mut rem = i;
+            let mut pos = vec![0; shape.len()];
+            for d in (0..shape.len()).rev() {
+                pos[d] = rem % shape[d];
+                rem /= shape[d];
+            }
+            let o = keep.iter().fold(0, |o, a| o * shape[*a] + pos[*a]);
+            out[o] += *v as f64;
+        }
+        out
+    }
+
+    #[test]
+    fn sums_match_the_definition_on_one_thread_and_many() {
+        let cases: Vec<(Vec<usize>, Vec<usize>)> = vec![
+            (vec![64, 32, 9, 9], vec![0, 2, 3]),
+            (vec![300, 257], vec![0]),
+            (vec![300, 257], vec![1]),
+            (vec![7, 1, 5, 3000], vec![0, 3]),
+            (vec![1, 1], vec![0, 1]),
+            (vec![5, 70000], vec![0, 1]),
+            (vec![40, 3, 600], vec![1]),
+            (vec![2, 3, 4, 5], vec![]),
+        ];
+        for (shape, axes) in cases {
+            let n: usize = shape.iter().product();
+            let x: Vec<f32> = (0..n).map(|i| ((i * 7919) % 17) as f32 / 8.0 - 1.0).collect();
+            let want = by_definition(&x, &shape, &axes);
+            let many = sum_axes(&Values::Tensor(&x), &shape, &axes);
+            let one =
+                rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| sum_axes(&Values::Tensor(&x), &shape, &axes));
+            assert_eq!(many, want, "{shape:?} over {axes:?}");
+            assert_eq!(one, many, "{shape:?} over {axes:?}: one thread");
+        }
+    }
+
+    #[test]
+    fn a_run_summed_in_pieces_equals_the_run_at_once() {
+        let x: Vec<f32> = (0..5000).map(|i| (i as f32 * 0.37).sin() * 1e3).collect();
+        let mut l = Lanes::default();
+        for piece in x.chunks(1024) {
+            l.add(piece);
+        }
+        assert_eq!(l.total().to_bits(), sum_run(&x).to_bits());
+    }
+}

@@ -59,6 +59,11 @@ impl Tracer {
                 match &rhs.kind {
                     ExprKind::Call(f, args) => {
                         let fv = self.eval(f)?;
+                        if let (Value::Func(func), Value::Tensor(_)) = (&fv, &v) {
+                            if let Func::ModelCtor { decl, .. } = func.as_ref() {
+                                return Err(self.layer_ctor_in_pipe(decl, rhs.span));
+                            }
+                        }
                         let mut vals = vec![(None, v, lhs_span)];
                         vals.extend(self.eval_args(args)?);
                         self.call(&fv, vals, span, f.span)
@@ -125,6 +130,22 @@ impl Tracer {
             ExprKind::Type(t) => self.type_value(t),
             ExprKind::Error => Err(super::Reported),
         }
+    }
+
+    /// `x |> MaxPool2d(2)`: the constructor would take the tensor as its first argument. In
+    /// PyTorch `nn.Sequential(..., nn.MaxPool2d(2))` builds the layer; here a layer is a field.
+    fn layer_ctor_in_pipe(&mut self, decl: &crate::syntax::ast::ModelDecl, span: Span) -> super::Reported {
+        let name = &decl.name.name;
+        let first = decl.params.first().map(|p| format!(" (its `{}`)", p.name.name)).unwrap_or_default();
+        self.error(
+            Diagnostic::error(
+                "E0308",
+                format!("`{name}(...)` builds a layer: a tensor piped into it would be its first argument{first}"),
+                span,
+            )
+            .with_label("a layer constructor, not a layer")
+            .with_help(format!("declare the layer as a field of the model (`layer = {name}(...)`) and pipe into the field (`|> layer`)")),
+        )
     }
 
     /// `pipeline |> stage(...)` with a stage name that does not exist: say which stages do.

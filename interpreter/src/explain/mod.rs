@@ -119,6 +119,16 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
             Kernel::Free(_) | Kernel::View(_) => None,
         })
         .collect();
+    // Values computed again in every kernel that reads them instead of written once and read
+    // back: a node that is a member of several regions.
+    let mut seen: std::collections::HashMap<NodeId, usize> = Default::default();
+    for r in plan.regions() {
+        for n in &r.nodes {
+            *seen.entry(*n).or_default() += 1;
+        }
+    }
+    let again: Vec<NodeId> = seen.into_iter().filter(|(_, c)| *c > 1).map(|(n, _)| n).collect();
+    let broadcasts_again = again.iter().filter(|n| matches!(g.node(**n).op, Op::Expand)).count();
     let fused_ops: usize = regions.iter().map(|r| r["ops"].as_u64().unwrap_or(0) as usize).sum();
     json!({
         "kernels": plan.kernel_count(),
@@ -129,6 +139,11 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
         "library_ops": library,
         "row_kernels": rows,
         "prologue_reductions": reductions,
+        "rematerialised": {
+            "broadcasts": broadcasts_again,
+            "other_values": again.len() - broadcasts_again,
+            "reason": REMAT_REASON,
+        },
         "sequence": sequence,
         "regions": regions,
         "reason": FUSE_REASON,
@@ -313,6 +328,8 @@ pub(super) const EVAL_REASON: &str = "no_grad + eval(): no backward pass and no 
 
 /// Why last-axis reductions run with their neighbours as one row kernel.
 pub(super) const ROWS_REASON: &str = "fuse a reduction with its elementwise prologue and epilogue (softmax, log_softmax, layer norm): each row is read once and its intermediates stay in a row-sized buffer in cache instead of full-size tensors written and read back";
+
+pub(super) const REMAT_REASON: &str = "rematerialisation: broadcasts and comparison masks are recomputed inside each kernel that reads them (a compare or a broadcast load costs less than a tensor written out and read back; a bool mask is stored as i64)";
 
 pub(super) const PROLOGUE_REASON: &str = "fuse a reduction with the elementwise work that computes its input (batch-norm statistics, bias gradients, a loss's squared error): the input is computed chunk by chunk as it is summed, never written out and read back";
 

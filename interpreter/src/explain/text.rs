@@ -1,6 +1,6 @@
 //! `dlc explain`'s text form: the JSON report (see `mod.rs`) as lines a person reads.
 
-use super::{memory_line, BIAS_REASON, CHECKPOINT_REASON, MEMORY_REASON, PROLOGUE_REASON, ROWS_REASON};
+use super::{memory_line, BIAS_REASON, CHECKPOINT_REASON, MEMORY_REASON, PROLOGUE_REASON, REMAT_REASON, ROWS_REASON};
 use serde_json::Value as Json;
 
 pub fn print(r: &Json) {
@@ -73,6 +73,12 @@ pub fn print(r: &Json) {
         if let Some(r) = item["eval_reason"].as_str() {
             println!("    {} kernel(s) run once per evaluation instead of per batch", item["hoisted_kernels"]);
             println!("      why: {r}");
+        }
+        let remat = &item["rematerialised"];
+        let (b, o) = (remat["broadcasts"].as_u64().unwrap_or(0), remat["other_values"].as_u64().unwrap_or(0));
+        if b + o > 0 {
+            println!("    {b} broadcast(s) and {o} other value(s) (masks) recomputed in each kernel that reads them");
+            println!("      why: {REMAT_REASON}");
         }
         let blocks = item["checkpoints"]["blocks"].as_array().cloned().unwrap_or_default();
         for block in &blocks {

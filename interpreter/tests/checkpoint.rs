@@ -101,6 +101,19 @@ fn checkpointed_blocks_train_bit_identically_with_a_lower_peak() {
     }
 }
 
+/// Autocast rewrites the forward graph before autodiff: the rewritten block (its casts
+/// included) is still recomputed, and bf16 training is bit-identical with and without the hint.
+#[test]
+fn checkpointed_blocks_survive_the_autocast_rewrite() {
+    let bf16 = |src: String| src.replace("  epochs = 6\n", "  epochs = 6\n  precision = bf16\n");
+    let plain = run(&bf16(source("BLOCK(h)")), true);
+    let ck = run(&bf16(source("checkpoint { BLOCK(h) }")), true);
+    assert!(ck.recompute_views > 0, "nothing recomputed under bf16");
+    assert_eq!(ck.products, plain.products + 6);
+    assert_eq!(ck.losses, plain.losses);
+    assert_eq!(ck.params, plain.params);
+}
+
 #[test]
 fn a_checkpoint_around_everything_equals_none_and_nesting_is_the_outer_block() {
     let plain = run(&source("BLOCK(h)"), true);

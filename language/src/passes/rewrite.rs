@@ -24,6 +24,10 @@ pub fn rebuild(
         }
         let node = g.node(old).clone();
         let span = g.span(old);
+        // What replaces a value of a `checkpoint` block (the casts autocast puts around a
+        // product included) belongs to that block too.
+        let outer = g.active_checkpoint;
+        g.active_checkpoint = g.checkpoint_of(old).or(outer);
         let new = match rule(g, &node, span, memo) {
             Some(n) => n,
             None => {
@@ -31,6 +35,7 @@ pub fn rebuild(
                 g.add(Node { src, ..node }, span)
             }
         };
+        g.active_checkpoint = outer;
         memo.insert(old, new);
     }
     memo[&root]

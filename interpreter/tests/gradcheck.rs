@@ -179,3 +179,33 @@ fn non_scalar_loss_is_rejected() {
     let e = autodiff::grad(&mut case.session.t.graph, x, &[x]).unwrap_err();
     assert!(matches!(e, autodiff::GradError::NotScalar(_)));
 }
+
+/// relu's and leaky relu's backward take their mask from the output (`0 < y`, PyTorch's
+/// `threshold_backward`), so backward does not read the input: no backward node reads a forward
+/// mask `0 < x`. The gradient is the same at every point, 0, -0, NaN and infinities included.
+#[test]
+fn relu_masks_come_from_the_output() {
+    let mut case = build("fn f(x) = relu(x) * 2.0 + leaky_relu(x, slope: 0.1)", &[&[7]], &[]);
+    let x = case.inputs[0].1;
+    let forward = case.session.t.graph.len() as u32;
+    let g = autodiff::grad(&mut case.session.t.graph, case.loss, &[x]).expect("grad");
+    let graph = &case.session.t.graph;
+    let masks_of_x: Vec<NodeId> = (0..forward)
+        .map(NodeId)
+        .filter(|n| matches!(graph.node(*n).op, Op::Binary(dlc_language::ir::BinaryOp::CmpLt)) && graph.node(*n).src[1] == x)
+        .collect();
+    assert_eq!(masks_of_x.len(), 1, "relu's and leaky relu's forward mask (one node: hash-consed)");
+    for n in graph.topo(&g).into_iter().filter(|n| n.0 >= forward) {
+        assert!(!graph.node(n).src.iter().any(|s| masks_of_x.contains(s)), "backward node {n:?} reads a forward mask");
+    }
+    let mut values = HashMap::new();
+    values.insert(case.inputs[0].0, vec![0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e-300, -2.5]);
+    let got = eval(&case, &values, g[0]).to_f64();
+    let w = lcg_values(7, 99, false);
+    let slope = |i: usize| if i == 3 || i == 5 { 3.0 } else { 0.1 };
+    for (i, gi) in got.iter().enumerate() {
+        // d/dx = (2 + 1) * w where x > 0, 0.1 * w elsewhere (at 0, -0 and NaN too).
+        let want = slope(i) * w[i];
+        assert!((gi - want).abs() < 1e-12, "x[{i}]: {gi} vs {want}");
+    }
+}

@@ -248,6 +248,37 @@ impl Builder<'_> {
         self.add(Op::Reduce(ReduceOp::Sum, axes), dt, shape, vec![a], span)
     }
 
+    /// relu's mask from relu's output, as PyTorch's `threshold_backward` takes it: for
+    /// `y = where(0 < x, x, b)` with `b` zero or `x * k` (k >= 0, leaky relu), `0 < y` is the
+    /// same mask as `0 < x` at every element (NaN included: the mask is false and y is 0 or NaN).
+    /// Backward then reads `y`, which the next layer's gradient keeps anyway, instead of also
+    /// keeping `x` until backward.
+    fn mask_from_output(&mut self, id: NodeId, n: &Node) -> Option<NodeId> {
+        let g = &*self.g;
+        // A constant, through the reshapes and broadcasts that shape it.
+        let value = |mut m: NodeId| -> Option<f64> {
+            loop {
+                let node = g.node(m);
+                match node.op {
+                    Op::Const(bits) => return Some(f64::from_bits(bits)),
+                    Op::Expand | Op::Reshape => m = node.src[0],
+                    _ => return None,
+                }
+            }
+        };
+        let (c, x, b) = (n.src[0], n.src[1], n.src[2]);
+        let cond = g.node(c);
+        let zero_below = matches!(cond.op, Op::Binary(BinaryOp::CmpLt)) && cond.src[1] == x && value(cond.src[0]) == Some(0.0);
+        let other = g.node(b);
+        let zero_or_leak = value(b) == Some(0.0)
+            || (matches!(other.op, Op::Binary(BinaryOp::Mul)) && other.src[0] == x && value(other.src[1]).is_some_and(|k| k >= 0.0));
+        if !(zero_below && zero_or_leak && n.dtype.is_float()) {
+            return None;
+        }
+        let zero = cond.src[0];
+        Some(self.binary(BinaryOp::CmpLt, zero, id, self.g.span(c)))
+    }
+
     /// The contribution of `dy` (the adjoint of `id`) to each source, as (source index, node).
     fn rule(&mut self, id: NodeId, n: &Node, dy: NodeId, span: Span) -> Result<Vec<(usize, NodeId)>, GradError> {
         let s = &n.src;
@@ -362,7 +393,8 @@ impl Builder<'_> {
             }
             Op::Where => {
                 let z = self.zeros_like(dy, span);
-                vec![(1, self.where_(s[0], dy, z, span)), (2, self.where_(s[0], z, dy, span))]
+                let c = self.mask_from_output(id, n).unwrap_or(s[0]);
+                vec![(1, self.where_(c, dy, z, span)), (2, self.where_(c, z, dy, span))]
             }
             Op::Reduce(ReduceOp::Sum, _) => {
                 let (_, shape) = self.ty_of(s[0]);

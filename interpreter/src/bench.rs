@@ -56,6 +56,7 @@ pub struct Options {
     pub steps: usize,
     pub warmup: usize,
     pub fuse: bool,
+    pub remat: bool,
     pub jit: bool,
     pub json: bool,
     pub profile: bool,
@@ -64,7 +65,8 @@ pub struct Options {
 }
 
 pub fn main(file: &Path, o: Options) -> i32 {
-    let Options { steps, warmup, fuse, jit, json: as_json, profile, recipe } = o;
+    let Options { steps, warmup, fuse, jit, json: as_json, .. } = o;
+    let recipe = o.recipe.clone();
     let started = Instant::now();
     let (mut p, root) = match crate::cli::load_quietly(file, "nothing to benchmark") {
         Ok(loaded) => loaded,
@@ -75,7 +77,7 @@ pub fn main(file: &Path, o: Options) -> i32 {
         recipes.iter().find(|r| r.kind == kind && recipe.as_ref().is_none_or(|want| r.name.as_ref() == Some(want))).cloned()
     };
     let result = if let Some(info) = named(RecipeKind::Train) {
-        bench_train(&mut p, info, &root, steps, warmup, fuse, jit, profile)
+        bench_train(&mut p, info, &root, &o)
     } else if let Some(info) = named(RecipeKind::Infer) {
         bench_infer(&mut p, &info, steps, warmup, fuse, jit)
     } else if let Some(want) = &recipe {
@@ -100,6 +102,7 @@ pub fn main(file: &Path, o: Options) -> i32 {
     };
     report["file"] = json!(file.display().to_string());
     report["fuse"] = json!(fuse);
+    report["remat"] = json!(o.remat);
     report["jit"] = json!(jit);
     report["threads"] = json!(rayon::current_num_threads());
     report["peak_rss_mb"] = json!((peak_rss_mb() * 10.0).round() / 10.0);
@@ -139,12 +142,9 @@ fn bench_train(
     p: &mut Program,
     mut info: dlc_language::eval::recipe::RecipeInfo,
     root: &Path,
-    steps: usize,
-    warmup: usize,
-    fuse: bool,
-    jit: bool,
-    profile: bool,
+    o: &Options,
 ) -> Result<serde_json::Value, String> {
+    let Options { steps, warmup, fuse, remat, jit, profile, .. } = *o;
     let total = warmup + steps;
     apply_overrides(&mut info, &[("steps".into(), total.to_string())]).map_err(|e| e.to_string())?;
     // Time from one step's end to the next: the step itself (data are prepared per epoch, before).
@@ -156,6 +156,7 @@ fn bench_train(
     let mut last = Instant::now();
     let mut opts = TrainOptions::new(root.to_path_buf(), 0);
     opts.fuse = fuse;
+    opts.remat = remat;
     opts.jit = jit;
     let prof: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, (usize, f64)>>> = Default::default();
     if profile {

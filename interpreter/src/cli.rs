@@ -54,6 +54,10 @@ enum Cmd {
         /// Run one kernel per op (the eager interpreter) instead of fused kernels; results are equal.
         #[arg(long)]
         no_fuse: bool,
+        /// Keep every value backward reads instead of recomputing cheap ones when that lowers
+        /// the step's peak memory (faster, more memory); results are equal.
+        #[arg(long)]
+        no_remat: bool,
         /// Compile fused kernels to native code with Cranelift; results are equal.
         #[arg(long)]
         jit: bool,
@@ -79,6 +83,9 @@ enum Cmd {
         /// Run one kernel per op (the eager interpreter) for comparison.
         #[arg(long)]
         no_fuse: bool,
+        /// Keep every value backward reads (no automatic rematerialisation).
+        #[arg(long)]
+        no_remat: bool,
         /// Compile fused regions to native code with Cranelift.
         #[arg(long)]
         jit: bool,
@@ -107,12 +114,12 @@ pub fn main() -> i32 {
     match cli.cmd {
         Cmd::Check { file, json, repeat: Some(n) } => time_check(&file, n.max(1), json),
         Cmd::Check { file, json, repeat: None } => check(&file, json),
-        Cmd::Run { file, dump, seed, set, resume, metrics, no_fuse, jit } => {
-            run(&file, dump, seed, &set, RunFlags { resume, metrics, fuse: !no_fuse, jit })
+        Cmd::Run { file, dump, seed, set, resume, metrics, no_fuse, no_remat, jit } => {
+            run(&file, dump, seed, &set, RunFlags { resume, metrics, fuse: !no_fuse, remat: !no_remat, jit })
         }
         Cmd::Explain { file, json } => crate::explain::main(&file, json),
-        Cmd::Bench { file, steps, warmup, no_fuse, jit, json, profile, recipe } => {
-            crate::bench::main(&file, crate::bench::Options { steps, warmup, fuse: !no_fuse, jit, json, profile, recipe })
+        Cmd::Bench { file, steps, warmup, no_fuse, no_remat, jit, json, profile, recipe } => {
+            crate::bench::main(&file, crate::bench::Options { steps, warmup, fuse: !no_fuse, remat: !no_remat, jit, json, profile, recipe })
         }
         Cmd::Repl => crate::repl::run(),
     }
@@ -230,6 +237,7 @@ struct RunFlags {
     resume: Option<PathBuf>,
     metrics: Option<PathBuf>,
     fuse: bool,
+    remat: bool,
     jit: bool,
 }
 
@@ -278,7 +286,7 @@ fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], fl
 /// Execute the program's recipes in order: `train` recipes train; the rest are reported as not
 /// executable yet (exit status 2), so nothing pretends to have run.
 fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(String, String)], flags: RunFlags) -> i32 {
-    let RunFlags { resume, metrics, fuse, jit } = flags;
+    let RunFlags { resume, metrics, fuse, remat, jit } = flags;
     use dlc_language::syntax::ast::RecipeKind;
     let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
     let recipes = p.session.t.recipes.clone();
@@ -349,6 +357,7 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
         opts.echo = true;
         opts.resume = resume.clone();
         opts.fuse = fuse;
+        opts.remat = remat;
         opts.jit = jit;
         opts.metrics = metrics.clone();
         opts.interrupt = Some(stop.clone());

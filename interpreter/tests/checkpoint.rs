@@ -64,11 +64,18 @@ struct Run {
 }
 
 fn run(src: &str, fuse: bool) -> Run {
+    run_with(src, fuse, false)
+}
+
+/// With `remat`, the compiler may also recompute cheap values on its own (automatic
+/// rematerialisation); the hint's tests leave it off to compare the hint alone.
+fn run_with(src: &str, fuse: bool, remat: bool) -> Run {
     let mut p = Program::run("checkpoint_test.dl", src, Some(&examples()), false);
     assert!(p.ok, "{:?}", p.diagnostics());
     let info = p.session.t.recipes[0].clone();
     let mut opts = TrainOptions::new(examples(), 0);
     opts.fuse = fuse;
+    opts.remat = remat;
     let mut t = Trainer::new(&mut p.session, info, opts).expect("trainer");
     let shapes = t.batch_shapes().expect("static batch shapes");
     let (plan, _) = t.compile_step(&shapes).expect("step compiles");
@@ -99,6 +106,22 @@ fn checkpointed_blocks_train_bit_identically_with_a_lower_peak() {
         assert_eq!(ck.products, plain.products + 6, "fuse {fuse}: products");
         assert!(ck.peak * 10 < plain.peak * 9, "fuse {fuse}: peak {} with checkpoints, {} without", ck.peak, plain.peak);
     }
+}
+
+/// Automatic rematerialisation: without any hint the compiler recomputes cheap values (gelu's
+/// output from its input, which gelu's gradient keeps anyway; the dropout's output from that and
+/// its mask) when the step's planned peak is lower, and training is bit for bit the same.
+#[test]
+fn cheap_values_are_recomputed_automatically_when_the_peak_is_lower() {
+    let src = source("BLOCK(h)");
+    let kept = run_with(&src, true, false);
+    let auto = run_with(&src, true, true);
+    assert_eq!(kept.recompute_views, 0);
+    assert!(auto.recompute_views > 0, "nothing recomputed");
+    assert_eq!(auto.products, kept.products, "only elementwise work is recomputed");
+    assert!(auto.peak < kept.peak, "peak {} with rematerialisation, {} without", auto.peak, kept.peak);
+    assert_eq!(auto.losses, kept.losses);
+    assert_eq!(auto.params, kept.params);
 }
 
 /// Autocast rewrites the forward graph before autodiff: the rewritten block (its casts

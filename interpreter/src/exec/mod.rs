@@ -238,6 +238,11 @@ impl Executor {
             }
             return contract::matmul_t(&operands[0].0, operands[0].1, &operands[1].0, operands[1].1, shape);
         }
+        // A recompute view shows its first source; the second only ordered it in the plan (and
+        // a plan may run the view earlier, as a row kernel hoists it).
+        if matches!(node.op, Op::Recompute) {
+            return Ok(self.cache[&node.src[0]].clone());
+        }
         let src: Vec<Tensor> = node.src.iter().map(|s| self.cache[s].clone()).collect();
         let dtype = node.dtype;
         let n: usize = shape.iter().product();
@@ -282,7 +287,8 @@ impl Executor {
             Op::Conv2d(a) => conv::conv2d(&src[0], &src[1], a, shape),
             Op::Pool2d { kind, kernel, stride, padding } => pool::pool2d(&src[0], *kind, *kernel, *stride, *padding, shape),
             Op::Take => contract::take(&src[0], &src[1], shape)?,
-            Op::Detach | Op::Recompute => src[0].clone(),
+            Op::Detach => src[0].clone(),
+            Op::Recompute => unreachable!("a recompute view is read above"),
             Op::Unslice { start, step } => backward::unslice(&src[0], start, step, shape),
             Op::Conv2dGradInput(a) => conv::conv2d_grad_input(&src[0], &src[1], a, shape),
             Op::Conv2dGradWeight(a) => conv::conv2d_grad_weight(&src[0], &src[1], a, shape),

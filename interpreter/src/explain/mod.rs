@@ -302,12 +302,18 @@ pub(super) const CHECKPOINT_REASON: &str = "activation checkpointing (`checkpoin
 /// many of those are library kernels (matrix products, convolutions, reductions).
 fn checkpoint_report(p: &Program, g: &Graph, plan: &Plan) -> Json {
     let mut per_block: Vec<(usize, usize)> = vec![(0, 0); g.checkpoints.len()];
+    // Recomputed without a hint (automatic rematerialisation): ops.
+    let mut automatic = 0;
     for n in g.topo(&plan.roots) {
-        let Some(block) = g.recomputed.get(&n).and_then(|f| g.checkpoint_of(*f)) else { continue };
+        let Some(original) = g.recomputed.get(&n) else { continue };
         let op = &g.node(n).op;
         if dlc_language::passes::fusion::is_free(op) || matches!(op, Op::Expand) {
             continue;
         }
+        let Some(block) = g.checkpoint_of(*original) else {
+            automatic += 1;
+            continue;
+        };
         per_block[block].0 += 1;
         if !dlc_language::passes::fusion::is_fusible(g, n) {
             per_block[block].1 += 1;
@@ -321,13 +327,20 @@ fn checkpoint_report(p: &Program, g: &Graph, plan: &Plan) -> Json {
             json!({"at": span_line_col(p, g.checkpoints[b]).unwrap_or_default(), "recomputed_ops": ops, "recomputed_library_ops": library})
         })
         .collect();
-    json!({"blocks": blocks, "reason": CHECKPOINT_REASON})
+    json!({
+        "blocks": blocks,
+        "reason": CHECKPOINT_REASON,
+        "automatic_ops": automatic,
+        "automatic_reason": AUTO_REMAT_REASON,
+    })
 }
 
 pub(super) const EVAL_REASON: &str = "no_grad + eval(): no backward pass and no saved activations; what depends on the parameters alone (batch norm's scale and shift, transposed weights) is computed once per evaluation, not per batch";
 
 /// Why last-axis reductions run with their neighbours as one row kernel.
 pub(super) const ROWS_REASON: &str = "fuse a reduction with its elementwise prologue and epilogue (softmax, log_softmax, layer norm): each row is read once and its intermediates stay in a row-sized buffer in cache instead of full-size tensors written and read back";
+
+pub(super) const AUTO_REMAT_REASON: &str = "automatic rematerialisation: elementwise values backward would keep (gelu's output for the next layer's weight gradient) are recomputed from values it keeps anyway, because the step's planned peak is lower that way";
 
 pub(super) const REMAT_REASON: &str = "rematerialisation: broadcasts and comparison masks are recomputed inside each kernel that reads them (a compare or a broadcast load costs less than a tensor written out and read back; a bool mask is stored as i64)";
 

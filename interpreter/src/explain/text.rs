@@ -1,6 +1,6 @@
 //! `dlc explain`'s text form: the JSON report (see `mod.rs`) as lines a person reads.
 
-use super::{memory_line, BIAS_REASON, CHECKPOINT_REASON, MEMORY_REASON, PROLOGUE_REASON, REMAT_REASON, ROWS_REASON};
+use super::{memory_line, AUTO_REMAT_REASON, BIAS_REASON, CHECKPOINT_REASON, MEMORY_REASON, PROLOGUE_REASON, REMAT_REASON, ROWS_REASON};
 use serde_json::Value as Json;
 
 pub fn print(r: &Json) {
@@ -91,6 +91,10 @@ pub fn print(r: &Json) {
         }
         if !blocks.is_empty() {
             println!("      why: {CHECKPOINT_REASON}");
+        }
+        if let Some(n) = item["checkpoints"]["automatic_ops"].as_u64().filter(|n| *n > 0) {
+            println!("    {n} elementwise op(s) recomputed in backward instead of their values kept");
+            println!("      why: {AUTO_REMAT_REASON}");
         }
         if item["memory"].is_object() {
             println!("    {}", memory_line(&item["memory"]));

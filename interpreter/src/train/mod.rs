@@ -74,6 +74,9 @@ pub struct TrainOptions {
     pub batches: Option<BatchSource>,
     /// Fuse elementwise chains into one kernel each (default); false runs one kernel per op.
     pub fuse: bool,
+    /// With `fuse`: recompute cheap forward values in backward instead of keeping them, when
+    /// that lowers the step's planned peak (default; passes::remat).
+    pub remat: bool,
     /// Compile fused regions to native code (Cranelift); off (the default) runs them on the
     /// vectorised chunk interpreter, which is faster on AVX2 machines today (docs/benchmarks.md).
     pub jit: bool,
@@ -100,6 +103,7 @@ impl TrainOptions {
             on_step: None,
             batches: None,
             fuse: true,
+            remat: true,
             jit: false,
             profile: None,
         }
@@ -154,6 +158,8 @@ pub struct Trainer<'s> {
     autocast: Option<dlc_language::passes::autocast::Autocast>,
     /// The conv-bias elimination while a step is being compiled.
     conv_bias: Option<dlc_language::passes::conv_bias::ConvBias>,
+    /// While a step is compiled with automatic rematerialisation: the values recomputed so far.
+    remat: Option<usize>,
     /// The training data before its first epoch-dependent stage, prepared once.
     prepared: Option<pipeline::Prepared>,
     /// Each evaluation pipeline's batches (they do not change between evaluations), by pipeline.
@@ -199,6 +205,7 @@ impl<'s> Trainer<'s> {
             scaler,
             autocast: None,
             conv_bias: None,
+            remat: None,
             prepared: None,
             eval_batches: vec![],
             grad_sums,

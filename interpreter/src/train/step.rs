@@ -53,6 +53,8 @@ pub struct Step {
     pub removed_biases: Vec<dlc_language::span::Span>,
     /// f16's loss scaling: the scale's input and the flag "every gradient is finite".
     pub scale: Option<(u32, NodeId)>,
+    /// Forward values backward recomputes instead of keeping (automatic rematerialisation).
+    pub rematerialised: usize,
 }
 
 impl Step {
@@ -147,7 +149,35 @@ impl<'s> Trainer<'s> {
         })
     }
 
+    /// The step for this batch shape. With fusion on it is compiled twice, the second time with
+    /// cheap forward values recomputed in backward instead of kept (passes::remat), and that one
+    /// is kept when its planned peak is lower.
     pub(super) fn build_step(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<Step, RuntimeError> {
+        let started = std::time::Instant::now();
+        let seeds = self.session.t.seed_counter;
+        let plain = self.build_step_once(shapes)?;
+        if !(self.opts.fuse && self.opts.remat) {
+            return Ok(plain);
+        }
+        // The second trace draws the same random streams (dropout) as the first.
+        let after_plain = self.session.t.seed_counter;
+        self.session.t.seed_counter = seeds;
+        self.remat = Some(0);
+        let alt = self.build_step_once(shapes);
+        self.session.t.seed_counter = after_plain;
+        let recomputed = self.remat.take().unwrap_or(0);
+        let mut step = match alt {
+            Ok(mut alt) if recomputed > 0 && alt.memory.peak() < plain.memory.peak() => {
+                alt.rematerialised = recomputed;
+                alt
+            }
+            _ => plain,
+        };
+        step.compile_s = started.elapsed().as_secs_f64();
+        Ok(step)
+    }
+
+    fn build_step_once(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<Step, RuntimeError> {
         let started = std::time::Instant::now();
         let t = &mut self.session.t;
         let sc = Scalars {
@@ -200,6 +230,7 @@ impl<'s> Trainer<'s> {
             autocast,
             removed_biases,
             scale: scale.map(|s| s.0).zip(finite),
+            rematerialised: 0,
         };
         step.plan = dlc_language::passes::fusion::plan(&self.session.t.graph, &step.roots(), self.opts.fuse);
         step.memory = dlc_language::passes::memory::plan_memory(&self.session.t.graph, &step.plan);
@@ -223,7 +254,15 @@ impl<'s> Trainer<'s> {
     /// Gradients of `loss` (under autocast) for these parameters.
     fn grads(&mut self, loss: NodeId, wrt: &[NodeId]) -> Result<Vec<NodeId>, RuntimeError> {
         let loss = self.lower(loss);
-        autodiff::grad(&mut self.session.t.graph, loss, wrt).map_err(|e| err(format!("cannot differentiate the loss: {e:?}")))
+        let graph = &mut self.session.t.graph;
+        let grads = match self.remat.as_mut() {
+            Some(count) => autodiff::grad_rematerialised(graph, loss, wrt).map(|(g, n)| {
+                *count += n;
+                g
+            }),
+            None => autodiff::grad(graph, loss, wrt),
+        };
+        grads.map_err(|e| err(format!("cannot differentiate the loss: {e:?}")))
     }
 
     fn clip(&mut self, grads: Vec<NodeId>) -> Result<Vec<NodeId>, RuntimeError> {

@@ -5,6 +5,7 @@
 //! Gradients are *written*, not accumulated into zeroed buffers: each parameter's gradient is one
 //! node, the sum of its contributions (the tuning guide's `grad = None`, by construction).
 
+use super::remat::Remat;
 use crate::ir::{BinaryOp, Graph, Node, NodeId, Op, ReduceOp, UnaryOp};
 use crate::span::Span;
 use crate::types::{DType, Dim, Shape};
@@ -21,6 +22,23 @@ pub enum GradError {
 /// Gradients of the scalar `loss` with respect to each node of `wrt` (in order). A node the loss
 /// does not depend on gets a zero gradient.
 pub fn grad(g: &mut Graph, loss: NodeId, wrt: &[NodeId]) -> Result<Vec<NodeId>, GradError> {
+    grad_with(g, loss, wrt, &Remat::default())
+}
+
+/// `grad`, with the cheap forward values that backward would keep recomputed instead
+/// (passes::remat chooses them from a first backward pass). Also returns how many values are
+/// recomputed (0: the gradients are `grad`'s).
+pub fn grad_rematerialised(g: &mut Graph, loss: NodeId, wrt: &[NodeId]) -> Result<(Vec<NodeId>, usize), GradError> {
+    let forward = g.len() as u32;
+    let plain = grad(g, loss, wrt)?;
+    let remat = super::remat::choose(g, forward, &plain);
+    if remat.values.is_empty() {
+        return Ok((plain, 0));
+    }
+    Ok((grad_with(g, loss, wrt, &remat)?, remat.values.len()))
+}
+
+fn grad_with(g: &mut Graph, loss: NodeId, wrt: &[NodeId], remat: &Remat) -> Result<Vec<NodeId>, GradError> {
     let lt = g.ty(loss);
     if lt.rank() != 0 || !lt.dtype.is_float() {
         return Err(GradError::NotScalar(lt.to_string()));
@@ -43,6 +61,8 @@ pub fn grad(g: &mut Graph, loss: NodeId, wrt: &[NodeId]) -> Result<Vec<NodeId>, 
     let mut b = Builder { g };
     let mut adj: HashMap<NodeId, NodeId> = HashMap::new();
     let mut copies: HashMap<usize, Recomputation> = HashMap::new();
+    // Automatically recomputed values (and what their recomputation builds), by original.
+    let mut auto: HashMap<NodeId, NodeId> = HashMap::new();
     let span = b.g.span(loss);
     let one = b.constant(1.0, lt.dtype, span);
     adj.insert(loss, one);
@@ -61,6 +81,24 @@ pub fn grad(g: &mut Graph, loss: NodeId, wrt: &[NodeId]) -> Result<Vec<NodeId>, 
                 let copy = copies.entry(block).or_insert_with(|| Recomputation { after: dy, memo: HashMap::new() });
                 let r = b.recompute(block, id, copy);
                 (r, b.g.node(r).clone())
+            }
+            // A rule that reads a value chosen for recomputation reads its copy, made once
+            // backward reaches the first such rule.
+            None if remat.clones.contains(&id) || node.src.iter().any(|s| remat.values.contains(s)) => {
+                let mut copy = Recomputation { after: dy, memo: std::mem::take(&mut auto) };
+                let r = if remat.clones.contains(&id) { b.rematerialise(id, remat, &mut copy) } else { id };
+                let rnode = if r != id {
+                    b.g.node(r).clone()
+                } else {
+                    let src = node
+                        .src
+                        .iter()
+                        .map(|s| if remat.values.contains(s) { b.rematerialise(*s, remat, &mut copy) } else { *s })
+                        .collect();
+                    Node { src, ..node.clone() }
+                };
+                auto = copy.memo;
+                (r, rnode)
             }
             None => (id, node.clone()),
         };
@@ -103,6 +141,34 @@ struct Recomputation {
 }
 
 impl Builder<'_> {
+    /// The copy of `n` that backward reads in place of a value `remat` chose to recompute: the
+    /// chosen values, the ops between them and what they are recomputed from, and views, built
+    /// again; kept values read through `Recompute` views (ordered after `copy.after`);
+    /// constants and parameters as they are.
+    fn rematerialise(&mut self, n: NodeId, remat: &Remat, copy: &mut Recomputation) -> NodeId {
+        if let Some(&c) = copy.memo.get(&n) {
+            return c;
+        }
+        let node = self.g.node(n).clone();
+        let span = self.g.span(n);
+        let c = if super::remat::constant_like(self.g, n) {
+            n
+        } else if remat.clones.contains(&n) || matches!(node.op, Op::Expand | Op::Reshape) {
+            let src = node.src.iter().map(|s| self.rematerialise(*s, remat, copy)).collect();
+            let c = self.add(node.op, node.dtype, node.shape, src, span);
+            if c != n {
+                self.g.recomputed.insert(c, n);
+            }
+            c
+        } else {
+            // (Not memoised: a later rule's copy waits for its own gradient; hash-consing
+            // shares the view between copies made at the same point.)
+            return self.add(Op::Recompute, node.dtype, node.shape, vec![n, copy.after], span);
+        };
+        copy.memo.insert(n, c);
+        c
+    }
+
     /// The copy of `n` that backward reads in place of a value of checkpoint block `block`:
     /// the block's ops again, reading the block's inputs through `Recompute` views (ordered
     /// after `copy.after`). Constants and parameters are read as they are; a value made from

@@ -68,6 +68,8 @@ impl Kernel {
             Kernel::Group(rs) => rs.iter().flat_map(|r| r.inputs.clone()).collect(),
             Kernel::Rows(rg) => rg.inputs.clone(),
             Kernel::Reduce(rk) => rk.prologue.inputs.clone(),
+            // A recompute view reads its first source; the second only orders it.
+            Kernel::Free(n) if matches!(g.node(*n).op, Op::Recompute) => vec![g.node(*n).src[0]],
             Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).src.clone(),
         }
     }

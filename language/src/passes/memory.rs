@@ -83,7 +83,7 @@ pub fn plan_memory(g: &Graph, plan: &Plan) -> MemoryPlan {
                 r.extend(r.clone().into_iter().filter(|s| super::fusion::is_transpose(&g.node(*s).op)).map(|s| g.node(s).src[0]));
                 (r, vec![*n])
             }
-            Kernel::Free(n) | Kernel::Library(n) => (g.node(*n).src.clone(), vec![*n]),
+            Kernel::Free(n) | Kernel::Library(n) => (k.reads(g), vec![*n]),
             Kernel::Fused(r) => (r.inputs.clone(), r.outputs.clone()),
             Kernel::Group(rs) => (rs.iter().flat_map(|r| r.inputs.clone()).collect(), rs.iter().flat_map(|r| r.outputs.clone()).collect()),
             Kernel::Rows(rg) => (rg.inputs.clone(), rg.outputs.clone()),

@@ -8,5 +8,6 @@ pub mod fusion;
 pub mod invariant;
 pub mod memory;
 pub mod prologue;
+pub mod remat;
 pub mod rewrite;
 pub mod rows;

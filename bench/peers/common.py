@@ -59,3 +59,38 @@ def load_idx(path):
     if len(body) != int(np.prod(dims)):
         raise ValueError(f"{path}: header says {dims}, file holds {len(body)} bytes")
     return np.frombuffer(body, dtype=np.uint8).reshape(dims)
+
+
+def time_conv_variants(bench, make_model, make_opt, loss_fn, x, y, variants, iters):
+    """Time one training step of a convolutional net in each variant (NCHW eager, channels-last
+    eager, torch.compile), emitting one line each: the harness cnn.py and conv_bn.py share."""
+    for variant in variants:
+        torch.manual_seed(0)
+        model, xs = make_model(), x
+        if variant == "channels-last":
+            model, xs = model.to(memory_format=torch.channels_last), x.to(memory_format=torch.channels_last)
+        opt = make_opt(model.parameters())
+        run = torch.compile(model) if variant == "compile" else model
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss_fn(run(xs), y).backward()
+            opt.step()
+
+        t0 = time.perf_counter(); step(); first_s = time.perf_counter() - t0
+        t = time_it(step, warmup=3, iters=iters)
+        emit(bench, variant, {"batch": x.shape[0]}, **t,
+             samples_per_s=round(x.shape[0] / (t["median_us"] * 1e-6), 1), first_step_s=round(first_s, 3))
+
+
+def step_args(batch):
+    """The command line of the training-step peers: --batch, --threads, --iters, --variants."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=batch)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--variants", nargs="*", default=["eager", "channels-last", "compile"])
+    args = ap.parse_args()
+    set_threads(args.threads)
+    return args

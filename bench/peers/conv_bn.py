@@ -1,12 +1,10 @@
 """One SGD step of a conv -> batch norm -> relu net on CIFAR-sized batches of 64 (the peer of
 bench/conv_bn_step.dl): NCHW eager, channels-last eager, torch.compile."""
-import argparse, time
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from common import emit, set_threads, time_it
+from common import step_args, time_conv_variants
 
 
 class ConvBn(nn.Module):
@@ -23,32 +21,11 @@ class ConvBn(nn.Module):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--variants", nargs="*", default=["eager", "channels-last", "compile"])
-    args = ap.parse_args()
-    set_threads(args.threads)
+    args = step_args(64)
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(args.batch, 3, 32, 32, generator=g), torch.randint(0, 10, (args.batch,), generator=g)
-    for variant in args.variants:
-        torch.manual_seed(0)
-        model, xs = ConvBn(), x
-        if variant == "channels-last":
-            model, xs = model.to(memory_format=torch.channels_last), x.to(memory_format=torch.channels_last)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        run = torch.compile(model) if variant == "compile" else model
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            F.cross_entropy(run(xs), y).backward()
-            opt.step()
-
-        t0 = time.perf_counter(); step(); first_s = time.perf_counter() - t0
-        t = time_it(step, warmup=3, iters=args.iters)
-        emit("conv_bn_step", variant, {"batch": args.batch}, **t,
-             samples_per_s=round(args.batch / (t["median_us"] * 1e-6), 1), first_step_s=round(first_s, 3))
+    time_conv_variants("conv_bn_step", ConvBn, lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9), F.cross_entropy,
+                       x, y, args.variants, args.iters)
 
 
 if __name__ == "__main__":

@@ -160,6 +160,8 @@ pub struct Trainer<'s> {
     conv_bias: Option<dlc_language::passes::conv_bias::ConvBias>,
     /// While a step is compiled with automatic rematerialisation: the values recomputed so far.
     remat: Option<usize>,
+    /// While a step is compiled without it: the values it would recompute (passes::remat).
+    remat_candidates: std::collections::HashSet<dlc_language::ir::NodeId>,
     /// The training data before its first epoch-dependent stage, prepared once.
     prepared: Option<pipeline::Prepared>,
     /// Each evaluation pipeline's batches (they do not change between evaluations), by pipeline.
@@ -206,6 +208,7 @@ impl<'s> Trainer<'s> {
             autocast: None,
             conv_bias: None,
             remat: None,
+            remat_candidates: Default::default(),
             prepared: None,
             eval_batches: vec![],
             grad_sums,

@@ -149,14 +149,17 @@ impl<'s> Trainer<'s> {
         })
     }
 
-    /// The step for this batch shape. With fusion on it is compiled twice, the second time with
-    /// cheap forward values recomputed in backward instead of kept (passes::remat), and that one
-    /// is kept when its planned peak is lower.
+    /// The step for this batch shape. With fusion on, when a value backward could recompute
+    /// instead of keeping (passes::remat) is live where the step's planned peak is reached, it
+    /// is compiled a second time with those values recomputed, and that one is kept when its
+    /// planned peak is lower.
     pub(super) fn build_step(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<Step, RuntimeError> {
         let started = std::time::Instant::now();
         let seeds = self.session.t.seed_counter;
+        self.remat_candidates.clear();
         let plain = self.build_step_once(shapes)?;
-        if !(self.opts.fuse && self.opts.remat) {
+        let at_peak = self.remat_candidates.iter().any(|c| plain.memory.live_at_peak.contains(c));
+        if !(self.opts.fuse && self.opts.remat && at_peak) {
             return Ok(plain);
         }
         // The second trace draws the same random streams (dropout) as the first.
@@ -260,7 +263,14 @@ impl<'s> Trainer<'s> {
                 *count += n;
                 g
             }),
-            None => autodiff::grad(graph, loss, wrt),
+            None => {
+                let forward = graph.len() as u32;
+                let grads = autodiff::grad(graph, loss, wrt);
+                if let Ok(gs) = &grads {
+                    self.remat_candidates.extend(dlc_language::passes::remat::choose(graph, forward, gs).values);
+                }
+                grads
+            }
         };
         grads.map_err(|e| err(format!("cannot differentiate the loss: {e:?}")))
     }

@@ -44,6 +44,10 @@ pub struct MemoryPlan {
     /// Per kernel (the plan's order): the values whose last reader it is.
     #[serde(skip)]
     pub release: Vec<Vec<NodeId>>,
+    /// The values that own memory and are live while the peak is reached (written by then and
+    /// not yet released).
+    #[serde(skip)]
+    pub live_at_peak: HashSet<NodeId>,
 }
 
 impl MemoryPlan {
@@ -101,6 +105,7 @@ pub fn plan_memory(g: &Graph, plan: &Plan) -> MemoryPlan {
     }
     let mut out = MemoryPlan { release: vec![vec![]; plan.kernels.len()], ..Default::default() };
     let mut live = 0usize;
+    let mut live_set: HashSet<NodeId> = HashSet::new();
     for (i, w) in writes.iter().enumerate() {
         for &n in w {
             let b = bytes(g, n);
@@ -111,10 +116,14 @@ pub fn plan_memory(g: &Graph, plan: &Plan) -> MemoryPlan {
                 _ => {
                     live += b;
                     out.without_reuse += b;
+                    live_set.insert(n);
                 }
             }
         }
-        out.peak_intermediates = out.peak_intermediates.max(live);
+        if live > out.peak_intermediates {
+            out.peak_intermediates = live;
+            out.live_at_peak = live_set.clone();
+        }
         // A value nobody reads after this kernel (and that is not a result) dies here; one
         // written and never read dies at once.
         let dead: Vec<NodeId> = w
@@ -128,6 +137,7 @@ pub fn plan_memory(g: &Graph, plan: &Plan) -> MemoryPlan {
         for &n in &dead {
             if !owns_nothing(&g.node(n).op) && !views.contains(&n) {
                 live -= bytes(g, n).min(live);
+                live_set.remove(&n);
             }
         }
         out.release[i] = dead;

@@ -79,22 +79,20 @@ fn grad_with(g: &mut Graph, loss: NodeId, wrt: &[NodeId], remat: &Remat) -> Resu
         let (rid, rnode) = match b.g.checkpoint_of(id) {
             Some(block) => {
                 let copy = copies.entry(block).or_insert_with(|| Recomputation { after: dy, memo: HashMap::new() });
-                let r = b.recompute(block, id, copy);
+                let r = b.copy_of(id, &|g, n| g.checkpoint_of(n) == Some(block), copy);
                 (r, b.g.node(r).clone())
             }
             // A rule that reads a value chosen for recomputation reads its copy, made once
             // backward reaches the first such rule.
             None if remat.clones.contains(&id) || node.src.iter().any(|s| remat.values.contains(s)) => {
                 let mut copy = Recomputation { after: dy, memo: std::mem::take(&mut auto) };
-                let r = if remat.clones.contains(&id) { b.rematerialise(id, remat, &mut copy) } else { id };
+                let chosen = |_: &Graph, n: NodeId| remat.clones.contains(&n);
+                let r = if remat.clones.contains(&id) { b.copy_of(id, &chosen, &mut copy) } else { id };
                 let rnode = if r != id {
                     b.g.node(r).clone()
                 } else {
-                    let src = node
-                        .src
-                        .iter()
-                        .map(|s| if remat.values.contains(s) { b.rematerialise(*s, remat, &mut copy) } else { *s })
-                        .collect();
+                    let src =
+                        node.src.iter().map(|s| if remat.values.contains(s) { b.copy_of(*s, &chosen, &mut copy) } else { *s }).collect();
                     Node { src, ..node.clone() }
                 };
                 auto = copy.memo;
@@ -132,66 +130,40 @@ struct Builder<'g> {
     g: &'g mut Graph,
 }
 
-/// The recomputed copy of one `checkpoint` block's values, built as backward needs them.
+/// Recomputed copies of forward values (one `checkpoint` block's, or the automatically
+/// rematerialised ones), built as backward needs them.
 struct Recomputation {
-    /// What the recomputation waits for: the adjoint of the block's first value backward met.
+    /// What the recomputation waits for: the adjoint where backward first needed a copy.
     after: NodeId,
-    /// Original value (of the block, or an input of it) -> its copy.
+    /// Original value -> its copy.
     memo: HashMap<NodeId, NodeId>,
 }
 
 impl Builder<'_> {
-    /// The copy of `n` that backward reads in place of a value `remat` chose to recompute: the
-    /// chosen values, the ops between them and what they are recomputed from, and views, built
-    /// again; kept values read through `Recompute` views (ordered after `copy.after`);
-    /// constants and parameters as they are.
-    fn rematerialise(&mut self, n: NodeId, remat: &Remat, copy: &mut Recomputation) -> NodeId {
+    /// The copy of `n` that backward reads in place of a forward value: the nodes `rebuilt`
+    /// names (a checkpoint block's, or the values `passes::remat` chose and the ops between them
+    /// and what they are recomputed from) and views are built again; kept values are read
+    /// through `Recompute` views ordered after `copy.after`; constants and parameters, and values
+    /// made from them alone, are read as they are.
+    fn copy_of(&mut self, n: NodeId, rebuilt: &dyn Fn(&Graph, NodeId) -> bool, copy: &mut Recomputation) -> NodeId {
         if let Some(&c) = copy.memo.get(&n) {
             return c;
         }
         let node = self.g.node(n).clone();
         let span = self.g.span(n);
-        let c = if super::remat::constant_like(self.g, n) {
-            n
-        } else if remat.clones.contains(&n) || matches!(node.op, Op::Expand | Op::Reshape) {
-            let src = node.src.iter().map(|s| self.rematerialise(*s, remat, copy)).collect();
-            let c = self.add(node.op, node.dtype, node.shape, src, span);
-            if c != n {
-                self.g.recomputed.insert(c, n);
-            }
-            c
-        } else {
+        if super::remat::constant_like(self.g, n) {
+            return n;
+        }
+        if !rebuilt(self.g, n) && !matches!(node.op, Op::Expand | Op::Reshape) {
             // (Not memoised: a later rule's copy waits for its own gradient; hash-consing
             // shares the view between copies made at the same point.)
             return self.add(Op::Recompute, node.dtype, node.shape, vec![n, copy.after], span);
-        };
-        copy.memo.insert(n, c);
-        c
-    }
-
-    /// The copy of `n` that backward reads in place of a value of checkpoint block `block`:
-    /// the block's ops again, reading the block's inputs through `Recompute` views (ordered
-    /// after `copy.after`). Constants and parameters are read as they are; a value made from
-    /// them alone is the same node again (hash-consing), kept from the forward pass.
-    fn recompute(&mut self, block: usize, n: NodeId, copy: &mut Recomputation) -> NodeId {
-        if let Some(&c) = copy.memo.get(&n) {
-            return c;
         }
-        let node = self.g.node(n).clone();
-        let span = self.g.span(n);
-        let c = if self.g.checkpoint_of(n) != Some(block) {
-            match node.op {
-                Op::Const(_) | Op::Literal(_) | Op::Param(_) => n,
-                _ => self.add(Op::Recompute, node.dtype, node.shape, vec![n, copy.after], span),
-            }
-        } else {
-            let src = node.src.iter().map(|s| self.recompute(block, *s, copy)).collect();
-            let c = self.add(node.op, node.dtype, node.shape, src, span);
-            if c != n {
-                self.g.recomputed.insert(c, n);
-            }
-            c
-        };
+        let src = node.src.iter().map(|s| self.copy_of(*s, rebuilt, copy)).collect();
+        let c = self.add(node.op, node.dtype, node.shape, src, span);
+        if c != n {
+            self.g.recomputed.insert(c, n);
+        }
         copy.memo.insert(n, c);
         c
     }

@@ -89,15 +89,23 @@ impl Window {
     fn max_plane_inside<T: Elem>(&self, xp: &[T], o: &mut [T]) {
         let (kh, kw) = (self.k.0 as usize, self.k.1 as usize);
         let (sy, sx) = (self.s.0 as usize, self.s.1 as usize);
+        let pick = |a: T, v: T| if v.is_nan() || v > a { v } else { a };
         for oy in 0..self.oh {
             let acc = &mut o[oy * self.ow..][..self.ow];
             acc.fill(T::NEG_INFINITY);
             for ky in 0..kh {
                 let row = &xp[(oy * sy + ky) * self.w..][..self.w];
+                if kw == 2 && sx == 2 {
+                    // `MaxPool2d(2)`: each output's pair of inputs side by side, in the same
+                    // order as below (kx = 0, then 1), as whole pairs the loop can vectorise.
+                    for (a, pair) in acc.iter_mut().zip(row.chunks_exact(2)) {
+                        *a = pick(pick(*a, pair[0]), pair[1]);
+                    }
+                    continue;
+                }
                 for kx in 0..kw {
                     for (ox, a) in acc.iter_mut().enumerate() {
-                        let v = row[ox * sx + kx];
-                        *a = if v.is_nan() || v > *a { v } else { *a };
+                        *a = pick(*a, row[ox * sx + kx]);
                     }
                 }
             }
@@ -153,6 +161,17 @@ impl Window {
             for ky in 0..kh {
                 let start = (oy * sy + ky) * self.w;
                 let row = &xp[start..][..self.w];
+                if kw == 2 && sx == 2 {
+                    // `MaxPool2d(2)`: each output's pair side by side, kx = 0 then 1, as below.
+                    let slots = best_v.iter_mut().zip(best_i.iter_mut());
+                    for (ox, ((bv, bi), pair)) in slots.zip(row.chunks_exact(2)).enumerate() {
+                        let first = ky == 0 || pair[0] > *bv;
+                        let (v0, i0) = if first { (pair[0], start + 2 * ox) } else { (*bv, *bi) };
+                        let second = pair[1] > v0;
+                        (*bv, *bi) = if second { (pair[1], start + 2 * ox + 1) } else { (v0, i0) };
+                    }
+                    continue;
+                }
                 for kx in 0..kw {
                     for (ox, (bv, bi)) in best_v.iter_mut().zip(best_i.iter_mut()).enumerate() {
                         let at = ox * sx + kx;
@@ -197,9 +216,15 @@ mod tests {
     /// ties, NaN and infinities, for several windows and strides (overlapping, gapped, ragged).
     #[test]
     fn inside_windows_match_the_general_loops() {
-        for (h, w, k, s) in
-            [(24, 24, (2, 2), (2, 2)), (7, 9, (3, 2), (2, 3)), (5, 5, (3, 3), (1, 1)), (6, 11, (1, 4), (1, 2)), (4, 4, (4, 4), (4, 4))]
-        {
+        for (h, w, k, s) in [
+            (24, 24, (2, 2), (2, 2)),
+            (7, 9, (2, 2), (2, 2)),
+            (5, 8, (3, 2), (1, 2)),
+            (7, 9, (3, 2), (2, 3)),
+            (5, 5, (3, 3), (1, 1)),
+            (6, 11, (1, 4), (1, 2)),
+            (4, 4, (4, 4), (4, 4)),
+        ] {
             let oh = (h - k.0 as usize) / s.0 as usize + 1;
             let ow = (w - k.1 as usize) / s.1 as usize + 1;
             let win = Window { kind: PoolKind::Max, k, s, p: (0, 0), h, w, oh, ow };

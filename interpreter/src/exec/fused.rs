@@ -163,7 +163,8 @@ impl Default for KernelCache {
     }
 }
 
-fn concrete(g: &Graph, n: NodeId) -> Vec<usize> {
+/// A node's shape as sizes (every dim is known by the time a plan runs).
+pub(crate) fn concrete(g: &Graph, n: NodeId) -> Vec<usize> {
     g.node(n).shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect()
 }
 

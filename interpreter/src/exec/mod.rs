@@ -160,15 +160,14 @@ impl Executor {
         let inputs: Vec<std::sync::Arc<Vec<f32>>> = rk.prologue.inputs.iter().map(|i| fused::as_f32(&self.cache[i])).collect();
         let node = g.node(rk.node);
         let Op::Reduce(_, axes) = &node.op else { unreachable!("a reduction kernel's node is a reduction") };
-        let known = |n: NodeId| -> Vec<usize> { g.node(n).shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect() };
-        let shape = known(rk.prologue.output());
+        let shape = fused::concrete(g, rk.prologue.output());
         let numel: usize = shape.iter().product();
         let summed = rk.prologue.outputs.iter().position(|o| *o == rk.input).expect("the summed value is a region output");
         let mut others: Vec<Vec<f32>> = (1..rk.prologue.outputs.len()).map(|_| Vec::with_capacity(numel)).collect();
         let written = others.iter_mut().map(|b| sum_axes::Unwritten(b.spare_capacity_mut().as_mut_ptr())).collect();
         let region = sum_axes::RegionValues { program: &program, inputs: inputs.iter().map(|v| v.as_slice()).collect(), summed, written };
         let sums = sum_axes::sum_axes(&sum_axes::Values::Region(region), &shape, axes);
-        let mut out = vec![Tensor::from_f64(node.dtype, known(rk.node), sums)];
+        let mut out = vec![Tensor::from_f64(node.dtype, fused::concrete(g, rk.node), sums)];
         let dtypes = program.output_dtypes();
         let other_dtypes = dtypes.iter().enumerate().filter(|(o, _)| *o != summed).map(|(_, d)| *d);
         for (mut v, dtype) in others.into_iter().zip(other_dtypes) {

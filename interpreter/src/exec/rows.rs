@@ -6,13 +6,12 @@
 //! interpreter's bit for bit.
 
 use super::elementwise::{as_uninit, write_all};
-use super::fused::{as_f32, KernelCache, RowProgram};
+use super::fused::{as_f32, concrete, output_tensor, KernelCache, RowProgram};
 use super::reduce::{row_max, row_sum};
-use crate::runtime::tensor::{Data, Tensor};
+use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
 use dlc_language::ir::{Graph, NodeId, Op, ReduceOp};
 use dlc_language::passes::rows::{RowGroup, RowItem};
-use dlc_language::types::DType;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
@@ -160,22 +159,7 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
         // SAFETY: the tasks wrote every row of every output.
         unsafe { b.set_len(rows * l) };
     }
-    let dtype_of = |o: NodeId| g.node(o).dtype;
-    Ok(rg
-        .outputs
-        .iter()
-        .zip(bufs)
-        .map(|(o, v)| {
-            let shape: Vec<usize> = g.node(*o).shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect();
-            let dtype = dtype_of(*o);
-            let data = if dtype == DType::Bool {
-                Data::I64(Arc::new(v.iter().map(|x| (*x != 0.0) as i64).collect()))
-            } else {
-                Data::F32(Arc::new(v))
-            };
-            Tensor { dtype, shape, data }
-        })
-        .collect())
+    Ok(rg.outputs.iter().zip(bufs).map(|(o, v)| output_tensor(g.node(*o).dtype, concrete(g, *o), v)).collect())
 }
 
 /// Where row `r` (an index over the leading dims `lead`) starts in an input with strides

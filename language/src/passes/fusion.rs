@@ -73,6 +73,17 @@ impl Kernel {
             Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).src.clone(),
         }
     }
+
+    /// The values the kernel computes (a prologue reduction's summed input is not one of them).
+    pub fn writes(&self) -> Vec<NodeId> {
+        match self {
+            Kernel::Fused(r) => r.outputs.clone(),
+            Kernel::Group(rs) => rs.iter().flat_map(|r| r.outputs.clone()).collect(),
+            Kernel::Rows(rg) => rg.outputs.clone(),
+            Kernel::Reduce(rk) => rk.outputs(),
+            Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => vec![*n],
+        }
+    }
 }
 
 /// The kernels of a computation, in an order that respects dependencies.

@@ -25,19 +25,7 @@ pub fn specialise(g: &Graph, plan: &Plan) -> (Vec<NodeId>, Plan) {
         }
     }
     let invariant = |outs: &[NodeId]| outs.iter().all(|o| nodes.contains(o));
-    let kernels: Vec<Kernel> = plan
-        .kernels
-        .iter()
-        .filter(|k| match k {
-            Kernel::Fused(r) => !invariant(&r.outputs),
-            Kernel::Group(rs) => !rs.iter().all(|r| invariant(&r.outputs)),
-            Kernel::Rows(rg) => !invariant(&rg.outputs),
-            Kernel::Reduce(rk) => !invariant(&rk.outputs()),
-            Kernel::Free(_) => true,
-            Kernel::Library(n) | Kernel::View(n) => !nodes.contains(n),
-        })
-        .cloned()
-        .collect();
+    let kernels: Vec<Kernel> = plan.kernels.iter().filter(|k| matches!(k, Kernel::Free(_)) || !invariant(&k.writes())).cloned().collect();
     let costs_nothing = |n: NodeId| fusion::is_free(&g.node(n).op);
     let mut frontier = vec![];
     let mut seen = HashSet::new();

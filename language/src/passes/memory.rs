@@ -79,19 +79,17 @@ pub fn plan_memory(g: &Graph, plan: &Plan) -> MemoryPlan {
     let mut reads: Vec<Vec<NodeId>> = vec![];
     let mut writes: Vec<Vec<NodeId>> = vec![];
     for k in &plan.kernels {
-        let (r, w): (Vec<NodeId>, Vec<NodeId>) = match k {
+        let (r, w) = match k {
+            // A view owns nothing; its readers read (and keep alive) what it shows.
             Kernel::View(_) => (vec![], vec![]),
-            // A matrix product reads a transposed operand from its source (in place).
-            Kernel::Library(n) if matches!(g.node(*n).op, Op::MatMul) => {
-                let mut r = g.node(*n).src.clone();
-                r.extend(r.clone().into_iter().filter(|s| super::fusion::is_transpose(&g.node(*s).op)).map(|s| g.node(s).src[0]));
-                (r, vec![*n])
+            _ => {
+                let mut r = k.reads(g);
+                // A matrix product reads a transposed operand from its source (in place).
+                if matches!(k, Kernel::Library(n) if matches!(g.node(*n).op, Op::MatMul)) {
+                    r.extend(r.clone().into_iter().filter(|s| super::fusion::is_transpose(&g.node(*s).op)).map(|s| g.node(s).src[0]));
+                }
+                (r, k.writes())
             }
-            Kernel::Free(n) | Kernel::Library(n) => (k.reads(g), vec![*n]),
-            Kernel::Fused(r) => (r.inputs.clone(), r.outputs.clone()),
-            Kernel::Group(rs) => (rs.iter().flat_map(|r| r.inputs.clone()).collect(), rs.iter().flat_map(|r| r.outputs.clone()).collect()),
-            Kernel::Rows(rg) => (rg.inputs.clone(), rg.outputs.clone()),
-            Kernel::Reduce(rk) => (rk.prologue.inputs.clone(), rk.outputs()),
         };
         reads.push(r.into_iter().flat_map(|n| chain(g, &views, n)).collect());
         writes.push(w);

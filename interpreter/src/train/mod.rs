@@ -158,8 +158,8 @@ pub struct Trainer<'s> {
     autocast: Option<dlc_language::passes::autocast::Autocast>,
     /// The conv-bias elimination while a step is being compiled.
     conv_bias: Option<dlc_language::passes::conv_bias::ConvBias>,
-    /// While a step is compiled with automatic rematerialisation: the values recomputed so far.
-    remat: Option<usize>,
+    /// While a step is compiled the second time, with automatic rematerialisation.
+    remat: bool,
     /// While a step is compiled without it: the values it would recompute (passes::remat).
     remat_candidates: std::collections::HashSet<dlc_language::ir::NodeId>,
     /// The training data before its first epoch-dependent stage, prepared once.
@@ -207,7 +207,7 @@ impl<'s> Trainer<'s> {
             scaler,
             autocast: None,
             conv_bias: None,
-            remat: None,
+            remat: false,
             remat_candidates: Default::default(),
             prepared: None,
             eval_batches: vec![],

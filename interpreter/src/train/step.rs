@@ -53,8 +53,6 @@ pub struct Step {
     pub removed_biases: Vec<dlc_language::span::Span>,
     /// f16's loss scaling: the scale's input and the flag "every gradient is finite".
     pub scale: Option<(u32, NodeId)>,
-    /// Forward values backward recomputes instead of keeping (automatic rematerialisation).
-    pub rematerialised: usize,
 }
 
 impl Step {
@@ -158,22 +156,19 @@ impl<'s> Trainer<'s> {
         let seeds = self.session.t.seed_counter;
         self.remat_candidates.clear();
         let plain = self.build_step_once(shapes)?;
-        let at_peak = self.remat_candidates.iter().any(|c| plain.memory.live_at_peak.contains(c));
-        if !(self.opts.fuse && self.opts.remat && at_peak) {
+        // (Candidates are only gathered when rematerialisation may be tried.)
+        if !self.remat_candidates.iter().any(|c| plain.memory.live_at_peak.contains(c)) {
             return Ok(plain);
         }
         // The second trace draws the same random streams (dropout) as the first.
         let after_plain = self.session.t.seed_counter;
         self.session.t.seed_counter = seeds;
-        self.remat = Some(0);
+        self.remat = true;
         let alt = self.build_step_once(shapes);
+        self.remat = false;
         self.session.t.seed_counter = after_plain;
-        let recomputed = self.remat.take().unwrap_or(0);
         let mut step = match alt {
-            Ok(mut alt) if recomputed > 0 && alt.memory.peak() < plain.memory.peak() => {
-                alt.rematerialised = recomputed;
-                alt
-            }
+            Ok(alt) if alt.memory.peak() < plain.memory.peak() => alt,
             _ => plain,
         };
         step.compile_s = started.elapsed().as_secs_f64();
@@ -233,7 +228,6 @@ impl<'s> Trainer<'s> {
             autocast,
             removed_biases,
             scale: scale.map(|s| s.0).zip(finite),
-            rematerialised: 0,
         };
         step.plan = dlc_language::passes::fusion::plan(&self.session.t.graph, &step.roots(), self.opts.fuse);
         step.memory = dlc_language::passes::memory::plan_memory(&self.session.t.graph, &step.plan);
@@ -258,19 +252,16 @@ impl<'s> Trainer<'s> {
     fn grads(&mut self, loss: NodeId, wrt: &[NodeId]) -> Result<Vec<NodeId>, RuntimeError> {
         let loss = self.lower(loss);
         let graph = &mut self.session.t.graph;
-        let grads = match self.remat.as_mut() {
-            Some(count) => autodiff::grad_rematerialised(graph, loss, wrt).map(|(g, n)| {
-                *count += n;
-                g
-            }),
-            None => {
-                let forward = graph.len() as u32;
-                let grads = autodiff::grad(graph, loss, wrt);
-                if let Ok(gs) = &grads {
-                    self.remat_candidates.extend(dlc_language::passes::remat::choose(graph, forward, gs).values);
-                }
-                grads
+        let grads = if self.remat {
+            autodiff::grad_rematerialised(graph, loss, wrt)
+        } else {
+            let forward = graph.len() as u32;
+            let grads = autodiff::grad(graph, loss, wrt);
+            // What a second compile could recompute (see `build_step`).
+            if let (Ok(gs), true) = (&grads, self.opts.fuse && self.opts.remat) {
+                self.remat_candidates.extend(dlc_language::passes::remat::choose(graph, forward, gs).values);
             }
+            grads
         };
         grads.map_err(|e| err(format!("cannot differentiate the loss: {e:?}")))
     }

@@ -26,16 +26,15 @@ pub fn grad(g: &mut Graph, loss: NodeId, wrt: &[NodeId]) -> Result<Vec<NodeId>, 
 }
 
 /// `grad`, with the cheap forward values that backward would keep recomputed instead
-/// (passes::remat chooses them from a first backward pass). Also returns how many values are
-/// recomputed (0: the gradients are `grad`'s).
-pub fn grad_rematerialised(g: &mut Graph, loss: NodeId, wrt: &[NodeId]) -> Result<(Vec<NodeId>, usize), GradError> {
+/// (passes::remat chooses them from a first backward pass).
+pub fn grad_rematerialised(g: &mut Graph, loss: NodeId, wrt: &[NodeId]) -> Result<Vec<NodeId>, GradError> {
     let forward = g.len() as u32;
     let plain = grad(g, loss, wrt)?;
     let remat = super::remat::choose(g, forward, &plain);
     if remat.values.is_empty() {
-        return Ok((plain, 0));
+        return Ok(plain);
     }
-    Ok((grad_with(g, loss, wrt, &remat)?, remat.values.len()))
+    grad_with(g, loss, wrt, &remat)
 }
 
 fn grad_with(g: &mut Graph, loss: NodeId, wrt: &[NodeId], remat: &Remat) -> Result<Vec<NodeId>, GradError> {

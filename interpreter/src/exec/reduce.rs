@@ -73,30 +73,3 @@ pub(super) fn row_sum(row: &[f32]) -> f32 {
 pub(super) fn row_max(row: &[f32]) -> f32 {
     max_run(row).unwrap_or(f32::NAN)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The one-pass sum against permute-then-fold, on mixtures of kept and reduced axes.
-    #[test]
-    fn in_place_sums_match_the_definition() {
-        let shape = [3usize, 4, 1, 5, 2];
-        let n: usize = shape.iter().product();
-        let x: Vec<f32> = (0..n).map(|i| ((i * 7919) % 101) as f32 * 0.25 - 12.0).collect();
-        let t = Tensor { dtype: DType::F32, shape: shape.to_vec(), data: Data::F32(std::sync::Arc::new(x.clone())) };
-        for axes in [vec![0], vec![1], vec![4], vec![0, 2, 3], vec![1, 3], vec![0, 1, 2, 3, 4], vec![2], vec![0, 4]] {
-            let out_shape: Vec<usize> = shape.iter().enumerate().map(|(d, n)| if axes.contains(&d) { 1 } else { *n }).collect();
-            let keep: Vec<usize> = (0..shape.len()).filter(|a| !axes.contains(a)).collect();
-            let perm: Vec<usize> = keep.iter().chain(axes.iter()).copied().collect();
-            let moved = movement::permute(&t, &perm).to_f64();
-            let run: usize = axes.iter().map(|a| shape[*a]).product();
-            let want: Vec<f64> = moved.chunks(run).map(|c| c.iter().sum()).collect();
-            let got = sum_axes(&Values::Tensor(&x), &shape, &axes);
-            assert_eq!(got.len(), out_shape.iter().product::<usize>());
-            for (g, w) in got.iter().zip(&want) {
-                assert!((g - w).abs() < 1e-9, "axes {axes:?}: {got:?} vs {want:?}");
-            }
-        }
-    }
-}

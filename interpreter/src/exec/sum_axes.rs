@@ -264,6 +264,12 @@ mod tests {
             (vec![40, 3, 600], vec![1]),
             (vec![2, 3, 4, 5], vec![]),
         ];
+        // Mixtures of kept and reduced axes around a size-1 dim.
+        let cases = cases.into_iter().chain(
+            [vec![0], vec![1], vec![4], vec![0, 2, 3], vec![1, 3], vec![0, 1, 2, 3, 4], vec![2], vec![0, 4]]
+                .into_iter()
+                .map(|axes| (vec![3, 4, 1, 5, 2], axes)),
+        );
         for (shape, axes) in cases {
             let n: usize = shape.iter().product();
             let x: Vec<f32> = (0..n).map(|i| ((i * 7919) % 17) as f32 / 8.0 - 1.0).collect();

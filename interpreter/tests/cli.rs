@@ -291,6 +291,9 @@ fn explain_reports_eval_specialisation_memory_and_precision() {
     assert_eq!(eval["kernels"], 2, "{eval}");
     assert_eq!(eval["library_ops"], serde_json::json!(["conv2d"]), "{eval}");
     assert!(eval["hoisted_kernels"].as_u64().unwrap_or(0) >= 1, "{eval}");
+    // Batch norm folded into the convolution: the kernel after it adds the shift and applies relu.
+    assert_eq!(eval["folded_batch_norms"]["count"], 1, "{eval}");
+    assert_eq!(eval["fused_ops"], 3, "shift, compare, select: {eval}");
     let train = items.iter().find(|i| i["what"] == "train").expect("a train item");
     let m = &train["memory"];
     assert!(m["peak_mib"].as_f64().unwrap_or(0.0) > 0.0, "{m}");

@@ -241,6 +241,15 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
                             e["hoisted_kernels"] = json!(eg.once);
                             e["memory"] = memory_report(&eg.memory);
                             e["eval_reason"] = json!(EVAL_REASON);
+                            e["folded_batch_norms"] = json!({
+                                "count": eg.folded.len(),
+                                "folds": eg.folded.iter().map(|f| json!({
+                                    "product": span_line(&p, f.product).unwrap_or_default(),
+                                    "affine": span_line(&p, f.chain).unwrap_or_default(),
+                                    "ops": f.ops,
+                                })).collect::<Vec<_>>(),
+                                "reason": FOLD_REASON,
+                            });
                             e
                         }
                         Err(err) => json!({"what": "evaluate", "name": data, "error": err.to_string()}),
@@ -345,6 +354,8 @@ pub(super) const AUTO_REMAT_REASON: &str = "automatic rematerialisation: element
 pub(super) const REMAT_REASON: &str = "rematerialisation: broadcasts and comparison masks are recomputed inside each kernel that reads them (a compare or a broadcast load costs less than a tensor written out and read back; a bool mask is stored as i64)";
 
 pub(super) const PROLOGUE_REASON: &str = "fuse a reduction with the elementwise work that computes its input (batch-norm statistics, bias gradients, a loss's squared error): the input is computed chunk by chunk as it is summed, never written out and read back";
+
+pub(super) const FOLD_REASON: &str = "in evaluation batch norm is a per-channel affine map of constants: folded into the preceding convolution's or linear layer's weight (scaled per output channel) and a shift, computed once per evaluation, as PyTorch's fuse_conv_bn_eval";
 
 pub(super) const BIAS_REASON: &str = "a convolution's bias before batch norm is subtracted again with the batch mean: its add and its gradient are dead work (bias=False before BatchNorm); the running mean still includes it";
 

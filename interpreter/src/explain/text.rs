@@ -1,6 +1,8 @@
 //! `dlc explain`'s text form: the JSON report (see `mod.rs`) as lines a person reads.
 
-use super::{memory_line, AUTO_REMAT_REASON, BIAS_REASON, CHECKPOINT_REASON, MEMORY_REASON, PROLOGUE_REASON, REMAT_REASON, ROWS_REASON};
+use super::{
+    memory_line, AUTO_REMAT_REASON, BIAS_REASON, CHECKPOINT_REASON, FOLD_REASON, MEMORY_REASON, PROLOGUE_REASON, REMAT_REASON, ROWS_REASON,
+};
 use serde_json::Value as Json;
 
 pub fn print(r: &Json) {
@@ -69,6 +71,18 @@ pub fn print(r: &Json) {
         if let Some(n) = item["removed_biases"]["count"].as_u64().filter(|n| *n > 0) {
             println!("    {n} convolution bias(es) before batch norm removed");
             println!("      why: {BIAS_REASON}");
+        }
+        if let Some(n) = item["folded_batch_norms"]["count"].as_u64().filter(|n| *n > 0) {
+            let at: Vec<String> = item["folded_batch_norms"]["folds"]
+                .as_array()
+                .map(|f| {
+                    f.iter()
+                        .map(|f| format!("{} into {}", f["affine"].as_str().unwrap_or("?"), f["product"].as_str().unwrap_or("?")))
+                        .collect()
+                })
+                .unwrap_or_default();
+            println!("    {n} batch norm(s) folded into the product before them ({})", at.join("; "));
+            println!("      why: {FOLD_REASON}");
         }
         if let Some(r) = item["eval_reason"].as_str() {
             println!("    {} kernel(s) run once per evaluation instead of per batch", item["hoisted_kernels"]);

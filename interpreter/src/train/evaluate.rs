@@ -27,6 +27,8 @@ pub struct EvalGraph {
     pub plan: dlc_language::passes::fusion::Plan,
     /// Their memory plan.
     pub memory: dlc_language::passes::memory::MemoryPlan,
+    /// Batch norms (and other per-channel affine chains) folded into the product before them.
+    pub folded: Vec<dlc_language::passes::bn_fold::Fold>,
 }
 
 /// When evaluation is asked for.
@@ -121,6 +123,12 @@ impl<'s> Trainer<'s> {
         let (v, ids) = self.trace(body, shapes, false)?;
         let mut nodes = vec![];
         leaves(&v, &mut nodes);
+        // Batch norm folded into the convolution or linear layer before it (not under
+        // --no-fuse: the eager interpreter computes the program as written).
+        let mut folded = vec![];
+        if self.opts.fuse {
+            (nodes, folded) = dlc_language::passes::bn_fold::fold_all(&mut self.session.t.graph, &nodes);
+        }
         let graph = &self.session.t.graph;
         let full = dlc_language::passes::fusion::plan(graph, &nodes, self.opts.fuse);
         let (frontier, plan) = dlc_language::passes::invariant::specialise(graph, &full);
@@ -133,6 +141,7 @@ impl<'s> Trainer<'s> {
             once: full.kernel_count() - plan.kernel_count(),
             memory: dlc_language::passes::memory::plan_memory(graph, &plan),
             plan,
+            folded,
         })
     }
 

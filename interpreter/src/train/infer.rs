@@ -71,6 +71,8 @@ pub fn run(session: &mut Session, info: &RecipeInfo, root: &Path) -> Result<Tens
     let model = info.field("model").cloned().ok_or_else(|| err("the infer block has no model"))?;
     let input = info.field("input").cloned().ok_or_else(|| err("the infer block has no input"))?;
     let out = apply(session, info, &model, input)?;
+    // Batch norm folded into the product before it, as in evaluation.
+    let out = dlc_language::passes::bn_fold::fold_all(&mut session.t.graph, &[out]).0[0];
     let mut ex = Executor::new(0);
     load_checkpoint(&session.t, info, &model, root, &mut ex)?;
     let y = ex.eval(&session.t.graph, out)?;

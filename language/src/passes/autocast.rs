@@ -43,7 +43,7 @@ impl Autocast {
     /// The node that replaces `root`: the same value computed under the policy.
     pub fn map(&mut self, g: &mut Graph, root: NodeId) -> NodeId {
         let (low, decisions) = (self.low, &mut self.decisions);
-        rebuild(g, root, &mut self.memo, |g, node, span, memo| match node.op {
+        rebuild(g, root, &mut self.memo, |g, _, node, span, memo| match node.op {
             Op::MatMul | Op::Conv2d(_) if node.dtype == DType::F32 => {
                 let ops: Vec<NodeId> = node.src.iter().map(|s| lower(g, low, memo[s], span)).collect();
                 let product = g.add(Node { op: node.op.clone(), dtype: low, shape: node.shape.clone(), src: ops }, span);

@@ -47,7 +47,7 @@ impl ConvBias {
     /// The node that replaces `root`.
     pub fn map(&mut self, g: &mut Graph, root: NodeId) -> NodeId {
         let removed = &mut self.removed;
-        rebuild(g, root, &mut self.memo, |g, node, span, memo| rewrite(g, node, span, memo, removed))
+        rebuild(g, root, &mut self.memo, |g, _, node, span, memo| rewrite(g, node, span, memo, removed))
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod autocast;
 pub mod autodiff;
+pub mod bn_fold;
 pub mod conv_bias;
 pub mod fusion;
 pub mod invariant;

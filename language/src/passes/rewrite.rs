@@ -10,13 +10,13 @@ use std::collections::HashMap;
 /// Old node to new node.
 pub type Memo = HashMap<NodeId, NodeId>;
 
-/// The node that replaces `root`. `rule(g, old_node, span, memo)` returns the replacement of a
-/// node, or `None` to keep it (on its rewritten sources); `memo` already maps its sources.
+/// The node that replaces `root`. `rule(g, old_id, old_node, span, memo)` returns the replacement
+/// of a node, or `None` to keep it (on its rewritten sources); `memo` already maps its sources.
 pub fn rebuild(
     g: &mut Graph,
     root: NodeId,
     memo: &mut Memo,
-    mut rule: impl FnMut(&mut Graph, &Node, Span, &Memo) -> Option<NodeId>,
+    mut rule: impl FnMut(&mut Graph, NodeId, &Node, Span, &Memo) -> Option<NodeId>,
 ) -> NodeId {
     for old in g.topo(&[root]) {
         if memo.contains_key(&old) {
@@ -28,7 +28,7 @@ pub fn rebuild(
         // product included) belongs to that block too.
         let outer = g.active_checkpoint;
         g.active_checkpoint = g.checkpoint_of(old).or(outer);
-        let new = match rule(g, &node, span, memo) {
+        let new = match rule(g, old, &node, span, memo) {
             Some(n) => n,
             None => {
                 let src = node.src.iter().map(|s| memo[s]).collect();

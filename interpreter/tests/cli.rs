@@ -236,12 +236,15 @@ fn bad_data_points_at_the_source_and_the_row() {
          train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = sgd()\n  epochs = 1\n  checkpoint \"ck\" every epoch\n}\n",
     )
     .unwrap();
-    let o = dlc(&["run", f.to_str().unwrap()]);
+    // Run from the program's directory: checkpoint directories (and the metrics file in them)
+    // are relative to the working directory, as a PyTorch script's are.
+    let o =
+        Command::new(env!("CARGO_BIN_EXE_dlc")).args(["run", "bad.dl"]).current_dir(&dir).env("NO_COLOR", "1").output().expect("run dlc");
     assert_eq!(o.status.code(), Some(1));
     let err = text(&o.stderr);
     assert!(err.contains("E0502") && err.contains("rows.csv, row 3: column 2: `x` is not a number"), "{err}");
     assert!(err.contains("bad.dl:8:10"), "points at the csv(...) source: {err}");
-    assert!(!dir.join("ck").exists(), "no checkpoint directory is created");
+    assert!(!dir.join("ck").exists(), "no checkpoint directory (nor its metrics file) is created");
 }
 
 /// `dlc explain --json`: the guide's gelu is one kernel (eager: five ops and three broadcasts),

@@ -463,8 +463,6 @@ impl<'s> Trainer<'s> {
             }
         }
         let ck_clause = self.checkpoint_clause();
-        let metrics_path = self.opts.metrics.clone().or_else(|| ck_clause.as_ref().map(|c| c.0.join("metrics.jsonl")));
-        let mut metrics = Metrics::open(metrics_path)?;
         let epochs = epochs_field.map(|e| e as usize).unwrap_or(usize::MAX);
         let data_started = Instant::now();
         let first = self.epoch_batches(0)?;
@@ -472,6 +470,9 @@ impl<'s> Trainer<'s> {
         if first.is_empty() {
             return Err(err("the training data pipeline yields no batches"));
         }
+        // Opened once the data have loaded: a run that cannot start writes nothing.
+        let metrics_path = self.opts.metrics.clone().or_else(|| ck_clause.as_ref().map(|c| c.0.join("metrics.jsonl")));
+        let mut metrics = Metrics::open(metrics_path)?;
         // Optimiser steps per epoch: with `accumulate = N`, N batches make one step and a
         // last incomplete group of batches is dropped (like `batch(drop_last: true)`).
         let n_acc = self.accumulate;

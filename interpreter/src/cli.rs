@@ -69,6 +69,10 @@ enum Cmd {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// Instead of the report, print each training step's IR (and its evaluations') after
+        /// this pass.
+        #[arg(long, value_enum)]
+        dump: Option<crate::explain::Pass>,
     },
     /// Time training steps (or an `infer` block) after a warm-up: samples/s, step times,
     /// compile time, peak memory.
@@ -117,7 +121,7 @@ pub fn main() -> i32 {
         Cmd::Run { file, dump, seed, set, resume, metrics, no_fuse, no_remat, jit } => {
             run(&file, dump, seed, &set, RunFlags { resume, metrics, fuse: !no_fuse, remat: !no_remat, jit })
         }
-        Cmd::Explain { file, json } => crate::explain::main(&file, json),
+        Cmd::Explain { file, json, dump } => crate::explain::main(&file, json, dump),
         Cmd::Bench { file, steps, warmup, no_fuse, no_remat, jit, json, profile, recipe } => {
             crate::bench::main(&file, crate::bench::Options { steps, warmup, fuse: !no_fuse, remat: !no_remat, jit, json, profile, recipe })
         }

@@ -14,7 +14,10 @@ use dlc_language::types::DType;
 use serde_json::{json, Value as Json};
 use std::path::Path;
 
+mod dump;
 mod text;
+
+pub use dump::Pass;
 
 const FUSE_REASON: &str =
     "fuse pointwise operations: the chain reads its inputs and writes its result once, instead of one memory pass per op";
@@ -150,12 +153,15 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
     })
 }
 
-pub fn main(file: &Path, as_json: bool) -> i32 {
+pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
     // The top-level statements run (quietly) to know what each `print` computes.
     let (mut p, root) = match crate::cli::load_quietly(file, "nothing to explain") {
         Ok(loaded) => loaded,
         Err(status) => return status,
     };
+    if let Some(pass) = dump {
+        return dump::main(&mut p, &root, pass);
+    }
     let mut items = vec![];
     let printed: Vec<Vec<NodeId>> = p.output().printed.iter().map(|x| x.nodes.clone()).collect();
     for (i, nodes) in printed.iter().enumerate().filter(|(_, n)| !n.is_empty()) {
@@ -181,6 +187,8 @@ pub fn main(file: &Path, as_json: bool) -> i32 {
             items.push(json!({"what": "infer", "name": name, "error": "applying the model to the input failed"}));
             continue;
         };
+        // As `infer` runs it: batch norm folded into the product before it.
+        let out = dlc_language::passes::bn_fold::fold_all(&mut t.graph, &[out]).0[0];
         let g = p.session.graph();
         let data: std::collections::HashSet<NodeId> = g.topo(&[input]).into_iter().collect();
         let mut plan = dlc_language::passes::fusion::plan(g, &[out], true);

@@ -7,7 +7,7 @@ use crate::runtime::pipeline::{self, leaves};
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::{Ctx, Pipeline};
 use dlc_language::eval::Value;
-use dlc_language::ir::NodeId;
+use dlc_language::ir::{verify, NodeId};
 use dlc_language::syntax::ast::{Expr, RecipeEntry};
 use dlc_language::types::DType;
 use std::collections::HashMap;
@@ -29,6 +29,10 @@ pub struct EvalGraph {
     pub memory: dlc_language::passes::memory::MemoryPlan,
     /// Batch norms (and other per-channel affine chains) folded into the product before them.
     pub folded: Vec<dlc_language::passes::bn_fold::Fold>,
+    /// The metrics' graph as traced and after batch-norm folding (`dlc explain --dump`).
+    pub passes: Vec<(&'static str, Vec<NodeId>)>,
+    /// The kernels before evaluation specialisation took out what runs once.
+    pub full_plan: dlc_language::passes::fusion::Plan,
 }
 
 /// When evaluation is asked for.
@@ -125,13 +129,23 @@ impl<'s> Trainer<'s> {
         leaves(&v, &mut nodes);
         // Batch norm folded into the convolution or linear layer before it (not under
         // --no-fuse: the eager interpreter computes the program as written).
+        let traced = nodes.clone();
         let mut folded = vec![];
         if self.opts.fuse {
             (nodes, folded) = dlc_language::passes::bn_fold::fold_all(&mut self.session.t.graph, &nodes);
         }
         let graph = &self.session.t.graph;
+        let passes = vec![("trace", traced), ("bn-fold", nodes.clone())];
+        let check = |r: Result<(), verify::VerifyError>| r.map_err(|e| err(e.to_string()));
+        for (pass, roots) in &passes {
+            check(verify::graph(graph, roots, pass))?;
+        }
         let full = dlc_language::passes::fusion::plan(graph, &nodes, self.opts.fuse);
+        check(verify::plan(graph, &full, &[], "fusion"))?;
         let (frontier, plan) = dlc_language::passes::invariant::specialise(graph, &full);
+        check(verify::plan(graph, &plan, &frontier, "invariant"))?;
+        let memory = dlc_language::passes::memory::plan_memory(graph, &plan);
+        check(verify::memory(graph, &plan, &memory))?;
         let mut ex = self.executor();
         let values = ex.eval_many(graph, &frontier)?;
         Ok(EvalGraph {
@@ -139,9 +153,11 @@ impl<'s> Trainer<'s> {
             ids,
             hoisted: frontier.into_iter().zip(values).collect(),
             once: full.kernel_count() - plan.kernel_count(),
-            memory: dlc_language::passes::memory::plan_memory(graph, &plan),
+            memory,
             plan,
             folded,
+            passes,
+            full_plan: full,
         })
     }
 

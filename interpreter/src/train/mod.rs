@@ -162,6 +162,9 @@ pub struct Trainer<'s> {
     remat: bool,
     /// While a step is compiled without it: the values it would recompute (passes::remat).
     remat_candidates: std::collections::HashSet<dlc_language::ir::NodeId>,
+    /// Each value the step's forward rewrites lowered: as traced, after conv-bias elimination,
+    /// after autocast (what `--dump` shows and the verifier checks after each).
+    lowered: Vec<[dlc_language::ir::NodeId; 3]>,
     /// The training data before its first epoch-dependent stage, prepared once.
     prepared: Option<pipeline::Prepared>,
     /// Each evaluation pipeline's batches (they do not change between evaluations), by pipeline.
@@ -209,6 +212,7 @@ impl<'s> Trainer<'s> {
             conv_bias: None,
             remat: false,
             remat_candidates: Default::default(),
+            lowered: vec![],
             prepared: None,
             eval_batches: vec![],
             grad_sums,
@@ -664,6 +668,14 @@ impl<'s> Trainer<'s> {
 
     /// Compile the training step for batches of these shapes, as the first such batch would;
     /// returns its kernel plan, the graph's size, and the seconds it took (trace, autodiff, plan).
+    /// The step's graph after each pass, and its memory plan (`dlc explain --dump`).
+    pub fn step_passes(
+        &self,
+        shapes: &[(DType, Vec<usize>)],
+    ) -> Option<(Vec<(&'static str, Vec<dlc_language::ir::NodeId>)>, &dlc_language::passes::memory::MemoryPlan)> {
+        self.steps.get(shapes).map(|s| (s.passes.clone(), &s.memory))
+    }
+
     pub fn compile_step(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<(dlc_language::passes::fusion::Plan, f64), RuntimeError> {
         self.ensure_step(shapes)?;
         let st = &self.steps[shapes];

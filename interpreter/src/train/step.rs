@@ -11,6 +11,7 @@ use dlc_language::eval::model::{collect_params, substitute};
 use dlc_language::eval::tracer::Tracer;
 use dlc_language::eval::value::Ctx;
 use dlc_language::eval::Value;
+use dlc_language::ir::verify;
 use dlc_language::ir::{NodeId, Op};
 use dlc_language::passes::autocast::Autocast;
 use dlc_language::passes::autodiff;
@@ -53,6 +54,11 @@ pub struct Step {
     pub removed_biases: Vec<dlc_language::span::Span>,
     /// f16's loss scaling: the scale's input and the flag "every gradient is finite".
     pub scale: Option<(u32, NodeId)>,
+    /// The graph after each pass that built or rewrote it (`dlc explain --dump=PASS`): the
+    /// traced forward values, the same after conv-bias elimination and after autocast, then
+    /// the whole step after autodiff (with rematerialisation, when it was kept). Each was
+    /// checked by the IR verifier.
+    pub passes: Vec<(&'static str, Vec<NodeId>)>,
 }
 
 impl Step {
@@ -184,6 +190,7 @@ impl<'s> Trainer<'s> {
             lrs: self.groups.iter().map(|g| scalar_input(t, &format!("lr {}", g.name))).collect(),
         };
         t.buffer_updates.clear();
+        self.lowered.clear();
         let elem = self.pipeline.elem.clone();
         let mut elem_inputs = vec![];
         let e = self.element_inputs(&elem, &mut shapes.iter(), &mut elem_inputs);
@@ -228,24 +235,35 @@ impl<'s> Trainer<'s> {
             autocast,
             removed_biases,
             scale: scale.map(|s| s.0).zip(finite),
+            passes: vec![],
         };
-        step.plan = dlc_language::passes::fusion::plan(&self.session.t.graph, &step.roots(), self.opts.fuse);
-        step.memory = dlc_language::passes::memory::plan_memory(&self.session.t.graph, &step.plan);
+        let g = &self.session.t.graph;
+        let stage = |i: usize| self.lowered.iter().map(|l| l[i]).collect::<Vec<_>>();
+        step.passes = vec![("trace", stage(0)), ("conv-bias", stage(1)), ("autocast", stage(2)), ("autodiff", step.roots())];
+        for (pass, roots) in &step.passes {
+            verify::graph(g, roots, pass).map_err(|e| err(e.to_string()))?;
+        }
+        step.plan = dlc_language::passes::fusion::plan(g, &step.roots(), self.opts.fuse);
+        verify::plan(g, &step.plan, &[], "fusion").map_err(|e| err(e.to_string()))?;
+        step.memory = dlc_language::passes::memory::plan_memory(g, &step.plan);
+        verify::memory(g, &step.plan, &step.memory).map_err(|e| err(e.to_string()))?;
         step.compile_s = started.elapsed().as_secs_f64();
         Ok(step)
     }
 
     /// `n` after the step's forward rewrites: conv biases before batch norm removed (with
     /// fusion on), then the recipe's autocast policy.
-    fn lower(&mut self, n: NodeId) -> NodeId {
-        let n = match self.conv_bias.as_mut() {
-            Some(c) => c.map(&mut self.session.t.graph, n),
-            None => n,
+    fn lower(&mut self, traced: NodeId) -> NodeId {
+        let c = match self.conv_bias.as_mut() {
+            Some(c) => c.map(&mut self.session.t.graph, traced),
+            None => traced,
         };
-        match self.autocast.as_mut() {
-            Some(a) => a.map(&mut self.session.t.graph, n),
-            None => n,
-        }
+        let a = match self.autocast.as_mut() {
+            Some(a) => a.map(&mut self.session.t.graph, c),
+            None => c,
+        };
+        self.lowered.push([traced, c, a]);
+        a
     }
 
     /// Gradients of `loss` (under autocast) for these parameters.

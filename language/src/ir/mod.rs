@@ -4,6 +4,7 @@
 pub mod graph;
 pub mod op;
 pub mod print;
+pub mod verify;
 
 pub use graph::{Graph, InputInfo, Node, NodeId, ParamInfo};
 pub use op::{BinaryOp, Init, Op, PoolKind, RandDist, ReduceOp, UnaryOp};

@@ -15,7 +15,7 @@ use std.optim
 model Net() {
   fc1 = Linear(64, 64)
   fc2 = Linear(64, 10)
-  forward(x: f32[B, 64]) = fc2(relu(fc1(x)))
+  forward(x: f32[B, 64]) = FORWARD
 }
 data train_set = csv("data/sklearn/digits.csv.gz", features: 64, label: 64) |> map(r => (r.features / 16.0, r.label)) |> split(0.8) |> shuffle(seed: 1) |> batch(32, drop_last: true)
 data val_set = csv("data/sklearn/digits.csv.gz", features: 64, label: 64) |> map(r => (r.features / 16.0, r.label)) |> split(0.8, part: "rest") |> batch(360)
@@ -33,20 +33,32 @@ struct Run {
     report: dlc::train::TrainReport,
     params: Vec<(String, Vec<f64>)>,
     loss_scale: Option<(f64, usize)>,
+    /// Products lowered to bf16/f16, and products a `precision f32` block kept in f32.
     lowered: usize,
+    kept: usize,
 }
 
+const PLAIN: &str = "fc2(relu(fc1(x)))";
+
 fn run(loss: &str, steps: usize, precision: &str) -> Run {
-    let src = DIGITS.replace("LOSS", loss).replace("STEPS", &steps.to_string());
+    run_with(PLAIN, loss, steps, precision).expect("training runs")
+}
+
+/// Train with this forward body; the trainer's error when the step cannot be built.
+fn run_with(forward: &str, loss: &str, steps: usize, precision: &str) -> Result<Run, String> {
+    let src = DIGITS.replace("FORWARD", forward).replace("LOSS", loss).replace("STEPS", &steps.to_string());
     let mut p = Program::run("precision_test.dl", &src, Some(&examples()), false);
     assert!(p.ok, "{:?}", p.diagnostics());
     let mut info = p.session.t.recipes[0].clone();
     dlc::train::apply_overrides(&mut info, &[("precision".into(), precision.into())]).expect("precision override");
     let mut t = Trainer::new(&mut p.session, info, TrainOptions::new(examples(), 0)).expect("trainer");
-    let report = t.run().expect("training runs");
+    let report = t.run().map_err(|e| e.to_string())?;
     let shapes = t.batch_shapes().expect("known batch shapes");
-    let lowered = t.autocast(&shapes).map(|(_, d)| d.len()).unwrap_or(0);
-    Run { report, params: t.parameters().into_iter().map(|(n, v)| (n, v.to_f64())).collect(), loss_scale: t.loss_scale(), lowered }
+    let decisions = t.autocast(&shapes).map(|(_, d)| d).unwrap_or_default();
+    let lowered = decisions.iter().filter(|d| d.dtype != dlc_language::types::DType::F32).count();
+    let kept = decisions.len() - lowered;
+    let params = t.parameters().into_iter().map(|(n, v)| (n, v.to_f64())).collect();
+    Ok(Run { report, params, loss_scale: t.loss_scale(), lowered, kept })
 }
 
 fn max_diff(a: &[(String, Vec<f64>)], b: &[(String, Vec<f64>)]) -> f64 {
@@ -83,7 +95,8 @@ fn f16_loss_scaling_skips_an_overflowing_step_and_backs_off() {
     let init = run(loss, 1, "f32");
     // f32 moved the parameters in its step; the skipped f16 step did not.
     let untouched = {
-        let mut p = Program::run("precision_test.dl", &DIGITS.replace("LOSS", loss).replace("STEPS", "1"), Some(&examples()), false);
+        let src = DIGITS.replace("FORWARD", PLAIN).replace("LOSS", loss).replace("STEPS", "1");
+        let mut p = Program::run("precision_test.dl", &src, Some(&examples()), false);
         let info = p.session.t.recipes[0].clone();
         let t = Trainer::new(&mut p.session, info, TrainOptions::new(examples(), 0)).expect("trainer");
         t.parameters().into_iter().map(|(n, v)| (n, v.to_f64())).collect::<Vec<_>>()
@@ -96,4 +109,40 @@ fn f16_loss_scaling_skips_an_overflowing_step_and_backs_off() {
     assert!((1..12).contains(&k), "{k} of 12 steps skipped");
     assert_eq!(scale, 65536.0 / 2f64.powi(k as i32));
     assert!(max_diff(&more.params, &untouched) > 0.0);
+}
+
+/// `precision DTYPE { ... }` overrides the recipe for the products inside it (a nested
+/// `torch.autocast`): the whole forward in a `bf16` block of an f32 recipe trains bit for bit as
+/// a bf16 recipe does; an `f32` block keeps its layer in f32 in a bf16 recipe, which then trains
+/// differently from both; an `f16` block needs the recipe's loss scaling.
+#[test]
+fn precision_blocks_override_the_recipe() {
+    let ce = "cross_entropy(model(x), y)";
+    let bf16 = run(ce, 30, "bf16");
+    let f32_run = run(ce, 30, "f32");
+    let all_in_block = run_with("precision bf16 { fc2(relu(fc1(x))) }", ce, 30, "f32").unwrap();
+    assert_eq!((all_in_block.lowered, all_in_block.kept), (2, 0));
+    assert_eq!(max_diff(&all_in_block.params, &bf16.params), 0.0, "the block is the recipe's bf16, bit for bit");
+    let head_f32 = run_with("precision f32 { fc2(relu(fc1(x))) }", ce, 30, "bf16").unwrap();
+    assert_eq!((head_f32.lowered, head_f32.kept), (0, 2), "the whole forward in an f32 block");
+    assert_eq!(max_diff(&head_f32.params, &f32_run.params), 0.0, "an f32 block in a bf16 recipe is f32, bit for bit");
+    let mixed = run_with("precision f32 { fc2(relu(precision bf16 { fc1(x) })) }", ce, 30, "bf16").unwrap();
+    assert_eq!((mixed.lowered, mixed.kept), (1, 1), "the innermost block decides");
+    assert!(max_diff(&mixed.params, &bf16.params) > 0.0 && max_diff(&mixed.params, &f32_run.params) > 0.0);
+    // f16 without the recipe's loss scaling is refused, with the reason.
+    let e = run_with("precision f16 { fc2(relu(fc1(x))) }", ce, 30, "f32").err().expect("refused");
+    assert!(e.contains("needs `precision = f16` in the recipe"), "{e}");
+    assert_eq!(run_with("precision f16 { fc2(relu(fc1(x))) }", ce, 30, "f16").unwrap().lowered, 2);
+}
+
+/// A precision that is not one gets E0403 at the word, before anything runs.
+#[test]
+fn a_precision_block_names_a_training_precision() {
+    let src = DIGITS
+        .replace("FORWARD", "precision f64 { fc2(relu(fc1(x))) }")
+        .replace("LOSS", "cross_entropy(model(x), y)")
+        .replace("STEPS", "1");
+    let p = Program::check("precision_test.dl", &src, Some(&examples()));
+    let d = p.diagnostics();
+    assert!(d.iter().any(|d| d.code == "E0403" && d.message.contains("`precision` should be one of")), "{d:?}");
 }

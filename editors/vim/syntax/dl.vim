@@ -38,6 +38,8 @@ syn keyword dlConstant     auto
 syn match   dlDefine       "\<\%(model\|data\)\>\ze\s\+\h"
 " Recipe clauses; `log(...)` is also the logarithm (defined later, so it wins).
 syn match   dlRecipe       "\<\%(every\|checkpoint\|log\|step\)\>"
+" `precision bf16 { ... }` blocks (`precision` alone is an ordinary name).
+syn match   dlRecipe       "\<precision\>\ze\s\+\h\w*\s*{"
 syn keyword dlRecipeUnit   contained epoch epochs steps
 syn match   dlRecipeEvery  "\<every\s\+\%(\d\+\s\+\)\=\%(epochs\=\|steps\=\)\>" contains=dlRecipe,dlNumber,dlRecipeUnit
 

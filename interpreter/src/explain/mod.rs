@@ -293,16 +293,16 @@ fn precision_report(p: &Program, autocast: Option<(DType, Vec<Decision>, bool)>)
     let Some((low, decisions, scaled)) = autocast else {
         return json!({"precision": "f32", "lowered": [], "reason": "f32 throughout (`precision = bf16` or `f16` runs matrix products in low precision)"});
     };
-    let lowered: Vec<Json> = decisions
-        .iter()
-        .map(|d| {
-            let at = span_line(p, d.span).unwrap_or_else(|| "(built by the trainer)".into());
-            json!({"op": d.op, "at": at})
-        })
-        .collect();
+    let entry = |d: &Decision| {
+        let at = span_line(p, d.span).unwrap_or_else(|| "(built by the trainer)".into());
+        json!({"op": d.op, "at": at, "dtype": d.dtype.to_string(), "by_block": d.by_block})
+    };
+    let lowered: Vec<Json> = decisions.iter().filter(|d| d.dtype != DType::F32).map(entry).collect();
+    let kept: Vec<Json> = decisions.iter().filter(|d| d.dtype == DType::F32).map(entry).collect();
     json!({
         "precision": low.to_string(),
         "lowered": lowered,
+        "kept_f32_by_block": kept,
         "kept_f32": "reductions, softmax/log_softmax, normalisation statistics, losses, the optimiser update, master weights",
         "loss_scaling": scaled,
         "reason": if scaled {

@@ -115,15 +115,27 @@ pub fn print(r: &Json) {
             println!("      why: {}", MEMORY_REASON);
         }
         let prec = &item["precision"];
-        if let Some(lowered) = prec["lowered"].as_array().filter(|l| !l.is_empty()) {
+        // Each product once, with its precision when a block chose it.
+        let places = |list: &[serde_json::Value]| {
             let mut at: Vec<String> = vec![];
-            for l in lowered {
-                let s = format!("{} ({})", l["op"].as_str().unwrap_or(""), l["at"].as_str().unwrap_or(""));
+            for l in list {
+                let block = if l["by_block"].as_bool() == Some(true) {
+                    format!(", {} by its block", l["dtype"].as_str().unwrap_or(""))
+                } else {
+                    String::new()
+                };
+                let s = format!("{} ({}{block})", l["op"].as_str().unwrap_or(""), l["at"].as_str().unwrap_or(""));
                 if !at.contains(&s) {
                     at.push(s);
                 }
             }
-            println!("    precision {}: {} op(s) lowered: {}", prec["precision"].as_str().unwrap_or(""), lowered.len(), at.join(", "));
+            at.join(", ")
+        };
+        if let Some(lowered) = prec["lowered"].as_array().filter(|l| !l.is_empty()) {
+            println!("    precision {}: {} op(s) lowered: {}", prec["precision"].as_str().unwrap_or(""), lowered.len(), places(lowered));
+            if let Some(kept) = prec["kept_f32_by_block"].as_array().filter(|l| !l.is_empty()) {
+                println!("      kept in f32 by `precision f32` blocks: {}", places(kept));
+            }
             println!("      kept in f32: {}", prec["kept_f32"].as_str().unwrap_or(""));
             println!("      why: {}", prec["reason"].as_str().unwrap_or(""));
         }

@@ -682,11 +682,13 @@ impl<'s> Trainer<'s> {
         Ok((st.plan.clone(), st.compile_s))
     }
 
-    /// What autocast did to the step for these shapes (compiled already): the precision and
-    /// the ops it lowered; `None` in f32.
+    /// What autocast did to the step for these shapes (compiled already): the recipe's
+    /// precision and each product lowered (or kept in f32 by a `precision` block); `None` when
+    /// every product is f32.
     pub fn autocast(&self, shapes: &[(DType, Vec<usize>)]) -> Option<(DType, Vec<dlc_language::passes::autocast::Decision>)> {
         let st = self.steps.get(shapes)?;
-        self.precision.map(|p| (p, st.autocast.clone()))
+        let recipe = self.precision.unwrap_or(DType::F32);
+        (recipe != DType::F32 || !st.autocast.is_empty()).then(|| (recipe, st.autocast.clone()))
     }
 
     /// Where the step for these shapes had a convolution's bias before batch norm removed.

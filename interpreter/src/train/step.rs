@@ -194,7 +194,9 @@ impl<'s> Trainer<'s> {
         let elem = self.pipeline.elem.clone();
         let mut elem_inputs = vec![];
         let e = self.element_inputs(&elem, &mut shapes.iter(), &mut elem_inputs);
-        self.autocast = self.precision.map(Autocast::new);
+        // Always: `precision` blocks may lower parts of an f32 recipe (with none, and an f32
+        // recipe, the rewrite returns every node as it is).
+        self.autocast = Some(Autocast::new(self.precision.unwrap_or(DType::F32)));
         // `--no-fuse` runs the step as written: the reference for the compiler's rewrites.
         self.conv_bias = self.opts.fuse.then(Default::default);
         let scale = self.scaler.is_some().then(|| scalar_input(&mut self.session.t, "loss scale"));
@@ -219,6 +221,11 @@ impl<'s> Trainer<'s> {
             *n = self.lower(*n);
         }
         let autocast = self.autocast.take().map(|a| a.decisions).unwrap_or_default();
+        if self.scaler.is_none() && autocast.iter().any(|d| d.dtype == DType::F16) {
+            return Err(err(
+                "a `precision f16 { ... }` block needs `precision = f16` in the recipe: f16 gradients need its dynamic loss scaling (use `bf16` in the block otherwise)",
+            ));
+        }
         let removed_biases = self.conv_bias.take().map(|c| c.removed.into_iter().map(|r| r.1).collect()).unwrap_or_default();
         let mut step = Step {
             elem_inputs,
@@ -254,6 +261,10 @@ impl<'s> Trainer<'s> {
     /// `n` after the step's forward rewrites: conv biases before batch norm removed (with
     /// fusion on), then the recipe's autocast policy.
     fn lower(&mut self, traced: NodeId) -> NodeId {
+        // A value lowered already (the loss, lowered for the report and again for autodiff).
+        if self.lowered.iter().any(|l| l[2] == traced) {
+            return traced;
+        }
         let c = match self.conv_bias.as_mut() {
             Some(c) => c.map(&mut self.session.t.graph, traced),
             None => traced,

@@ -127,6 +127,28 @@ impl Tracer {
                 self.graph.active_checkpoint = outer;
                 v
             }
+            ExprKind::Precision(word, body) => {
+                let dtype = match word.name.as_str() {
+                    // There is no TF32 on the CPU: f32 products, as the recipe's `tf32` gives.
+                    "f32" | "tf32" => DType::F32,
+                    "bf16" => DType::BF16,
+                    "f16" => DType::F16,
+                    other => {
+                        let found = if DType::from_name(other).is_some() { "a dtype" } else { "a name" };
+                        return self.err(
+                            "E0403",
+                            format!("`precision` should be one of `f32`, `bf16`, `f16`, `tf32`, found {found}"),
+                            word.span,
+                            format!("this is `{other}`"),
+                        );
+                    }
+                };
+                let outer = self.graph.active_precision;
+                self.graph.active_precision = Some(dtype);
+                let v = self.eval(body);
+                self.graph.active_precision = outer;
+                v
+            }
             ExprKind::Type(t) => self.type_value(t),
             ExprKind::Error => Err(super::Reported),
         }

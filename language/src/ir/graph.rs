@@ -55,6 +55,11 @@ pub struct Graph {
     checkpoint_of: HashMap<NodeId, usize>,
     /// The outermost block being traced now: every node added meanwhile belongs to it.
     pub active_checkpoint: Option<usize>,
+    /// The precision of the innermost `precision DTYPE { ... }` block that built or met each
+    /// node (autocast reads it for matrix products and convolutions).
+    precision_of: HashMap<NodeId, crate::types::DType>,
+    /// The innermost `precision` block being traced now.
+    pub active_precision: Option<crate::types::DType>,
     /// Backward's recomputed copies of checkpointed values: copy -> the forward value.
     pub recomputed: HashMap<NodeId, NodeId>,
 }
@@ -76,6 +81,10 @@ impl Graph {
         // random ops are counter-based); this only decides what is kept and what is redone.
         if let Some(block) = self.active_checkpoint {
             self.checkpoint_of.entry(id).or_insert(block);
+        }
+        // The innermost block decides, as nested `torch.autocast` regions do.
+        if let Some(p) = self.active_precision {
+            self.precision_of.insert(id, p);
         }
         id
     }
@@ -110,6 +119,11 @@ impl Graph {
     /// The `checkpoint` block (index into `checkpoints`) that `id` belongs to.
     pub fn checkpoint_of(&self, id: NodeId) -> Option<usize> {
         self.checkpoint_of.get(&id).copied()
+    }
+
+    /// The precision a `precision DTYPE { ... }` block asks of `id`, if it was built in one.
+    pub fn precision_of(&self, id: NodeId) -> Option<crate::types::DType> {
+        self.precision_of.get(&id).copied()
     }
 
     /// Every node `roots` depend on, in topological order (sources first).

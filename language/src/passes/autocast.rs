@@ -9,24 +9,35 @@
 //! low precision as PyTorch's autocast returns it, then widened back for the f32 consumers. What
 //! stays f32 (reductions, softmax, normalisation, losses, the optimiser, master weights) is
 //! written down in docs/precision.md with PyTorch's lists beside it.
+//!
+//! A `precision DTYPE { ... }` block overrides the recipe for the products built inside it, as
+//! a nested `torch.autocast` region does: `precision f32 { head(h) }` keeps a sensitive layer in
+//! f32 in a bf16 recipe, and `precision bf16 { body(x) }` lowers part of an f32 recipe.
 
 use super::rewrite::{rebuild, Memo};
 use crate::ir::{Graph, Node, NodeId, Op};
 use crate::span::Span;
 use crate::types::DType;
 
-/// One op moved to the low precision.
+/// One product's precision.
 #[derive(Clone, Debug)]
 pub struct Decision {
     /// `matmul` or `conv2d`.
     pub op: &'static str,
     pub span: Span,
+    /// The precision it computes in: bf16 or f16 when lowered, f32 when a `precision f32`
+    /// block kept it in a low-precision recipe.
+    pub dtype: DType,
+    /// Whether a `precision` block decided it (rather than the recipe).
+    pub by_block: bool,
 }
 
 /// The rewrite, shared by every root of a step so that common subgraphs are rewritten once.
 pub struct Autocast {
-    pub low: DType,
+    /// The recipe's precision: f32, bf16 or f16.
+    pub default: DType,
     memo: Memo,
+    /// Every product lowered, and every product a block kept in f32 against the recipe.
     pub decisions: Vec<Decision>,
 }
 
@@ -34,20 +45,34 @@ pub struct Autocast {
 pub const LOWERED: [&str; 2] = ["matmul", "conv2d"];
 
 impl Autocast {
-    /// `low` is `bf16` or `f16`.
-    pub fn new(low: DType) -> Autocast {
-        assert!(matches!(low, DType::BF16 | DType::F16), "autocast lowers to bf16 or f16");
-        Autocast { low, memo: Memo::new(), decisions: vec![] }
+    /// `default` (the recipe's precision) is `f32`, `bf16` or `f16`.
+    pub fn new(default: DType) -> Autocast {
+        assert!(matches!(default, DType::F32 | DType::BF16 | DType::F16), "autocast computes products in f32, bf16 or f16");
+        Autocast { default, memo: Memo::new(), decisions: vec![] }
+    }
+
+    /// The precisions products compute in, besides f32.
+    pub fn lowered_to(&self) -> impl Iterator<Item = DType> + '_ {
+        self.decisions.iter().map(|d| d.dtype).filter(|d| *d != DType::F32)
     }
 
     /// The node that replaces `root`: the same value computed under the policy.
     pub fn map(&mut self, g: &mut Graph, root: NodeId) -> NodeId {
-        let (low, decisions) = (self.low, &mut self.decisions);
-        rebuild(g, root, &mut self.memo, |g, _, node, span, memo| match node.op {
+        let (default, decisions) = (self.default, &mut self.decisions);
+        rebuild(g, root, &mut self.memo, |g, old, node, span, memo| match node.op {
             Op::MatMul | Op::Conv2d(_) if node.dtype == DType::F32 => {
+                let block = g.precision_of(old);
+                let low = block.unwrap_or(default);
+                let op = if matches!(node.op, Op::MatMul) { "matmul" } else { "conv2d" };
+                if low == DType::F32 {
+                    if default != DType::F32 {
+                        decisions.push(Decision { op, span, dtype: low, by_block: true });
+                    }
+                    return None;
+                }
                 let ops: Vec<NodeId> = node.src.iter().map(|s| lower(g, low, memo[s], span)).collect();
                 let product = g.add(Node { op: node.op.clone(), dtype: low, shape: node.shape.clone(), src: ops }, span);
-                decisions.push(Decision { op: if matches!(node.op, Op::MatMul) { "matmul" } else { "conv2d" }, span });
+                decisions.push(Decision { op, span, dtype: low, by_block: block.is_some() });
                 Some(g.add(Node { op: Op::Cast, dtype: DType::F32, shape: node.shape.clone(), src: vec![product] }, span))
             }
             _ => None,

@@ -26,8 +26,10 @@ pub fn rebuild(
         let span = g.span(old);
         // What replaces a value of a `checkpoint` block (the casts autocast puts around a
         // product included) belongs to that block too.
-        let outer = g.active_checkpoint;
+        // So does its `precision` block.
+        let (outer, outer_precision) = (g.active_checkpoint, g.active_precision);
         g.active_checkpoint = g.checkpoint_of(old).or(outer);
+        g.active_precision = g.precision_of(old).or(outer_precision);
         let new = match rule(g, old, &node, span, memo) {
             Some(n) => n,
             None => {
@@ -36,6 +38,7 @@ pub fn rebuild(
             }
         };
         g.active_checkpoint = outer;
+        g.active_precision = outer_precision;
         memo.insert(old, new);
     }
     memo[&root]

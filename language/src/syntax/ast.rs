@@ -238,6 +238,9 @@ pub enum ExprKind {
     /// `checkpoint { ... }`: a block whose values backward recomputes instead of keeping them
     /// (activation checkpointing, forced).
     Checkpoint(Box<Expr>),
+    /// `precision bf16 { ... }`: the block's matrix products and convolutions in a training step
+    /// compute in this precision instead of the recipe's (PyTorch's nested `torch.autocast`).
+    Precision(Ident, Box<Expr>),
     Type(TypeExpr),
     Error,
 }

@@ -233,6 +233,18 @@ impl Parser {
                 let body = self.block(false)?;
                 Ok(Expr { span: span.to(body.span), kind: ExprKind::Checkpoint(Box::new(body)) })
             }
+            // `precision bf16 { ... }`: a name followed by a word cannot be anything else.
+            Tok::Ident(name) if name == "precision" && matches!(self.peek2(), Tok::DType(_) | Tok::Ident(_)) => {
+                self.bump();
+                let word = self.bump();
+                let name = match &word.tok {
+                    Tok::DType(d) => d.to_string(),
+                    Tok::Ident(n) => n.clone(),
+                    _ => unreachable!("checked by peek2"),
+                };
+                let body = self.block(false)?;
+                Ok(Expr { span: span.to(body.span), kind: ExprKind::Precision(Ident { name, span: word.span }, Box::new(body)) })
+            }
             Tok::Ident(_) | Tok::Kw(Kw::Log | Kw::Step | Kw::Checkpoint | Kw::Every | Kw::By | Kw::Data | Kw::Model) => {
                 let id = self.ident("a name")?;
                 if self.at_punct(Punct::FatArrow) {

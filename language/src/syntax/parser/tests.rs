@@ -30,6 +30,7 @@ fn show(e: &Expr) -> String {
         ExprKind::Lambda(ps, b) => format!("(({}) => {})", ps.iter().map(|p| p.name.clone()).collect::<Vec<_>>().join(", "), show(b)),
         ExprKind::Block(stmts, Some(tail)) if stmts.is_empty() => format!("{{ {} }}", show(tail)),
         ExprKind::Checkpoint(b) => format!("checkpoint {}", show(b)),
+        ExprKind::Precision(d, b) => format!("precision {} {}", d.name, show(b)),
         other => format!("{other:?}"),
     }
 }
@@ -48,6 +49,15 @@ fn precedence() {
     assert_eq!(shape("x // 2 % 3"), "((x // 2) % 3)");
     assert_eq!(shape("m.fc1(x).shape"), "m.fc1(x).shape");
     assert_eq!(shape("(a, b) => a * b"), "((a, b) => (a * b))");
+}
+
+#[test]
+fn precision_is_a_block_after_a_precision_name_and_a_name_otherwise() {
+    assert_eq!(shape("let h = precision f32 { x |> f }"), "precision f32 { (x |> f) }");
+    assert_eq!(shape("precision tf32 { g(x) }"), "precision tf32 { g(x) }");
+    assert_eq!(shape("precision + 1"), "(precision + 1)");
+    assert_eq!(shape("f(precision)"), "f(precision)");
+    assert_eq!(shape("x |> (precision => precision * 2)"), "(x |> ((precision) => (precision * 2)))");
 }
 
 #[test]

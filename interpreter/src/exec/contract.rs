@@ -22,11 +22,30 @@ fn parallelism(flops: usize) -> Parallelism {
 /// copy is made.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gemm<T: Elem>(m: usize, n: usize, k: usize, lhs: &[T], lhs_t: bool, rhs: &[T], rhs_t: bool, dst: &mut [T], par: Parallelism) {
+    // SAFETY: `[T]` is `[MaybeUninit<T>]` with every element initialised.
+    let dst = unsafe { &mut *(dst as *mut [T] as *mut [std::mem::MaybeUninit<T>]) };
+    gemm_uninit(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par)
+}
+
+/// `gemm` into a buffer that need not be initialised: every one of its first m*n elements is
+/// written (the product does not read `dst`), so outputs are not zeroed first.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gemm_uninit<T: Elem>(
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: &[T],
+    lhs_t: bool,
+    rhs: &[T],
+    rhs_t: bool,
+    dst: &mut [std::mem::MaybeUninit<T>],
+    par: Parallelism,
+) {
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
-        dst[..m * n].fill(T::ZERO);
+        dst[..m * n].fill(std::mem::MaybeUninit::new(T::ZERO));
         return;
     }
     debug_assert!(lhs.len() >= m * k && rhs.len() >= k * n && dst.len() >= m * n);
@@ -39,7 +58,7 @@ pub(super) fn gemm<T: Elem>(m: usize, n: usize, k: usize, lhs: &[T], lhs_t: bool
             m,
             n,
             k,
-            dst.as_mut_ptr(),
+            dst.as_mut_ptr() as *mut T,
             1,
             n as isize,
             false,
@@ -63,9 +82,12 @@ pub(super) fn gemm<T: Elem>(m: usize, n: usize, k: usize, lhs: &[T], lhs_t: bool
 /// threads its size earns.
 #[allow(clippy::too_many_arguments)]
 fn batched<T: Elem>(batch: usize, m: usize, n: usize, k: usize, x: &[T], x_t: bool, y: &[T], y_t: bool) -> Vec<T> {
-    let mut out = vec![T::ZERO; batch * m * n];
+    let total = batch * m * n;
+    // Written once, by the products: not zeroed first.
+    let mut out: Vec<T> = Vec::with_capacity(total);
+    let dst = &mut out.spare_capacity_mut()[..total];
     for i in 0..batch {
-        gemm(
+        gemm_uninit(
             m,
             n,
             k,
@@ -73,10 +95,12 @@ fn batched<T: Elem>(batch: usize, m: usize, n: usize, k: usize, x: &[T], x_t: bo
             x_t,
             &y[i * k * n..(i + 1) * k * n],
             y_t,
-            &mut out[i * m * n..(i + 1) * m * n],
+            &mut dst[i * m * n..(i + 1) * m * n],
             parallelism(m * n * k),
         );
     }
+    // SAFETY: each product wrote its m*n elements (zeros when k is 0).
+    unsafe { out.set_len(total) };
     out
 }
 

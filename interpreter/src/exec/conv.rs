@@ -152,24 +152,29 @@ impl Geom {
     }
 }
 
-/// y[b] = W · im2col(x[b]) per group.
+/// y[b] = W · im2col(x[b]) per group. The output is written once, by the products (not zeroed
+/// first: 19 MB for the MNIST CNN's second convolution at batch 128).
 fn forward<T: Elem>(geo: Geom, x: &[T], w: &[T], nb: usize) -> Vec<T> {
     let (k, cols, og) = (geo.k(), geo.cols(), geo.og());
-    let mut out = vec![T::ZERO; nb * geo.o * cols];
-    if out.is_empty() {
+    let total = nb * geo.o * cols;
+    let mut out: Vec<T> = Vec::with_capacity(total);
+    if total == 0 {
         return out;
     }
     // One column buffer per rayon job, not per image: im2col overwrites all of it.
-    out.par_chunks_mut(geo.o * cols).enumerate().for_each_init(
+    out.spare_capacity_mut()[..total].par_chunks_mut(geo.o * cols).enumerate().for_each_init(
         || vec![T::ZERO; k * cols],
         |col, (b, y)| {
             let img = &x[b * geo.image()..][..geo.image()];
             for gi in 0..geo.g {
                 geo.im2col(img, gi, col);
-                gemm1(og, cols, k, &w[gi * og * k..][..og * k], false, col, false, &mut y[gi * og * cols..][..og * cols]);
+                let dst = &mut y[gi * og * cols..][..og * cols];
+                super::contract::gemm_uninit(og, cols, k, &w[gi * og * k..][..og * k], false, col, false, dst, gemm::Parallelism::None);
             }
         },
     );
+    // SAFETY: the groups' products wrote every row of every image.
+    unsafe { out.set_len(total) };
     out
 }
 

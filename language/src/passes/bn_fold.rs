@@ -157,6 +157,12 @@ fn fold(
     if steps.is_empty() || only_user(users, cur).is_none() || varying.contains(&weight) || !varying.contains(&input) {
         return None;
     }
+    // A matrix product's channels are its right operand's columns only when that operand is a
+    // matrix (`x @ v` with a vector `v` ends in the left operand's rows).
+    let w_shape = &g.node(weight).shape;
+    if matches!(product.op, Op::MatMul) && (w_shape.len() < 2 || w_shape.last() != product.shape.last()) {
+        return None;
+    }
     // Every step must vary along this product's channel axis at most, and some step must scale.
     let steps: Vec<Step> = steps.into_iter().map(|n| chain_step(g, n, varying, Some(axis)).map(|(_, s)| s)).collect::<Option<_>>()?;
     if !steps.iter().any(|s| matches!(s.op, BinaryOp::Mul | BinaryOp::Div)) {
@@ -228,4 +234,61 @@ fn constant(g: &mut Graph, v: f64, dtype: crate::types::DType, shape: &[Dim], sp
     let ones = vec![Dim::known(1); shape.len()];
     let k = g.add(Node { op: Op::Reshape, dtype, shape: ones, src: vec![k] }, span);
     g.add(Node { op: Op::Expand, dtype, shape: shape.to_vec(), src: vec![k] }, span)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::DType;
+
+    fn node(g: &mut Graph, op: Op, shape: &[i64], src: Vec<NodeId>) -> NodeId {
+        g.add(Node { op, dtype: DType::F32, shape: shape.iter().map(|d| Dim::known(*d)).collect(), src }, Span::default())
+    }
+
+    /// `p * expand(s)` with `s` a parameter of shape `s_shape`, `p` the product.
+    fn scaled(g: &mut Graph, p: NodeId, s_shape: &[i64]) -> NodeId {
+        let shape: Vec<i64> = g.node(p).shape.iter().map(|d| d.as_known().unwrap()).collect();
+        let s = node(g, Op::Param(9), s_shape, vec![]);
+        let e = node(g, Op::Expand, &shape, vec![s]);
+        node(g, Op::Binary(BinaryOp::Mul), &shape, vec![p, e])
+    }
+
+    #[test]
+    fn a_scale_on_a_products_columns_is_folded_into_its_weight() {
+        let mut g = Graph::default();
+        let x = node(&mut g, Op::Input(0), &[4, 3], vec![]);
+        let w = node(&mut g, Op::Param(0), &[3, 5], vec![]);
+        let p = node(&mut g, Op::MatMul, &[4, 5], vec![x, w]);
+        let y = scaled(&mut g, p, &[1, 5]);
+        let (out, folds) = fold_all(&mut g, &[y]);
+        assert_eq!(folds.len(), 1);
+        // The result is the product of x with a scaled weight: x @ (w * expand(s)).
+        let prod = g.node(out[0]).clone();
+        assert_eq!((prod.op.clone(), prod.src[0]), (Op::MatMul, x));
+        let w2 = g.node(prod.src[1]).clone();
+        assert_eq!((w2.op.clone(), w2.src[0]), (Op::Binary(BinaryOp::Mul), w));
+        assert_eq!(crate::ir::verify::graph(&g, &out, "bn-fold"), Ok(()));
+    }
+
+    #[test]
+    fn a_scale_on_the_left_operands_rows_is_not_folded() {
+        // [2, 4, 3] @ [3]: the result's last axis is the left operand's rows, not a column of v.
+        let mut g = Graph::default();
+        let x = node(&mut g, Op::Input(0), &[2, 4, 3], vec![]);
+        let v = node(&mut g, Op::Param(0), &[3], vec![]);
+        let p = node(&mut g, Op::MatMul, &[2, 4], vec![x, v]);
+        let y = scaled(&mut g, p, &[1, 4]);
+        let (out, folds) = fold_all(&mut g, &[y]);
+        assert!(folds.is_empty());
+        assert_eq!(out, vec![y]);
+        // Nor a scale that varies along a batch axis, nor one on a product of two inputs.
+        let w = node(&mut g, Op::Param(1), &[3, 5], vec![]);
+        let p = node(&mut g, Op::MatMul, &[2, 4, 5], vec![x, w]);
+        let y = scaled(&mut g, p, &[2, 1, 5]);
+        assert!(fold_all(&mut g, &[y]).1.is_empty());
+        let x2 = node(&mut g, Op::Input(1), &[3, 5], vec![]);
+        let p = node(&mut g, Op::MatMul, &[2, 4, 5], vec![x, x2]);
+        let y = scaled(&mut g, p, &[1, 1, 5]);
+        assert!(fold_all(&mut g, &[y]).1.is_empty());
+    }
 }

@@ -51,11 +51,6 @@ impl Autocast {
         Autocast { default, memo: Memo::new(), decisions: vec![] }
     }
 
-    /// The precisions products compute in, besides f32.
-    pub fn lowered_to(&self) -> impl Iterator<Item = DType> + '_ {
-        self.decisions.iter().map(|d| d.dtype).filter(|d| *d != DType::F32)
-    }
-
     /// The node that replaces `root`: the same value computed under the policy.
     pub fn map(&mut self, g: &mut Graph, root: NodeId) -> NodeId {
         let (default, decisions) = (self.default, &mut self.decisions);

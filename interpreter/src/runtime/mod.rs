@@ -21,3 +21,11 @@ pub enum RuntimeError {
     #[error("{message}")]
     Data { message: String, span: dlc_language::Span },
 }
+
+/// A pass that broke an IR invariant stops the run with the verifier's message (an internal
+/// compiler error naming the pass and the node).
+impl From<dlc_language::ir::verify::VerifyError> for RuntimeError {
+    fn from(e: dlc_language::ir::verify::VerifyError) -> Self {
+        RuntimeError::Unsupported(e.to_string())
+    }
+}

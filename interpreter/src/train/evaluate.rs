@@ -136,16 +136,15 @@ impl<'s> Trainer<'s> {
         }
         let graph = &self.session.t.graph;
         let passes = vec![("trace", traced), ("bn-fold", nodes.clone())];
-        let check = |r: Result<(), verify::VerifyError>| r.map_err(|e| err(e.to_string()));
         for (pass, roots) in &passes {
-            check(verify::graph(graph, roots, pass))?;
+            verify::graph(graph, roots, pass)?;
         }
         let full = dlc_language::passes::fusion::plan(graph, &nodes, self.opts.fuse);
-        check(verify::plan(graph, &full, &[], "fusion"))?;
+        verify::plan(graph, &full, &[], "fusion")?;
         let (frontier, plan) = dlc_language::passes::invariant::specialise(graph, &full);
-        check(verify::plan(graph, &plan, &frontier, "invariant"))?;
+        verify::plan(graph, &plan, &frontier, "invariant")?;
         let memory = dlc_language::passes::memory::plan_memory(graph, &plan);
-        check(verify::memory(graph, &plan, &memory))?;
+        verify::memory(graph, &plan, &memory)?;
         let mut ex = self.executor();
         let values = ex.eval_many(graph, &frontier)?;
         Ok(EvalGraph {

@@ -248,12 +248,12 @@ impl<'s> Trainer<'s> {
         let stage = |i: usize| self.lowered.iter().map(|l| l[i]).collect::<Vec<_>>();
         step.passes = vec![("trace", stage(0)), ("conv-bias", stage(1)), ("autocast", stage(2)), ("autodiff", step.roots())];
         for (pass, roots) in &step.passes {
-            verify::graph(g, roots, pass).map_err(|e| err(e.to_string()))?;
+            verify::graph(g, roots, pass)?;
         }
         step.plan = dlc_language::passes::fusion::plan(g, &step.roots(), self.opts.fuse);
-        verify::plan(g, &step.plan, &[], "fusion").map_err(|e| err(e.to_string()))?;
+        verify::plan(g, &step.plan, &[], "fusion")?;
         step.memory = dlc_language::passes::memory::plan_memory(g, &step.plan);
-        verify::memory(g, &step.plan, &step.memory).map_err(|e| err(e.to_string()))?;
+        verify::memory(g, &step.plan, &step.memory)?;
         step.compile_s = started.elapsed().as_secs_f64();
         Ok(step)
     }

@@ -5,7 +5,6 @@
 
 use dlc::train::{TrainOptions, Trainer};
 use dlc::Program;
-use dlc_language::eval::value::Ctx;
 use dlc_language::eval::Value;
 use dlc_language::ir::print;
 use dlc_language::syntax::ast::RecipeKind;
@@ -77,13 +76,10 @@ pub fn main(p: &mut Program, root: &Path, pass: Pass) -> i32 {
     }
     for info in p.session.t.recipes.clone().iter().filter(|r| r.kind == RecipeKind::Infer) {
         let name = info.name.clone().unwrap_or_else(|| "infer".into());
-        let (Some(model), Some(Value::Tensor(input))) = (info.field("model").cloned(), info.field("input").cloned()) else { continue };
-        let t = &mut p.session.t;
-        t.ctx = Ctx { module: info.module, instance: None, env: vec![] };
-        if let Ok(Value::Tensor(out)) =
-            t.call(&model, vec![(None, Value::Tensor(input), Default::default())], info.recipe.span, info.recipe.span)
-        {
-            other(&mut t.graph, &format!("infer `{name}`"), &[out], true, pass);
+        let (Some(model), Some(input @ Value::Tensor(_))) = (info.field("model").cloned(), info.field("input").cloned()) else { continue };
+        // As traced; `other` folds batch norm for the passes after it, as `infer` runs it.
+        if let Ok(out) = dlc::train::infer::apply(&mut p.session, info, &model, input) {
+            other(&mut p.session.t.graph, &format!("infer `{name}`"), &[out], true, pass);
         }
     }
     let recipes: Vec<_> = p.session.t.recipes.iter().filter(|r| r.kind == RecipeKind::Train).cloned().collect();

@@ -176,19 +176,14 @@ pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
     // `infer` blocks: the model applied to the input (the input itself is data, not counted).
     for info in recipes.iter().filter(|r| r.kind == RecipeKind::Infer) {
         let name = info.name.clone().unwrap_or_else(|| "infer".into());
-        let (Some(model), Some(Value::Tensor(input))) = (info.field("model").cloned(), info.field("input").cloned()) else {
+        let (Some(_), Some(Value::Tensor(input))) = (info.field("model"), info.field("input").cloned()) else {
             continue;
         };
-        let t = &mut p.session.t;
-        t.ctx = dlc_language::eval::value::Ctx { module: info.module, instance: None, env: vec![] };
-        let Ok(Value::Tensor(out)) =
-            t.call(&model, vec![(None, Value::Tensor(input), Default::default())], info.recipe.span, info.recipe.span)
-        else {
+        // As `infer` runs it.
+        let Ok(out) = dlc::train::infer::computation(&mut p.session, info) else {
             items.push(json!({"what": "infer", "name": name, "error": "applying the model to the input failed"}));
             continue;
         };
-        // As `infer` runs it: batch norm folded into the product before it.
-        let out = dlc_language::passes::bn_fold::fold_all(&mut t.graph, &[out]).0[0];
         let g = p.session.graph();
         let data: std::collections::HashSet<NodeId> = g.topo(&[input]).into_iter().collect();
         let mut plan = dlc_language::passes::fusion::plan(g, &[out], true);

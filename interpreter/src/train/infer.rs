@@ -52,7 +52,7 @@ fn load_checkpoint(
 }
 
 /// Apply the model to one input value; returns the output node.
-fn apply(session: &mut Session, info: &RecipeInfo, model: &Value, input: Value) -> Result<dlc_language::ir::NodeId, RuntimeError> {
+pub fn apply(session: &mut Session, info: &RecipeInfo, model: &Value, input: Value) -> Result<dlc_language::ir::NodeId, RuntimeError> {
     let t = &mut session.t;
     t.ctx = Ctx { module: info.module, instance: None, env: vec![] };
     let before = t.diags.len();
@@ -66,13 +66,19 @@ fn apply(session: &mut Session, info: &RecipeInfo, model: &Value, input: Value) 
     }
 }
 
-/// Run the block; returns the output tensor.
-pub fn run(session: &mut Session, info: &RecipeInfo, root: &Path) -> Result<Tensor, RuntimeError> {
+/// What the block computes, as `run` executes it and `dlc explain` reports it: the model
+/// applied to the input, with batch norm folded into the product before it (as in evaluation).
+pub fn computation(session: &mut Session, info: &RecipeInfo) -> Result<dlc_language::ir::NodeId, RuntimeError> {
     let model = info.field("model").cloned().ok_or_else(|| err("the infer block has no model"))?;
     let input = info.field("input").cloned().ok_or_else(|| err("the infer block has no input"))?;
     let out = apply(session, info, &model, input)?;
-    // Batch norm folded into the product before it, as in evaluation.
-    let out = dlc_language::passes::bn_fold::fold_all(&mut session.t.graph, &[out]).0[0];
+    Ok(dlc_language::passes::bn_fold::fold_all(&mut session.t.graph, &[out]).0[0])
+}
+
+/// Run the block; returns the output tensor.
+pub fn run(session: &mut Session, info: &RecipeInfo, root: &Path) -> Result<Tensor, RuntimeError> {
+    let out = computation(session, info)?;
+    let model = info.field("model").cloned().ok_or_else(|| err("the infer block has no model"))?;
     let mut ex = Executor::new(0);
     load_checkpoint(&session.t, info, &model, root, &mut ex)?;
     let y = ex.eval(&session.t.graph, out)?;

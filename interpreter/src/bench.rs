@@ -6,7 +6,6 @@
 use dlc::exec::Executor;
 use dlc::train::{apply_overrides, Control, TrainOptions, Trainer};
 use dlc::Program;
-use dlc_language::eval::value::Ctx;
 use dlc_language::eval::Value;
 use dlc_language::syntax::ast::RecipeKind;
 use serde_json::json;
@@ -222,12 +221,15 @@ fn bench_infer(
     let model = info.field("model").cloned().ok_or("the infer block has no model")?;
     let Some(Value::Tensor(input)) = info.field("input").cloned() else { return Err("the infer block's input is not a tensor".into()) };
     let compile_started = Instant::now();
-    let t = &mut p.session.t;
-    t.ctx = Ctx { module: info.module, instance: None, env: vec![] };
-    let out = match t.call(&model, vec![(None, Value::Tensor(input), Default::default())], info.recipe.span, info.recipe.span) {
-        Ok(Value::Tensor(n)) => n,
-        _ => return Err("applying the model to the input failed".into()),
-    };
+    // What `infer` runs (batch norm folded, the block's precision); under --no-fuse the model
+    // as written, as the eager interpreter computes it.
+    let (out, folded) = if fuse {
+        dlc::train::infer::computation(&mut p.session, info).map(|c| (c.out, c.folds.len()))
+    } else {
+        dlc::train::infer::apply(&mut p.session, info, &model, Value::Tensor(input)).map(|n| (n, 0))
+    }
+    .map_err(|e| e.to_string())?;
+    let t = &p.session.t;
     let plan = dlc_language::passes::fusion::plan(&t.graph, &[out], fuse);
     let compile_s = compile_started.elapsed().as_secs_f64();
     // The input is computed once; each timed run computes the model's output from it.
@@ -266,5 +268,6 @@ fn bench_infer(
         "compile_ms": compile_s * 1e3,
         "kernels": plan.kernel_count(),
         "eager_kernels": plan.eager_count(),
+        "folded_batch_norms": folded,
     }))
 }

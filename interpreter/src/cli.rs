@@ -315,6 +315,7 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
                 return 1;
             }
         }
+        warn_ignored_fields(&info);
         if info.kind == RecipeKind::Evaluate {
             let mut opts = dlc::train::TrainOptions::new(root.clone(), seed);
             opts.echo = true;
@@ -366,13 +367,7 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
         opts.metrics = metrics.clone();
         opts.interrupt = Some(stop.clone());
         opts.progress = std::io::stderr().is_terminal();
-        let result = dlc::train::Trainer::new(&mut p.session, info, opts).and_then(|mut t| {
-            let ignored = t.ignored_fields();
-            if !ignored.is_empty() {
-                eprintln!("warning: this version trains on the CPU in f32 on one process; it does not act on: {}", ignored.join(", "));
-            }
-            t.run()
-        });
+        let result = dlc::train::Trainer::new(&mut p.session, info, opts).and_then(|mut t| t.run());
         match result {
             Ok(r) => println!("trained {} steps", r.steps),
             Err(e) => {
@@ -417,4 +412,17 @@ pub fn group_digits(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// Say which recipe fields this build accepts but does not act on, before the recipe runs.
+fn warn_ignored_fields(info: &dlc_language::eval::recipe::RecipeInfo) {
+    let ignored = dlc::train::ignored_fields(info);
+    if !ignored.is_empty() {
+        let shown: Vec<String> = ignored.iter().map(|f| format!("`{f}`")).collect();
+        eprintln!(
+            "warning: this `{}` does not act on {}: this version runs on the CPU, in one process, with f32, bf16 or f16 products",
+            info.kind.keyword(),
+            shown.join(", ")
+        );
+    }
 }

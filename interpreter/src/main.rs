@@ -32,6 +32,7 @@ fn keep_freed_memory() {
 }
 
 fn main() {
+    dlc::runtime::PROCESS_STARTED.get_or_init(std::time::Instant::now);
     // Rust ignores SIGPIPE, so printing into a closed pipe (`dlc explain x.dl | head`) would
     // panic; a command-line tool should just stop, as `cat` does.
     #[cfg(unix)]

@@ -62,7 +62,7 @@ fn run(body: &str, fuse: bool) -> Run {
     let compiled = t.compile_evaluations();
     let (_, eg) = compiled[0].1.as_ref().expect("the evaluation compiles");
     let library_kernels = eg.plan.kernels.iter().filter(|k| matches!(k, dlc_language::passes::fusion::Kernel::Library(_))).count();
-    Run { evals: report.evals.into_iter().map(|e| e.1).collect(), folds: eg.folded.len(), library_kernels }
+    Run { evals: report.evals.into_iter().map(|e| e.values).collect(), folds: eg.folded.len(), library_kernels }
 }
 
 fn assert_close(folded: &Run, eager: &Run, what: &str) {

@@ -60,7 +60,7 @@ fn train(case: &str, dir: &Path, text: &str, steps: Option<usize>) -> Result<Run
     let init = dlc::train::checkpoint::read_safetensors(&dir.join("init.safetensors"))?;
     trainer.set_parameters(&init, "init.safetensors").map_err(|e| e.to_string())?;
     let (evals, error) = match trainer.run() {
-        Ok(report) => (report.evals.into_iter().map(|(_, v)| v).collect(), None),
+        Ok(report) => (report.evals.into_iter().map(|e| e.values).collect(), None),
         Err(e) => (vec![], Some(format!("training stopped: {e}"))),
     };
     let params = trainer.parameters().into_iter().map(|(n, t)| (n, t.to_f64())).collect();

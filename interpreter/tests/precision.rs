@@ -71,12 +71,12 @@ fn max_diff(a: &[(String, Vec<f64>)], b: &[(String, Vec<f64>)]) -> f64 {
 fn bf16_and_f16_autocast_train_as_well_as_f32() {
     let ce = "cross_entropy(model(x), y)";
     let f32_run = run(ce, 800, "f32");
-    let acc32 = f32_run.report.evals.last().unwrap().1[0];
+    let acc32 = f32_run.report.evals.last().unwrap().values[0];
     assert!(acc32 > 0.9, "f32 accuracy {acc32}");
     assert_eq!(f32_run.lowered, 0);
     for low in ["bf16", "f16"] {
         let r = run(ce, 800, low);
-        let acc = r.report.evals.last().unwrap().1[0];
+        let acc = r.report.evals.last().unwrap().values[0];
         assert!((acc - acc32).abs() <= 0.01, "{low}: accuracy {acc} against f32's {acc32}");
         assert_eq!(r.lowered, 2, "{low}: both linear layers' products are lowered");
         let d = max_diff(&r.params, &f32_run.params);

@@ -53,8 +53,8 @@ fn iris_trains_with_adam_sgd_and_adamw() {
     for opt in ["adam(lr: 0.01)", "sgd(lr: 0.2, momentum: 0.9)", "adamw(lr: 0.01, weight_decay: 0.01)"] {
         let r = train(&IRIS.replace("OPTIMIZER", opt));
         assert_eq!(r.steps, 40 * 10, "150 rows in batches of 16 (the last one 6 rows), 40 epochs");
-        let first = r.evals[0].1[1];
-        let last = r.evals.last().unwrap().1.clone();
+        let first = r.evals[0].values[1];
+        let last = r.evals.last().unwrap().values.clone();
         assert!(last[1] < first / 4.0, "{opt}: evaluation loss {first} -> {}", last[1]);
         assert!(last[0] >= 0.9, "{opt}: accuracy {}", last[0]);
     }
@@ -84,7 +84,7 @@ train {
 "#;
     let r = train(src);
     assert_eq!(r.steps, 800);
-    let acc = r.evals.last().unwrap().1[0];
+    let acc = r.evals.last().unwrap().values[0];
     assert!(acc > 0.9, "held-out accuracy {acc}");
 }
 
@@ -111,7 +111,7 @@ fn resume_equals_uninterrupted() {
     let (rest, rest_params) = train_with(&src, &[], Some(&dir));
     assert_eq!(rest.steps, full.steps);
     assert_eq!(rest_params, full_params, "resumed parameters must equal the uninterrupted run's exactly");
-    assert_eq!(rest.evals.last().unwrap().1, full.evals.last().unwrap().1);
+    assert_eq!(rest.evals.last().unwrap().values, full.evals.last().unwrap().values);
 }
 
 /// clip_grad_norm scales the whole update: one plain SGD step of lr 1 moves the parameters by
@@ -204,7 +204,7 @@ train {{
         dir.display()
     );
     let r = train(&src);
-    let acc = r.evals.last().unwrap().1[0];
+    let acc = r.evals.last().unwrap().values[0];
     assert!(acc > 0.85, "held-out accuracy with running statistics {acc}");
     let ck = dlc::train::checkpoint::load(&dir).expect("checkpoint");
     let names: Vec<&str> = ck.params.iter().map(|(n, _)| n.as_str()).collect();

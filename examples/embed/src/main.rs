@@ -35,15 +35,15 @@ fn main() {
     apply_overrides(&mut recipe, &[("epochs".into(), "20".into())]).expect("override");
     let mut trainer = Trainer::new(&mut program.session, recipe, TrainOptions::new(examples.clone(), 0)).expect("trainer");
     let report = trainer.run().expect("training");
-    for (epoch, metrics) in report.evals.iter().filter(|(e, _)| e % 5 == 0) {
-        println!("epoch {epoch}: accuracy {:.3}", metrics[0]);
+    for e in report.evals.iter().filter(|e| e.epoch % 5 == 0) {
+        println!("epoch {}: {} {:.3}", e.epoch, e.names[0], e.values[0]);
     }
 
     // 4. The trained weights, by the names a PyTorch state dict would use.
     for (name, t) in trainer.parameters() {
         println!("{name}: {:?}", t.shape);
     }
-    let accuracy = report.evals.last().map(|e| e.1[0]).unwrap_or(0.0);
+    let accuracy = report.evals.last().map(|e| e.values[0]).unwrap_or(0.0);
     assert!(accuracy > 0.8, "accuracy {accuracy}");
 
     // 5. Data from Rust: a synthetic 3-class task (which of x0, x1 + x2, x3 is largest), 8 batches of

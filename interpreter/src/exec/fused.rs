@@ -335,6 +335,7 @@ pub(crate) fn as_f32(t: &Tensor) -> Arc<Vec<f32>> {
         other => Arc::new(match other {
             Data::I64(v) => v.iter().map(|x| *x as f32).collect(),
             Data::F64(v) => v.iter().map(|x| *x as f32).collect(),
+            Data::U8(v) => v.iter().map(|x| *x as f32).collect(),
             Data::F32(_) => unreachable!(),
         }),
     }
@@ -556,13 +557,31 @@ pub fn run_many(items: &[(&Program, &[Tensor])]) -> Vec<Vec<Tensor>> {
                 vec![0f32; if needed { regs_len } else { 0 }]
             })
             .collect();
+        // Outputs larger than the caches: each chunk is computed into buffers of its own
+        // (L1-resident) and streamed to memory (see stream.rs); smaller ones are written in place.
+        let streamed = p.numel() >= super::stream::STREAM_MIN;
+        let mut staging: Vec<Vec<MaybeUninit<f32>>> =
+            if streamed { dsts.iter().map(|_| vec![MaybeUninit::uninit(); regs_len]).collect() } else { vec![] };
         let mut off = 0;
         while off < len {
             let step = CHUNK.min(len - off);
             // (The chunk writes every element of its outputs.)
-            let mut parts: Vec<&mut [MaybeUninit<f32>]> = dsts.iter_mut().map(|d| &mut d[off..off + step]).collect();
-            p.chunk(&views[pi], start + off, &mut parts, &mut regs);
+            if streamed {
+                let mut parts: Vec<&mut [MaybeUninit<f32>]> = staging.iter_mut().map(|s| &mut s[..step]).collect();
+                p.chunk(&views[pi], start + off, &mut parts, &mut regs);
+                for (s, d) in staging.iter().zip(dsts.iter_mut()) {
+                    // SAFETY: the chunk initialised the first `step` values of every staging buffer.
+                    let s = unsafe { std::slice::from_raw_parts(s.as_ptr() as *const f32, step) };
+                    super::stream::stream_copy(s, &mut d[off..off + step]);
+                }
+            } else {
+                let mut parts: Vec<&mut [MaybeUninit<f32>]> = dsts.iter_mut().map(|d| &mut d[off..off + step]).collect();
+                p.chunk(&views[pi], start + off, &mut parts, &mut regs);
+            }
             off += step;
+        }
+        if streamed {
+            super::stream::fence();
         }
     };
     if total > CHUNK {

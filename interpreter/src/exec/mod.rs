@@ -12,6 +12,7 @@ mod movement;
 mod pool;
 mod reduce;
 mod rows;
+mod stream;
 mod sum_axes;
 
 use crate::runtime::rng;
@@ -254,7 +255,7 @@ impl Executor {
                         g.inputs[*i as usize].name, t.shape, shape
                     )));
                 }
-                t
+                t.widened()
             }
             Op::Param(p) => self.param(g, *p)?,
             Op::Literal(l) => Tensor::from_f64(dtype, shape, g.literals[*l as usize].iter().copied()),

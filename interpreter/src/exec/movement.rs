@@ -48,6 +48,7 @@ fn apply(x: &Tensor, shape: &[usize], st: &[isize], offset: isize) -> Tensor {
         Data::F32(v) => Data::F32(Arc::new(gather(v, shape, st, offset))),
         Data::F64(v) => Data::F64(Arc::new(gather(v, shape, st, offset))),
         Data::I64(v) => Data::I64(Arc::new(gather(v, shape, st, offset))),
+        Data::U8(v) => Data::U8(Arc::new(gather(v, shape, st, offset))),
     };
     Tensor { dtype: x.dtype, shape: shape.to_vec(), data }
 }

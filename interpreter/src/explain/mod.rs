@@ -180,7 +180,7 @@ pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
             continue;
         };
         // As `infer` runs it.
-        let Ok(out) = dlc::train::infer::computation(&mut p.session, info) else {
+        let Ok(dlc::train::infer::Computation { out, .. }) = dlc::train::infer::computation(&mut p.session, info) else {
             items.push(json!({"what": "infer", "name": name, "error": "applying the model to the input failed"}));
             continue;
         };

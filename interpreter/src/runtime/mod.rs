@@ -29,3 +29,12 @@ impl From<dlc_language::ir::verify::VerifyError> for RuntimeError {
         RuntimeError::Unsupported(e.to_string())
     }
 }
+
+/// When the process started, as the binary records it first thing in `main` (unset when dlc is
+/// used as a library): the time to the first training step is measured from it.
+pub static PROCESS_STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Seconds since `PROCESS_STARTED`, when the binary set it.
+pub fn seconds_since_start() -> Option<f64> {
+    PROCESS_STARTED.get().map(|t| t.elapsed().as_secs_f64())
+}

@@ -55,6 +55,7 @@ fn rows(t: &Tensor) -> Vec<Tensor> {
         Data::F32(v) => split(v, n, row, Data::F32),
         Data::F64(v) => split(v, n, row, Data::F64),
         Data::I64(v) => split(v, n, row, Data::I64),
+        Data::U8(v) => split(v, n, row, Data::U8),
     };
     parts.into_iter().map(|data| Tensor { dtype: t.dtype, shape: t.shape[1..].to_vec(), data }).collect()
 }
@@ -196,6 +197,16 @@ fn stack(elems: &[Element]) -> Element {
                     }
                     Data::I64(Arc::new(out))
                 }
+                Data::U8(_) => {
+                    let mut out = Vec::with_capacity(n);
+                    for e in elems {
+                        match &e[l].data {
+                            Data::U8(v) => out.extend_from_slice(v),
+                            _ => out.extend(e[l].to_f64().into_iter().map(|x| x as u8)),
+                        }
+                    }
+                    Data::U8(Arc::new(out))
+                }
                 Data::F64(_) => Data::F64(Arc::new(elems.iter().flat_map(|e| e[l].to_f64()).collect())),
             };
             Tensor { dtype: first.dtype, shape, data }
@@ -211,6 +222,12 @@ pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> R
             leaves(&stage.input, &mut ins);
             leaves(&stage.output, &mut outs);
             let input_ids: Vec<u32> = ins.iter().map(|n| if let Op::Input(i) = graph.node(*n).op { i } else { u32::MAX }).collect();
+            // The function's graph compiled once, as a step is: its elementwise chain (cast,
+            // scale, normalise) one fused kernel that reads the element's bytes and writes its
+            // floats once, broadcast constants recomputed where they are read.
+            let plan = dlc_language::passes::fusion::plan(graph, &outs, true);
+            let memory = dlc_language::passes::memory::plan_memory(graph, &plan);
+            let kernels = Arc::new(crate::exec::fused::KernelCache::new(false));
             // Elements are independent: map them on all cores (rayon keeps the order, so the
             // result does not depend on the number of threads).
             use rayon::prelude::*;
@@ -219,9 +236,11 @@ pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> R
                 .map(|e| {
                     // A fresh executor per element: the inputs change, and results are cached by node.
                     let mut ex = Executor::new(0);
+                    ex.kernels = kernels.clone();
                     for (id, t) in input_ids.iter().zip(e) {
                         ex.inputs.insert(*id, t);
                     }
+                    ex.run_planned(graph, &plan, &memory)?;
                     outs.iter().map(|n| ex.eval(graph, *n)).collect::<Result<Element, _>>()
                 })
                 .collect()
@@ -303,7 +322,11 @@ fn shifted(t: &Tensor, dy: isize, dx: isize, flip: bool) -> Tensor {
             }
         }
     }
-    Tensor::from_f64(t.dtype, t.shape.clone(), out)
+    match t.data {
+        // Bytes stay bytes (an augmented CIFAR image is 3 KB, not 24 KB).
+        Data::U8(_) => Tensor::u8(t.shape.clone(), out.into_iter().map(|v| v as u8).collect()),
+        _ => Tensor::from_f64(t.dtype, t.shape.clone(), out),
+    }
 }
 
 /// Whether a stage's output depends on the epoch (a new order, new random crops).
@@ -320,15 +343,78 @@ pub struct Prepared {
     elems: Vec<Element>,
 }
 
+/// One epoch's batches. When the pipeline ends in `batch` (then only `prefetch`), each batch is
+/// stacked from the epoch's elements as the trainer asks for it, so an epoch holds the data set
+/// once (the prepared elements, shared with the cache) and one batch, not a second, stacked
+/// copy of the whole epoch (188 MB for MNIST as f32).
+pub enum Batches {
+    /// Batches made already (by the pipeline's stages, or a Rust data source).
+    Ready(Vec<Element>),
+    /// The epoch's elements in order, stacked `size` at a time on demand.
+    Lazy { elems: Vec<Element>, size: usize, count: usize },
+}
+
+impl Batches {
+    pub fn len(&self) -> usize {
+        match self {
+            Batches::Ready(b) => b.len(),
+            Batches::Lazy { count, .. } => *count,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every batch, in order, as elements (only the one asked for is stacked).
+    pub fn to_vec(self) -> Vec<Element> {
+        self.into_iter().collect()
+    }
+}
+
+impl IntoIterator for Batches {
+    type Item = Element;
+    type IntoIter = BatchIter;
+    fn into_iter(self) -> BatchIter {
+        BatchIter { batches: self, next: 0 }
+    }
+}
+
+/// The batches of an epoch in order; `nth` (and so `skip`, on resume) stacks nothing it skips.
+pub struct BatchIter {
+    batches: Batches,
+    next: usize,
+}
+
+impl Iterator for BatchIter {
+    type Item = Element;
+    fn next(&mut self) -> Option<Element> {
+        let i = self.next;
+        if i >= self.batches.len() {
+            return None;
+        }
+        self.next += 1;
+        Some(match &mut self.batches {
+            Batches::Ready(b) => std::mem::take(&mut b[i]),
+            Batches::Lazy { elems, size, .. } => stack(&elems[i * *size..((i + 1) * *size).min(elems.len())]),
+        })
+    }
+
+    fn nth(&mut self, n: usize) -> Option<Element> {
+        self.next = self.next.saturating_add(n);
+        self.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.batches.len().saturating_sub(self.next);
+        (left, Some(left))
+    }
+}
+
 /// `run`, keeping the epoch-independent prefix in `cache` for the next epochs. The elements'
-/// data are shared, not copied, between epochs.
-pub fn run_cached(
-    p: &Pipeline,
-    root: &Path,
-    graph: &Graph,
-    epoch: u64,
-    cache: &mut Option<Prepared>,
-) -> Result<Vec<Element>, RuntimeError> {
+/// data are shared, not copied, between epochs, and a final `batch` stage is left to the
+/// consumer (`Batches::Lazy`).
+pub fn run_cached(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64, cache: &mut Option<Prepared>) -> Result<Batches, RuntimeError> {
     if cache.is_none() {
         let mut exec = Executor::new(0);
         let mut elems = read_source(root, &p.source, graph, &mut exec)?;
@@ -341,10 +427,33 @@ pub fn run_cached(
     }
     let prepared = cache.as_ref().expect("just filled");
     let mut elems = prepared.elems.clone();
-    for st in &p.stages[prepared.stages..] {
+    let mut rest = &p.stages[prepared.stages..];
+    // `prefetch` changes no values (the trainer's queue does its work).
+    while let [before @ .., last] = rest {
+        if last.kind != "prefetch" {
+            break;
+        }
+        rest = before;
+    }
+    let lazy = match rest {
+        [before @ .., last] if last.kind == "batch" => {
+            rest = before;
+            Some(last)
+        }
+        _ => None,
+    };
+    for st in rest {
         elems = apply(st, elems, graph, epoch)?;
     }
-    Ok(elems)
+    Ok(match lazy {
+        Some(batch) => {
+            let size = int_arg(batch, "size", 1).max(1) as usize;
+            let drop_last = matches!(batch.arg("drop_last"), Some(Value::Bool(true)));
+            let count = if drop_last { elems.len() / size } else { elems.len().div_ceil(size) };
+            Batches::Lazy { elems, size, count }
+        }
+        None => Batches::Ready(elems),
+    })
 }
 
 /// Every element of one epoch of the pipeline.

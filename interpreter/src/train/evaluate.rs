@@ -2,7 +2,8 @@
 //! The metrics are traced with no backward pass and `training()` false (the guide's `no_grad` +
 //! `eval()`), and averaged over the data weighted by batch size.
 
-use super::{checkpoint, err, shapes_of, TrainReport, Trainer};
+use super::metric_names::{metric_names, shown};
+use super::{checkpoint, err, shapes_of, Evaluation, TrainReport, Trainer};
 use crate::runtime::pipeline::{self, leaves};
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::{Ctx, Pipeline};
@@ -33,6 +34,8 @@ pub struct EvalGraph {
     pub passes: Vec<(&'static str, Vec<NodeId>)>,
     /// The kernels before evaluation specialisation took out what runs once.
     pub full_plan: dlc_language::passes::fusion::Plan,
+    /// The products the recipe's precision lowered (empty in f32 without `precision` blocks).
+    pub autocast: Vec<dlc_language::passes::autocast::Decision>,
 }
 
 /// When evaluation is asked for.
@@ -61,12 +64,13 @@ impl<'s> Trainer<'s> {
         let clauses: Vec<(Expr, Expr)> = self.evaluate_clauses().into_iter().filter(|c| due(&c.2)).map(|c| (c.0, c.1)).collect();
         for (data, body) in clauses {
             let p = self.clause_pipeline(&data)?;
-            let (means, count) = self.evaluate_pipeline(p, &body)?;
+            let (values, examples) = self.evaluate_pipeline(p, &body)?;
+            let names = metric_names(&body, values.len());
+            let data = data_name(&data);
             if self.opts.echo {
-                let shown: Vec<String> = means.iter().map(|m| format!("{m:.4}")).collect();
-                println!("epoch {epoch} evaluate: {} (over {count} examples)", shown.join(", "));
+                println!("epoch {epoch} evaluate {data}: {} (over {examples} examples)", shown(&names, &values));
             }
-            report.evals.push((epoch, means));
+            report.evals.push(Evaluation { epoch, data, names, values, examples });
         }
         Ok(())
     }
@@ -134,8 +138,13 @@ impl<'s> Trainer<'s> {
         if self.opts.fuse {
             (nodes, folded) = dlc_language::passes::bn_fold::fold_all(&mut self.session.t.graph, &nodes);
         }
+        // The recipe's precision, as the training step's forward computes (torch.autocast
+        // around evaluation); after folding, so that the folded weights are rounded once.
+        let before_autocast = nodes.clone();
+        let precision = self.precision.unwrap_or(DType::F32);
+        let (nodes, autocast) = dlc_language::passes::autocast::lower_all(&mut self.session.t.graph, &nodes, precision);
         let graph = &self.session.t.graph;
-        let passes = vec![("trace", traced), ("bn-fold", nodes.clone())];
+        let passes = vec![("trace", traced), ("bn-fold", before_autocast), ("autocast", nodes.clone())];
         for (pass, roots) in &passes {
             verify::graph(graph, roots, pass)?;
         }
@@ -157,6 +166,7 @@ impl<'s> Trainer<'s> {
             folded,
             passes,
             full_plan: full,
+            autocast,
         })
     }
 
@@ -187,10 +197,7 @@ impl<'s> Trainer<'s> {
     pub fn compile_evaluations(&mut self) -> Vec<(String, Result<(Vec<(DType, Vec<usize>)>, EvalGraph), RuntimeError>)> {
         let mut out = vec![];
         for (data, body, _) in self.evaluate_clauses() {
-            let name = match &data.kind {
-                dlc_language::syntax::ast::ExprKind::Name(n) => n.clone(),
-                _ => "evaluate".into(),
-            };
+            let name = data_name(&data);
             let p = match self.clause_pipeline(&data) {
                 Ok(p) => p,
                 Err(e) => {
@@ -219,8 +226,7 @@ impl<'s> Trainer<'s> {
         let p = self.pipeline.clone();
         let (means, count) = self.evaluate_pipeline(p, &body)?;
         if self.opts.echo {
-            let shown: Vec<String> = means.iter().map(|m| format!("{m:.4}")).collect();
-            println!("evaluate: {} (over {count} examples)", shown.join(", "));
+            println!("evaluate: {} (over {count} examples)", shown(&metric_names(&body, means.len()), &means));
         }
         Ok(means)
     }
@@ -241,5 +247,13 @@ impl<'s> Trainer<'s> {
             self.store.insert(p.id, t);
         }
         Ok(())
+    }
+}
+
+/// What the log and the metrics file call a clause's data: its `data` name, or `evaluate`.
+fn data_name(data: &Expr) -> String {
+    match &data.kind {
+        dlc_language::syntax::ast::ExprKind::Name(n) => n.clone(),
+        _ => "evaluate".into(),
     }
 }

@@ -67,17 +67,37 @@ pub fn apply(session: &mut Session, info: &RecipeInfo, model: &Value, input: Val
 }
 
 /// What the block computes, as `run` executes it and `dlc explain` reports it: the model
-/// applied to the input, with batch norm folded into the product before it (as in evaluation).
-pub fn computation(session: &mut Session, info: &RecipeInfo) -> Result<dlc_language::ir::NodeId, RuntimeError> {
+/// applied to the input, with batch norm folded into the product before it (as in evaluation),
+/// then the block's `precision` (products in bf16 or f16 with f32 accumulation, as
+/// `torch.autocast` around inference).
+pub fn computation(session: &mut Session, info: &RecipeInfo) -> Result<Computation, RuntimeError> {
     let model = info.field("model").cloned().ok_or_else(|| err("the infer block has no model"))?;
     let input = info.field("input").cloned().ok_or_else(|| err("the infer block has no input"))?;
-    let out = apply(session, info, &model, input)?;
-    Ok(dlc_language::passes::bn_fold::fold_all(&mut session.t.graph, &[out]).0[0])
+    let out = apply(session, info, &model, input.clone())?;
+    // The input is the data: what depends on the parameters alone is folded, not the input.
+    let data: Vec<dlc_language::ir::NodeId> = match input {
+        Value::Tensor(n) => vec![n],
+        _ => vec![],
+    };
+    let (folded, folds) = dlc_language::passes::bn_fold::fold_all_over(&mut session.t.graph, &[out], &data);
+    Ok(Computation { out: under_precision(session, info, &folded)[0], folds })
+}
+
+/// An `infer` block's output node, and the batch norms folded on the way.
+pub struct Computation {
+    pub out: dlc_language::ir::NodeId,
+    pub folds: Vec<dlc_language::passes::bn_fold::Fold>,
+}
+
+/// `roots` under the block's `precision` field (f32 when it has none).
+fn under_precision(session: &mut Session, info: &RecipeInfo, roots: &[dlc_language::ir::NodeId]) -> Vec<dlc_language::ir::NodeId> {
+    let precision = super::precision::low_precision(info.field("precision")).unwrap_or(DType::F32);
+    dlc_language::passes::autocast::lower_all(&mut session.t.graph, roots, precision).0
 }
 
 /// Run the block; returns the output tensor.
 pub fn run(session: &mut Session, info: &RecipeInfo, root: &Path) -> Result<Tensor, RuntimeError> {
-    let out = computation(session, info)?;
+    let out = computation(session, info)?.out;
     let model = info.field("model").cloned().ok_or_else(|| err("the infer block has no model"))?;
     let mut ex = Executor::new(0);
     load_checkpoint(&session.t, info, &model, root, &mut ex)?;
@@ -134,7 +154,7 @@ pub fn generate(session: &mut Session, info: &RecipeInfo, root: &Path) -> Result
             let id = t.graph.add_input("prompt", TensorTy::new(DType::I64, dims.clone()));
             let node = t.node(Op::Input(id), DType::I64, dims, vec![], Default::default());
             let out = apply(session, info, &model, Value::Tensor(node))?;
-            graphs.insert(len, (id, out));
+            graphs.insert(len, (id, under_precision(session, info, &[out])[0]));
         }
         let (id, out) = graphs[&len];
         let mut ex = Executor::new(0);

@@ -7,6 +7,7 @@ pub mod checkpoint;
 mod evaluate;
 mod groups;
 pub mod infer;
+mod metric_names;
 mod metrics;
 mod overrides;
 pub mod png;
@@ -22,7 +23,7 @@ pub use overrides::apply_overrides;
 use step::Step;
 
 use crate::exec::Executor;
-use crate::runtime::pipeline::{self, Element};
+use crate::runtime::pipeline::{self, Batches, Element};
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
 use dlc_language::eval::recipe::RecipeInfo;
@@ -116,8 +117,33 @@ pub struct TrainReport {
     pub steps: usize,
     /// (step, loss) at every logged step and the last one.
     pub losses: Vec<(usize, f64)>,
-    /// (epoch, metric values) of each evaluation.
-    pub evals: Vec<(usize, Vec<f64>)>,
+    /// Each evaluation, in order.
+    pub evals: Vec<Evaluation>,
+}
+
+/// The metrics of one evaluation over a data set.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    pub epoch: usize,
+    /// The pipeline evaluated (its `data` name).
+    pub data: String,
+    /// The metrics' names (a record's labels, else the metric functions' names).
+    pub names: Vec<String>,
+    /// Their means over the data, weighted by batch size.
+    pub values: Vec<f64>,
+    /// How many examples the means are over.
+    pub examples: usize,
+}
+
+impl Evaluation {
+    /// Its metrics-file line: `{"step": .., "epoch": .., "evaluate": "test_set", "accuracy": .., "examples": ..}`.
+    fn json(&self, step: usize) -> serde_json::Value {
+        let mut line = serde_json::json!({"step": step, "epoch": self.epoch, "evaluate": self.data, "examples": self.examples});
+        for (n, v) in self.names.iter().zip(&self.values) {
+            line[n.as_str()] = serde_json::json!(v);
+        }
+        line
+    }
 }
 
 /// Training stopped by Ctrl-C (after saving a checkpoint when the recipe has a directory).
@@ -325,7 +351,7 @@ impl<'s> Trainer<'s> {
     }
 
     /// One epoch of training batches: from the Rust source when one is bound, else the pipeline.
-    fn epoch_batches(&mut self, epoch: u64) -> Result<Vec<Element>, RuntimeError> {
+    fn epoch_batches(&mut self, epoch: u64) -> Result<Batches, RuntimeError> {
         let Some(source) = self.opts.batches.as_mut() else {
             return pipeline::run_cached(&self.pipeline, &self.opts.root, &self.session.t.graph, epoch, &mut self.prepared);
         };
@@ -350,7 +376,7 @@ impl<'s> Trainer<'s> {
                 )));
             }
         }
-        Ok(batches)
+        Ok(Batches::Ready(batches))
     }
 
     /// Run one batch through its compiled step. `update` is false for the first N-1 micro-batches
@@ -531,6 +557,15 @@ impl<'s> Trainer<'s> {
                 }
                 let loss = logged[0].1;
                 epoch_loss = (epoch_loss.0 + loss, epoch_loss.1 + 1);
+                if step == first_step + 1 {
+                    // Time to first step, data loading included (what a user waits for, and what
+                    // bench/compare.py sets beside PyTorch's).
+                    let mut line = serde_json::json!({"step": step, "event": "first_step", "data_s": first_data_s});
+                    if let Some(s) = crate::runtime::seconds_since_start() {
+                        line["since_start_s"] = serde_json::json!(s);
+                    }
+                    metrics.write(line);
+                }
                 if self.opts.progress && last_draw.elapsed().as_millis() >= 100 {
                     last_draw = Instant::now();
                     let done = step - epoch * per_epoch;
@@ -571,8 +606,8 @@ impl<'s> Trainer<'s> {
                 if !stop {
                     let before = report.evals.len();
                     self.evaluate(epoch + 1, When::Step(step), &mut report)?;
-                    for (_, vals) in &report.evals[before..] {
-                        metrics.write(serde_json::json!({"step": step, "epoch": epoch + 1, "evaluate": vals}));
+                    for e in &report.evals[before..] {
+                        metrics.write(e.json(step));
                     }
                 }
                 let done_epochs = if step % per_epoch == 0 { epoch + 1 } else { epoch };
@@ -590,7 +625,11 @@ impl<'s> Trainer<'s> {
                 }
                 if stop {
                     report.steps = step;
+                    let before = report.evals.len();
                     self.evaluate(epoch + 1, When::Final, &mut report)?;
+                    for e in &report.evals[before..] {
+                        metrics.write(e.json(step));
+                    }
                     if let Some((dir, _, _)) = &ck_clause {
                         self.save(dir, step, done_epochs)?;
                     }
@@ -613,8 +652,8 @@ impl<'s> Trainer<'s> {
             metrics.write(serde_json::json!({"step": step, "epoch": epoch + 1, "mean_loss": mean, "epoch_s": secs, "data_s": data_s}));
             let before = report.evals.len();
             self.evaluate(epoch + 1, When::EpochEnd, &mut report)?;
-            for (e, vals) in &report.evals[before..] {
-                metrics.write(serde_json::json!({"step": step, "epoch": e, "evaluate": vals}));
+            for e in &report.evals[before..] {
+                metrics.write(e.json(step));
             }
             if let Some((dir, unit, n)) = &ck_clause {
                 if (unit.starts_with("epoch") && (epoch + 1) % n == 0) || epoch + 1 == epochs {
@@ -628,21 +667,7 @@ impl<'s> Trainer<'s> {
 
     /// Recipe fields this trainer accepts but does not act on yet, to be said out loud.
     pub fn ignored_fields(&self) -> Vec<String> {
-        let mut out = vec![];
-        for (k, v) in &self.info.fields {
-            let ignored = match (k.as_str(), v) {
-                ("precision", Value::DType(DType::F32 | DType::BF16 | DType::F16)) => false,
-                ("precision", _) => true,
-                ("device", Value::Auto) => false,
-                ("device", Value::Str(s)) => &**s != "cpu",
-                ("parallel", _) => true,
-                _ => false,
-            };
-            if ignored {
-                out.push(k.clone());
-            }
-        }
-        out
+        ignored_fields(&self.info)
     }
 
     /// The batch shapes the recipe's data yield, when the element type fixes them: known sizes,
@@ -735,4 +760,25 @@ fn eta(secs: f64) -> String {
     } else {
         format!("{s}s")
     }
+}
+
+/// Fields of a `train`, `evaluate` or `infer` recipe that are accepted but not acted on yet, to
+/// be said out loud (`precision = tf32`: the CPU has no tf32 arithmetic; `device = cuda`;
+/// `parallel`).
+pub fn ignored_fields(info: &RecipeInfo) -> Vec<String> {
+    let mut out = vec![];
+    for (k, v) in &info.fields {
+        let ignored = match (k.as_str(), v) {
+            ("precision", Value::DType(DType::F32 | DType::BF16 | DType::F16)) => false,
+            ("precision", _) => true,
+            ("device", Value::Auto) => false,
+            ("device", Value::Str(s)) => &**s != "cpu",
+            ("parallel", _) => true,
+            _ => false,
+        };
+        if ignored {
+            out.push(k.clone());
+        }
+    }
+    out
 }

@@ -184,12 +184,43 @@ impl Tracer {
     pub fn unknown_name(&mut self, name: &str, span: Span) -> Reported {
         let mut d = Diagnostic::error("E0201", format!("cannot find `{name}` in this scope"), span).with_label("not found");
         let names = self.visible_names();
-        if let Some(s) = did_you_mean(name, names.iter().map(|s| s.as_str())) {
+        if let Some(help) = self.element_name_help(name) {
+            d = d.with_note("`x` and `y` are bound from a data element that is an `(x, y)` pair".to_string()).with_help(help);
+        } else if let Some(s) = did_you_mean(name, names.iter().map(|s| s.as_str())) {
             d = d.with_help(format!("did you mean `{s}`?"));
         } else if let Some(module) = self.std_module_defining(name) {
             d = d.with_help(format!("`{name}` is defined in `{module}`: add `use {module}` at the top of the file"));
         }
         self.error(d)
+    }
+
+    /// In a recipe whose data elements are not `(x, y)` pairs (a source's records, say), `x` or
+    /// `y` is unknown: the help names what the element does bind and the `map` that makes a pair,
+    /// instead of a "did you mean" to some unrelated one-letter name.
+    fn element_name_help(&self, name: &str) -> Option<String> {
+        if name != "x" && name != "y" {
+            return None;
+        }
+        let fields: Vec<String> = match self.lookup("batch")? {
+            Value::Record(items) => items.iter().map(|(n, _)| n.clone()).collect(),
+            Value::Tuple(items) => {
+                return Some(format!(
+                    "these elements are {}-tuples, not pairs: `map` them to an `(input, target)` pair in the pipeline",
+                    items.len()
+                ))
+            }
+            _ => return None,
+        };
+        let shown: Vec<String> = fields.iter().map(|f| format!("`{f}`")).collect();
+        let (a, b) = match fields.as_slice() {
+            [a, b, ..] => (a.as_str(), b.as_str()),
+            [a] => (a.as_str(), a.as_str()),
+            [] => return None,
+        };
+        Some(format!(
+            "these elements are records with fields {}: use the fields by name, or make pairs in the pipeline with `|> map(r => (r.{a}, r.{b}))`",
+            shown.join(", ")
+        ))
     }
 
     /// A standard-library module that defines `name` but is not imported here.

@@ -49,12 +49,14 @@ struct Step {
 
 impl BnFold {
     /// Prepare to rewrite these roots (all of them: use counts are taken over their union).
-    pub fn new(g: &Graph, roots: &[NodeId]) -> BnFold {
+    /// What varies from call to call is the batch inputs and `data` (an `infer` block's input,
+    /// which may be any tensor expression, `randn(...)` or a literal).
+    pub fn new(g: &Graph, roots: &[NodeId], data: &[NodeId]) -> BnFold {
         let mut varying = HashSet::new();
         let mut users = Users::new();
         for n in g.topo(roots) {
             let node = g.node(n);
-            if matches!(node.op, Op::Input(_)) || node.src.iter().any(|s| varying.contains(s)) {
+            if matches!(node.op, Op::Input(_)) || data.contains(&n) || node.src.iter().any(|s| varying.contains(s)) {
                 varying.insert(n);
             }
             for s in &node.src {
@@ -81,7 +83,12 @@ impl BnFold {
 
 /// Fold every chain under `roots`: the roots that replace them and the folds made.
 pub fn fold_all(g: &mut Graph, roots: &[NodeId]) -> (Vec<NodeId>, Vec<Fold>) {
-    let mut f = BnFold::new(g, roots);
+    fold_all_over(g, roots, &[])
+}
+
+/// `fold_all`, with `data` varying as batch inputs do (see `BnFold::new`).
+pub fn fold_all_over(g: &mut Graph, roots: &[NodeId], data: &[NodeId]) -> (Vec<NodeId>, Vec<Fold>) {
+    let mut f = BnFold::new(g, roots, data);
     let new = roots.iter().map(|r| f.map(g, *r)).collect();
     (new, f.folds)
 }

@@ -22,11 +22,11 @@ pub fn read(files: &[&Path]) -> Result<(Tensor, Tensor), DataError> {
                 return Err(err(f, format!("record {i} has label {}, expected 0..9", rec[0])));
             }
             labels.push(rec[0] as f64);
-            pixels.extend(rec[1..].iter().map(|b| *b as f64));
+            pixels.extend_from_slice(&rec[1..]);
         }
     }
     let n = labels.len();
-    Ok((Tensor::from_f64(DType::U8, vec![n, 3, 32, 32], pixels), Tensor::from_f64(DType::I64, vec![n], labels)))
+    Ok((Tensor::u8(vec![n, 3, 32, 32], pixels), Tensor::from_f64(DType::I64, vec![n], labels)))
 }
 
 #[cfg(test)]

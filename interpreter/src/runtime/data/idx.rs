@@ -37,7 +37,10 @@ pub fn read(path: &Path) -> Result<Tensor, DataError> {
             ),
         ));
     }
-    Ok(Tensor::from_f64(DType::U8, dims, body.iter().map(|b| *b as f64)))
+    // The values in place: the header is dropped from the front of the one buffer.
+    let mut bytes = bytes;
+    bytes.drain(..header);
+    Ok(Tensor::u8(dims, bytes))
 }
 
 /// An images file and its labels file, checked to agree on the count.

@@ -1,7 +1,28 @@
 #!/usr/bin/env bash
-# Installs the PyTorch peers' Python packages into bench/.venv (CPU is enough).
+# Sets up the PyTorch peers: bench/.venv with the Python packages (CPU is enough), and the system
+# tools compare.py uses: jemalloc (the peers also run with it preloaded, since a PyTorch user
+# chasing speed would) and GNU time (peak memory of a fresh process). Safe to run again: a working
+# .venv is kept, and installed packages are not reinstalled.
 set -euo pipefail
 cd "$(dirname "$0")"
-python3 -m venv .venv
-.venv/bin/pip install --quiet -r peers/requirements.txt safetensors
+
+# System packages: only as root through apt-get; otherwise say what is missing and go on (the
+# comparisons then run without jemalloc, or without the memory rows).
+need=()
+[ -e /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || [ -e /usr/lib/aarch64-linux-gnu/libjemalloc.so.2 ] || need+=(libjemalloc2)
+[ -x /usr/bin/time ] || need+=(time)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq "${need[@]}"
+  else
+    echo "setup: not installing ${need[*]} (needs root and apt-get); compare.py skips what needs them" >&2
+  fi
+fi
+
+if [ -x .venv/bin/python ] && .venv/bin/python -c "import torch, numpy" 2>/dev/null; then
+  echo "setup: bench/.venv already works; keeping it"
+else
+  python3 -m venv .venv
+  .venv/bin/pip install --quiet -r peers/requirements.txt safetensors
+fi
 .venv/bin/python -c "import torch; print('torch', torch.__version__)"

@@ -32,6 +32,20 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # ru_maxrss is KiB on Linux
 
 
+def allocator():
+    """The malloc this process runs on: "jemalloc" or "tcmalloc" when one is mapped in (preloaded
+    with LD_PRELOAD by compare.py), else "default" (glibc). Read from the process's own memory map,
+    so a row says what really ran, not what was asked for."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return "default"
+    for name in ("jemalloc", "tcmalloc"):
+        if f"lib{name}" in maps:
+            return name
+    return "default"
+
+
 def cpu_model():
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -41,7 +55,7 @@ def cpu_model():
 
 def emit(bench, variant, params, **figures):
     row = {"bench": bench, "variant": variant, "params": params, **figures,
-           "peak_rss_mb": round(peak_rss_mb(), 1), "torch": torch.__version__,
+           "peak_rss_mb": round(peak_rss_mb(), 1), "allocator": allocator(), "torch": torch.__version__,
            "threads": torch.get_num_threads(), "cpu": cpu_model(),
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     print(json.dumps(row), flush=True)

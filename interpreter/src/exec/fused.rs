@@ -323,54 +323,8 @@ impl Program {
     }
 
     /// Registers for running this program on `len` elements at a time.
-    pub(crate) fn registers(&self, len: usize) -> Registers {
-        Registers::new(len, &vec![true; self.instrs.len()])
-    }
-}
-
-/// A program's registers in one buffer, each `len` values long, placed one cache line further
-/// round a 4 KiB page than the one before. Chunk-sized registers allocated one by one land a
-/// multiple of 4 KiB apart, and then `out[i] = a[i] op b[i]` stores to an address whose low 12
-/// bits equal those of the next loads: the CPU treats the loads as possibly dependent on the
-/// store (4K aliasing) and stalls them. Staggered, the AdamW update of the MLP step (669k
-/// parameters, 20 ops) went from 1.14 ms to ... ms.
-pub(crate) struct Registers {
-    buf: Vec<f32>,
-    /// Where each register starts in `buf` (`usize::MAX`: it has no buffer).
-    at: Vec<usize>,
-    len: usize,
-}
-
-/// Extra f32 values between consecutive registers: one 64-byte cache line.
-const STAGGER: usize = 16;
-
-impl Registers {
-    /// `len` values for each register that is `needed`.
-    pub(crate) fn new(len: usize, needed: &[bool]) -> Registers {
-        let stride = len + STAGGER;
-        let mut at = vec![usize::MAX; needed.len()];
-        let mut next = 0;
-        for (a, n) in at.iter_mut().zip(needed) {
-            if *n {
-                *a = next;
-                next += stride;
-            }
-        }
-        Registers { buf: vec![0f32; next], at, len }
-    }
-
-    /// Register `i`'s values (all `len` of them).
-    pub(crate) fn get_mut(&mut self, i: usize) -> &mut [f32] {
-        let a = self.at[i];
-        &mut self.buf[a..a + self.len]
-    }
-
-    /// Where register `i` starts (dangling when it has no buffer: nothing reads through it).
-    fn ptr(&mut self, i: usize) -> *mut f32 {
-        if self.at[i] == usize::MAX {
-            return std::ptr::NonNull::dangling().as_ptr();
-        }
-        self.get_mut(i).as_mut_ptr()
+    pub(crate) fn registers(&self, len: usize) -> Vec<Vec<f32>> {
+        vec![vec![0f32; len]; self.instrs.len()]
     }
 }
 
@@ -441,7 +395,7 @@ impl Program {
 
     /// Elements `start .. start + len` of every output (`dsts`, one slice each).
     /// The outputs may be uninitialised: every element is written before anything reads it.
-    pub(crate) fn chunk(&self, ins: &[&[f32]], start: usize, dsts: &mut [&mut [MaybeUninit<f32>]], regs: &mut Registers) {
+    pub(crate) fn chunk(&self, ins: &[&[f32]], start: usize, dsts: &mut [&mut [MaybeUninit<f32>]], regs: &mut [Vec<f32>]) {
         let len = dsts.first().map(|d| d.len()).unwrap_or(0);
         let end = start + len;
         if let Some(native) = &self.native {
@@ -455,14 +409,14 @@ impl Program {
             for (i, inst) in self.instrs.iter().enumerate() {
                 if let Instr::Expand { src: Operand::Input(k), strides } = inst {
                     if buffered(strides) {
-                        broadcast_load(ins[*k], &self.shape, strides, start, as_uninit(&mut regs.get_mut(i)[..len]));
+                        broadcast_load(ins[*k], &self.shape, strides, start, as_uninit(&mut regs[i][..len]));
                     }
                 }
             }
             for (i, inst) in self.instrs.iter().enumerate() {
                 if let Instr::Expand { src: Operand::Input(_), strides } = inst {
                     if buffered(strides) {
-                        ptrs.push(regs.ptr(i) as *const f32);
+                        ptrs.push(regs[i].as_ptr());
                     }
                 }
             }
@@ -476,7 +430,7 @@ impl Program {
         let loc: Vec<*mut f32> = (0..self.instrs.len())
             .map(|i| match self.output_of[i] {
                 Some(k) => dsts[k].as_mut_ptr() as *mut f32,
-                None => regs.ptr(i),
+                None => regs[i].as_mut_ptr(),
             })
             .collect();
         // SAFETY (for the slices made from `loc` below): every location holds at least `len`
@@ -597,9 +551,12 @@ pub fn run_many(items: &[(&Program, &[Tensor])]) -> Vec<Vec<Tensor>> {
         // Registers for the values that need a buffer: not a scalar, not written straight to
         // an output (the native kernel keeps outputs itself but needs its broadcast buffers).
         let regs_len = CHUNK.min(len.max(1));
-        let needed: Vec<bool> =
-            (0..p.instrs.len()).map(|i| p.scalar[i].is_none() && (p.output_of[i].is_none() || p.native.is_some())).collect();
-        let mut regs = Registers::new(regs_len, &needed);
+        let mut regs: Vec<Vec<f32>> = (0..p.instrs.len())
+            .map(|i| {
+                let needed = p.scalar[i].is_none() && (p.output_of[i].is_none() || p.native.is_some());
+                vec![0f32; if needed { regs_len } else { 0 }]
+            })
+            .collect();
         // Outputs larger than the caches: each chunk is computed into buffers of its own
         // (L1-resident) and streamed to memory (see stream.rs); smaller ones are written in place.
         let streamed = p.numel() >= super::stream::STREAM_MIN;

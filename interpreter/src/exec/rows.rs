@@ -107,11 +107,11 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
     }
     let work = |(first, mut dsts): (usize, Vec<Part>)| {
         let mut state: Vec<Vec<f32>> = slots.iter().map(|l| vec![0f32; *l]).collect();
-        let mut regs: Vec<Option<super::fused::Registers>> = steps
+        let mut regs: Vec<Vec<Vec<f32>>> = steps
             .iter()
             .map(|s| match s {
-                Step::Region { rows, writes, .. } => Some(rows.program.registers(slots[writes[0]])),
-                Step::Reduce { .. } => None,
+                Step::Region { rows, writes, .. } => rows.program.registers(slots[writes[0]]),
+                Step::Reduce { .. } => vec![],
             })
             .collect();
         let last = (first + per_task).min(rows);
@@ -130,7 +130,7 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
                             })
                             .collect();
                         let mut dsts: Vec<&mut [MaybeUninit<f32>]> = taken.iter_mut().map(|t| as_uninit(t.as_mut_slice())).collect();
-                        rows.program.chunk(&views, 0, &mut dsts, regs.as_mut().expect("a region's registers"));
+                        rows.program.chunk(&views, 0, &mut dsts, regs);
                         for (w, t) in writes.iter().zip(taken) {
                             state[*w] = t;
                         }

@@ -45,14 +45,14 @@ unsafe impl Sync for Unwritten {}
 struct Reader<'v, 'a> {
     values: &'v Values<'a>,
     buf: Vec<f32>,
-    regs: Option<super::fused::Registers>,
+    regs: Vec<Vec<f32>>,
 }
 
 impl<'v, 'a> Reader<'v, 'a> {
     fn new(values: &'v Values<'a>) -> Self {
         match values {
-            Values::Tensor(_) => Reader { values, buf: vec![], regs: None },
-            Values::Region(r) => Reader { values, buf: vec![0.0; CHUNK], regs: Some(r.program.registers(CHUNK)) },
+            Values::Tensor(_) => Reader { values, buf: vec![], regs: vec![] },
+            Values::Region(r) => Reader { values, buf: vec![0.0; CHUNK], regs: r.program.registers(CHUNK) },
         }
     }
 
@@ -73,7 +73,7 @@ impl<'v, 'a> Reader<'v, 'a> {
                         dsts.push(unsafe { std::slice::from_raw_parts_mut(out.0.add(start), len) });
                     }
                 }
-                r.program.chunk(&r.inputs, start, &mut dsts, self.regs.as_mut().expect("a region's registers"));
+                r.program.chunk(&r.inputs, start, &mut dsts, &mut self.regs);
                 &self.buf[..len]
             }
         }

@@ -640,7 +640,7 @@ impl<'s> Trainer<'s> {
             if self.opts.echo {
                 self.clear_progress();
                 println!(
-                    "epoch {} done: mean loss {mean:.4} over {} steps in {:.1} s (data prepared in {data_s:.1} s before){}",
+                    "epoch {} done: mean loss {mean:.4} over {} steps in {:.1} s (data prepared in {data_s:.2} s before){}",
                     epoch + 1,
                     epoch_loss.1,
                     epoch_started.elapsed().as_secs_f64(),

@@ -32,3 +32,37 @@ fn compiled_kernels_equal_the_interpreter_bit_for_bit() {
         }
     }
 }
+
+/// Without `--jit`, regions of 64K elements or more are compiled to native code too, timed
+/// both ways over their first launches, and the faster kept (`exec::fused::Tune`). Whatever is
+/// chosen, training gives the same bits as the interpreter alone (`--jit` forced) and as the
+/// eager interpreter: the losses and every parameter after 12 AdamW steps.
+#[test]
+fn autotuned_kernels_train_bit_for_bit_as_the_interpreter() {
+    let src = "use std.nn\nuse std.data\nuse std.optim\n\
+        model M() {\n  a = Linear(512, 256)\n  b = Linear(256, 10)\n  forward(x: f32[B, 512]) -> f32[B, 10] = x |> a |> gelu |> b\n}\n\
+        let xs = randn(f32[192, 512], seed: 1)\nlet ys = cast(abs(randn(f32[192], seed: 2)) * 3.0, i64)\n\
+        data d = tensors(xs, ys) |> batch(16, drop_last: true)\n\
+        train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = adamw(lr: 1e-3)\n  epochs = 1\n  log every 1 steps\n}\n";
+    let run = |jit: bool, fuse: bool| {
+        let mut p = dlc::Program::run("autotune.dl", src, None, false);
+        assert!(p.ok, "{:?}", p.diagnostics());
+        let info = p.session.t.recipes[0].clone();
+        let mut opts = dlc::train::TrainOptions::new(std::env::temp_dir(), 0);
+        (opts.jit, opts.fuse) = (jit, fuse);
+        let mut t = dlc::train::Trainer::new(&mut p.session, info, opts).expect("trainer");
+        let r = t.run().expect("training");
+        let tuned = t.kernels().tuned();
+        let params: Vec<Vec<u64>> = t.parameters().into_iter().map(|(_, v)| v.to_f64().into_iter().map(f64::to_bits).collect()).collect();
+        let losses: Vec<u64> = r.losses.iter().map(|l| l.1.to_bits()).collect();
+        (losses, params, tuned)
+    };
+    let (auto_losses, auto_params, tuned) = run(false, true);
+    assert!(!tuned.is_empty(), "the AdamW update of the 131k-weight layer is measured");
+    assert!(tuned.iter().all(Option::is_some), "every measured program has chosen after 12 steps: {tuned:?}");
+    let (jit_losses, jit_params, _) = run(true, true);
+    let (eager_losses, eager_params, _) = run(false, false);
+    assert_eq!(auto_losses, jit_losses);
+    assert_eq!(auto_losses, eager_losses);
+    assert!(auto_params == jit_params && auto_params == eager_params, "parameters differ after training");
+}

@@ -130,7 +130,7 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
                             })
                             .collect();
                         let mut dsts: Vec<&mut [MaybeUninit<f32>]> = taken.iter_mut().map(|t| as_uninit(t.as_mut_slice())).collect();
-                        rows.program.chunk(&views, 0, &mut dsts, regs);
+                        rows.program.chunk(&views, 0, &mut dsts, regs, false);
                         for (w, t) in writes.iter().zip(taken) {
                             state[*w] = t;
                         }

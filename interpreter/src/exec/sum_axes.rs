@@ -73,7 +73,7 @@ impl<'v, 'a> Reader<'v, 'a> {
                         dsts.push(unsafe { std::slice::from_raw_parts_mut(out.0.add(start), len) });
                     }
                 }
-                r.program.chunk(&r.inputs, start, &mut dsts, &mut self.regs);
+                r.program.chunk(&r.inputs, start, &mut dsts, &mut self.regs, r.program.native_now());
                 &self.buf[..len]
             }
         }

@@ -727,6 +727,11 @@ impl<'s> Trainer<'s> {
     }
 
     /// Seconds spent compiling training steps so far (one per batch shape).
+    /// The run's compiled kernels (what autotuning chose, for tests and reports).
+    pub fn kernels(&self) -> &crate::exec::fused::KernelCache {
+        &self.kernels
+    }
+
     pub fn compile_seconds(&self) -> f64 {
         self.steps.values().map(|s| s.compile_s).sum()
     }

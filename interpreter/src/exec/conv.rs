@@ -238,11 +238,15 @@ fn grad_weight<T: Elem>(geo: Geom, x: &[T], dy: &[T], nb: usize) -> Vec<T> {
 /// are read and written a cache line at a time.
 fn transpose<T: Elem>(a: &[T], rows: usize, cols: usize, out: &mut [T]) {
     const TILE: usize = 16;
+    assert!(a.len() >= rows * cols && out.len() >= rows * cols);
     for r0 in (0..rows).step_by(TILE) {
         for c0 in (0..cols).step_by(TILE) {
             for r in r0..(r0 + TILE).min(rows) {
                 for c in c0..(c0 + TILE).min(cols) {
-                    out[c * rows + r] = a[r * cols + c];
+                    // SAFETY: r < rows and c < cols, so both indices are below rows * cols,
+                    // which both slices hold (asserted above). Unchecked: the bounds checks were
+                    // most of this loop's time (5% of the conv-BN step).
+                    unsafe { *out.get_unchecked_mut(c * rows + r) = *a.get_unchecked(r * cols + c) };
                 }
             }
         }

@@ -392,15 +392,10 @@ impl Program {
     /// Whether the next launch runs the native code: always under `--jit`, never without it,
     /// and while measuring, every other launch after the warm-up.
     pub(crate) fn native_now(&self) -> bool {
-        use std::sync::atomic::Ordering::Relaxed;
         match (&self.native, &self.tune) {
             (None, _) => false,
             (Some(_), None) => true,
-            (Some(_), Some(t)) => match t.choice.load(Relaxed) {
-                1 => false,
-                2 => true,
-                _ => t.runs.load(Relaxed) % 2 == 1,
-            },
+            (Some(_), Some(t)) => self.tuned_native().unwrap_or_else(|| t.runs.load(std::sync::atomic::Ordering::Relaxed) % 2 == 1),
         }
     }
 

@@ -46,21 +46,9 @@ impl Pass {
     }
 }
 
-/// A computation that is not a training step (a `print`, an `infer` block): its graph as
-/// traced, after batch-norm folding, and its kernel plans.
-/// `data` (an infer block's input) varies from call to call: with `fold`, batch norm after a
-/// product of it is folded.
-fn other(
-    g: &mut dlc_language::ir::Graph,
-    title: &str,
-    roots: &[dlc_language::ir::NodeId],
-    fold: Option<&[dlc_language::ir::NodeId]>,
-    pass: Pass,
-) {
-    let roots = match (pass, fold) {
-        (Pass::BnFold | Pass::Fusion | Pass::Memory, Some(data)) => dlc_language::passes::bn_fold::fold_all_over(g, roots, data).0,
-        _ => roots.to_vec(),
-    };
+/// A computation that is not a training step (a `print`, an `infer` block): its graph (`roots`
+/// as the caller computed them for this pass) and its kernel plans.
+fn other(g: &dlc_language::ir::Graph, title: &str, roots: &[dlc_language::ir::NodeId], pass: Pass) {
     let text = match pass {
         Pass::Trace | Pass::BnFold => print::dump(g, &roots),
         Pass::Fusion => print::plan(g, &dlc_language::passes::fusion::plan(g, &roots, true), None),
@@ -80,15 +68,19 @@ pub fn main(p: &mut Program, root: &Path, pass: Pass) -> i32 {
     let printed: Vec<Vec<dlc_language::ir::NodeId>> = p.output().printed.iter().map(|x| x.nodes.clone()).collect();
     for (i, nodes) in printed.iter().enumerate().filter(|(_, n)| !n.is_empty()) {
         // Top-level code is not evaluation: no batch norm is folded there.
-        other(&mut p.session.t.graph, &format!("print #{}", i + 1), nodes, None, pass);
+        other(&p.session.t.graph, &format!("print #{}", i + 1), nodes, pass);
     }
     for info in p.session.t.recipes.clone().iter().filter(|r| r.kind == RecipeKind::Infer) {
         let name = info.name.clone().unwrap_or_else(|| "infer".into());
         let (Some(model), Some(input @ Value::Tensor(_))) = (info.field("model").cloned(), info.field("input").cloned()) else { continue };
-        // As traced; `other` folds batch norm for the passes after it, as `infer` runs it.
-        let Value::Tensor(data) = input else { continue };
-        if let Ok(out) = dlc::train::infer::apply(&mut p.session, info, &model, input.clone()) {
-            other(&mut p.session.t.graph, &format!("infer `{name}`"), &[out], Some(&[data]), pass);
+        // As traced, and for the passes after it what `infer` runs (batch norm folded, the
+        // block's precision): the same function computes it.
+        let out = match pass {
+            Pass::Trace => dlc::train::infer::apply(&mut p.session, info, &model, input),
+            _ => dlc::train::infer::computation(&mut p.session, info).map(|c| c.out),
+        };
+        if let Ok(out) = out {
+            other(&p.session.t.graph, &format!("infer `{name}`"), &[out], pass);
         }
     }
     let recipes: Vec<_> = p.session.t.recipes.iter().filter(|r| r.kind == RecipeKind::Train).cloned().collect();

@@ -177,41 +177,33 @@ fn stack(elems: &[Element]) -> Element {
             // they are (no round trip through f64).
             let n = elems.len() * first.numel();
             let data = match &first.data {
-                Data::F32(_) => {
-                    let mut out = Vec::with_capacity(n);
-                    for e in elems {
-                        match &e[l].data {
-                            Data::F32(v) => out.extend_from_slice(v),
-                            _ => out.extend(e[l].to_f64().into_iter().map(|x| x as f32)),
-                        }
-                    }
-                    Data::F32(Arc::new(out))
-                }
-                Data::I64(_) => {
-                    let mut out = Vec::with_capacity(n);
-                    for e in elems {
-                        match &e[l].data {
-                            Data::I64(v) => out.extend_from_slice(v),
-                            _ => out.extend(e[l].to_f64().into_iter().map(|x| x as i64)),
-                        }
-                    }
-                    Data::I64(Arc::new(out))
-                }
-                Data::U8(_) => {
-                    let mut out = Vec::with_capacity(n);
-                    for e in elems {
-                        match &e[l].data {
-                            Data::U8(v) => out.extend_from_slice(v),
-                            _ => out.extend(e[l].to_f64().into_iter().map(|x| x as u8)),
-                        }
-                    }
-                    Data::U8(Arc::new(out))
-                }
+                Data::F32(_) => Data::F32(concat(elems, l, n, |d| if let Data::F32(v) = d { Some(v) } else { None }, |x| x as f32)),
+                Data::I64(_) => Data::I64(concat(elems, l, n, |d| if let Data::I64(v) = d { Some(v) } else { None }, |x| x as i64)),
+                Data::U8(_) => Data::U8(concat(elems, l, n, |d| if let Data::U8(v) = d { Some(v) } else { None }, |x| x as u8)),
                 Data::F64(_) => Data::F64(Arc::new(elems.iter().flat_map(|e| e[l].to_f64()).collect())),
             };
             Tensor { dtype: first.dtype, shape, data }
         })
         .collect()
+}
+
+/// Leaf `l` of every element, `n` values in all, concatenated in the storage `same` picks out
+/// (an element stored otherwise goes through f64 and `from_f64`).
+fn concat<T: Copy>(
+    elems: &[Element],
+    l: usize,
+    n: usize,
+    same: impl Fn(&Data) -> Option<&Arc<Vec<T>>>,
+    from_f64: impl Fn(f64) -> T,
+) -> Arc<Vec<T>> {
+    let mut out = Vec::with_capacity(n);
+    for e in elems {
+        match same(&e[l].data) {
+            Some(v) => out.extend_from_slice(v),
+            None => out.extend(e[l].to_f64().into_iter().map(&from_f64)),
+        }
+    }
+    Arc::new(out)
 }
 
 /// Apply one stage to the stream. `epoch` reseeds `shuffle`, so each epoch has its own order.
@@ -364,11 +356,6 @@ impl Batches {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Every batch, in order, as elements (only the one asked for is stacked).
-    pub fn to_vec(self) -> Vec<Element> {
-        self.into_iter().collect()
     }
 }
 

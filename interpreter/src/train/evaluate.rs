@@ -3,6 +3,7 @@
 //! `eval()`), and averaged over the data weighted by batch size.
 
 use super::metric_names::{metric_names, shown};
+use super::metrics::Metrics;
 use super::{checkpoint, err, shapes_of, Evaluation, TrainReport, Trainer};
 use crate::runtime::pipeline::{self, leaves};
 use crate::runtime::RuntimeError;
@@ -34,8 +35,6 @@ pub struct EvalGraph {
     pub passes: Vec<(&'static str, Vec<NodeId>)>,
     /// The kernels before evaluation specialisation took out what runs once.
     pub full_plan: dlc_language::passes::fusion::Plan,
-    /// The products the recipe's precision lowered (empty in f32 without `precision` blocks).
-    pub autocast: Vec<dlc_language::passes::autocast::Decision>,
 }
 
 /// When evaluation is asked for.
@@ -50,8 +49,16 @@ impl<'s> Trainer<'s> {
     /// Every `evaluate DATA every epoch { metrics }` clause: metrics averaged over the data,
     /// weighted by batch size, traced without backward and with `training()` false.
     /// `when` says which clauses are due: `every N epochs` ones at the end of an epoch,
-    /// `every N steps` ones after a step, and all of them when training stops.
-    pub(super) fn evaluate(&mut self, epoch: usize, when: When, report: &mut TrainReport) -> Result<(), RuntimeError> {
+    /// `every N steps` ones after a step, and all of them when training stops. Each evaluation
+    /// goes into `report` and, as a line, into `metrics`.
+    pub(super) fn evaluate(
+        &mut self,
+        epoch: usize,
+        when: When,
+        step: usize,
+        report: &mut TrainReport,
+        metrics: &mut Metrics,
+    ) -> Result<(), RuntimeError> {
         let due = |every: &dlc_language::syntax::ast::Every| {
             let n = every.count.as_ref().and_then(super::int_literal).unwrap_or(1);
             let by_steps = every.unit.name.starts_with("step");
@@ -70,7 +77,9 @@ impl<'s> Trainer<'s> {
             if self.opts.echo {
                 println!("epoch {epoch} evaluate {data}: {} (over {examples} examples)", shown(&names, &values));
             }
-            report.evals.push(Evaluation { epoch, data, names, values, examples });
+            let evaluation = Evaluation { epoch, data, names, values, examples };
+            metrics.write(evaluation.json(step));
+            report.evals.push(evaluation);
         }
         Ok(())
     }
@@ -142,7 +151,7 @@ impl<'s> Trainer<'s> {
         // around evaluation); after folding, so that the folded weights are rounded once.
         let before_autocast = nodes.clone();
         let precision = self.precision.unwrap_or(DType::F32);
-        let (nodes, autocast) = dlc_language::passes::autocast::lower_all(&mut self.session.t.graph, &nodes, precision);
+        let nodes = dlc_language::passes::autocast::lower_all(&mut self.session.t.graph, &nodes, precision);
         let graph = &self.session.t.graph;
         let passes = vec![("trace", traced), ("bn-fold", before_autocast), ("autocast", nodes.clone())];
         for (pass, roots) in &passes {
@@ -166,7 +175,6 @@ impl<'s> Trainer<'s> {
             folded,
             passes,
             full_plan: full,
-            autocast,
         })
     }
 

@@ -92,7 +92,7 @@ pub struct Computation {
 /// `roots` under the block's `precision` field (f32 when it has none).
 fn under_precision(session: &mut Session, info: &RecipeInfo, roots: &[dlc_language::ir::NodeId]) -> Vec<dlc_language::ir::NodeId> {
     let precision = super::precision::low_precision(info.field("precision")).unwrap_or(DType::F32);
-    dlc_language::passes::autocast::lower_all(&mut session.t.graph, roots, precision).0
+    dlc_language::passes::autocast::lower_all(&mut session.t.graph, roots, precision)
 }
 
 /// Run the block; returns the output tensor.

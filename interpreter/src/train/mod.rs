@@ -604,11 +604,7 @@ impl<'s> Trainer<'s> {
                     }
                 }
                 if !stop {
-                    let before = report.evals.len();
-                    self.evaluate(epoch + 1, When::Step(step), &mut report)?;
-                    for e in &report.evals[before..] {
-                        metrics.write(e.json(step));
-                    }
+                    self.evaluate(epoch + 1, When::Step(step), step, &mut report, &mut metrics)?;
                 }
                 let done_epochs = if step % per_epoch == 0 { epoch + 1 } else { epoch };
                 if self.opts.interrupt.as_ref().map(|f| f.load(std::sync::atomic::Ordering::SeqCst)).unwrap_or(false) {
@@ -625,11 +621,7 @@ impl<'s> Trainer<'s> {
                 }
                 if stop {
                     report.steps = step;
-                    let before = report.evals.len();
-                    self.evaluate(epoch + 1, When::Final, &mut report)?;
-                    for e in &report.evals[before..] {
-                        metrics.write(e.json(step));
-                    }
+                    self.evaluate(epoch + 1, When::Final, step, &mut report, &mut metrics)?;
                     if let Some((dir, _, _)) = &ck_clause {
                         self.save(dir, step, done_epochs)?;
                     }
@@ -650,11 +642,7 @@ impl<'s> Trainer<'s> {
             report.losses.push((step, mean));
             let secs = epoch_started.elapsed().as_secs_f64();
             metrics.write(serde_json::json!({"step": step, "epoch": epoch + 1, "mean_loss": mean, "epoch_s": secs, "data_s": data_s}));
-            let before = report.evals.len();
-            self.evaluate(epoch + 1, When::EpochEnd, &mut report)?;
-            for e in &report.evals[before..] {
-                metrics.write(e.json(step));
-            }
+            self.evaluate(epoch + 1, When::EpochEnd, step, &mut report, &mut metrics)?;
             if let Some((dir, unit, n)) = &ck_clause {
                 if (unit.starts_with("epoch") && (epoch + 1) % n == 0) || epoch + 1 == epochs {
                     self.save(dir, step, epoch + 1)?;

@@ -77,10 +77,9 @@ impl Autocast {
 
 /// Every root under the policy of `precision` (the recipe's f32, bf16 or f16), rewritten once:
 /// what an evaluation or an `infer` block computes, as a training step's forward does.
-pub fn lower_all(g: &mut Graph, roots: &[NodeId], precision: DType) -> (Vec<NodeId>, Vec<Decision>) {
+pub fn lower_all(g: &mut Graph, roots: &[NodeId], precision: DType) -> Vec<NodeId> {
     let mut ac = Autocast::new(precision);
-    let out = roots.iter().map(|r| ac.map(g, *r)).collect();
-    (out, ac.decisions)
+    roots.iter().map(|r| ac.map(g, *r)).collect()
 }
 
 /// `x` rounded to the low precision. A transpose is rounded below the transpose, so that the

@@ -103,6 +103,25 @@ enum Cmd {
         #[arg(long)]
         recipe: Option<String>,
     },
+    /// List the generated kernels of every training step, evaluation, `infer` block and printed
+    /// value in the kernel IR; write them as CUDA C or C; check them (NVRTC and ptxas for
+    /// sm_80/sm_90, or as C against the interpreter).
+    Kernels {
+        file: PathBuf,
+        /// Print every kernel's source in this dialect.
+        #[arg(long, value_enum)]
+        emit: Option<crate::kernels_cmd::Emit>,
+        /// Check the kernels: `cuda` compiles them with NVRTC and assembles them with ptxas
+        /// (fails on errors and register spills); `c` runs them as C against the interpreter.
+        #[arg(long, value_enum)]
+        check: Vec<crate::kernels_cmd::Emit>,
+        /// Where the checks write their sources, PTX and objects (default: a temporary directory).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Print the results as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Start an interactive session.
     Repl,
 }
@@ -125,6 +144,7 @@ pub fn main() -> i32 {
         Cmd::Bench { file, steps, warmup, no_fuse, no_remat, jit, json, profile, recipe } => {
             crate::bench::main(&file, crate::bench::Options { steps, warmup, fuse: !no_fuse, remat: !no_remat, jit, json, profile, recipe })
         }
+        Cmd::Kernels { file, emit, check, out, json } => crate::kernels_cmd::main(&file, emit, &check, out, json),
         Cmd::Repl => crate::repl::run(),
     }
 }

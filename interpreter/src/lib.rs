@@ -4,6 +4,7 @@
 pub mod api;
 pub mod backend;
 pub mod exec;
+pub mod kernels;
 pub mod render;
 pub mod runtime;
 pub mod train;

@@ -3,6 +3,7 @@
 mod bench;
 mod cli;
 mod explain;
+mod kernels_cmd;
 mod repl;
 
 // mimalloc keeps freed pages for reuse: a training step frees and reallocates the same tensor

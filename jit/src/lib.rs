@@ -14,7 +14,9 @@
 
 mod codegen;
 pub mod coeffs;
+pub mod kir;
 mod math;
+pub mod render;
 
 pub use codegen::{compile, Compiled};
 pub use dlc_language::ir::{BinaryOp, UnaryOp};

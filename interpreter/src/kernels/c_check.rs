@@ -1,0 +1,217 @@
+//! The emitted kernel bodies checked against the interpreter without a GPU: every kernel is
+//! rendered in the C dialect (the same bodies as the CUDA C, with the grid run as loops),
+//! compiled by the system C compiler without floating-point contraction, loaded, and run on the
+//! same inputs as the interpreter's kernel for the same plan kernel. Elementwise kernels and
+//! groups must agree bit for bit (the bodies do the interpreter's f32 operations in its order);
+//! row kernels and sums within a tolerance (their sums run in another order).
+
+use super::Generated;
+use crate::exec::Executor;
+use crate::runtime::tensor::Tensor;
+use dlc_jit::kir::{self, Ty};
+use dlc_jit::render::{self, Dialect};
+use dlc_language::ir::{Graph, NodeId};
+use dlc_language::passes::fusion::{Kernel, Plan};
+use std::path::Path;
+
+/// What one kernel's check found.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub origin: String,
+    pub name: String,
+    pub kind: &'static str,
+    pub elements: usize,
+    /// Largest differences over every output element (NaN against NaN counts as equal).
+    pub max_abs: f64,
+    pub max_rel: f64,
+    /// Elements that differ in any bit.
+    pub differing: usize,
+    pub ok: bool,
+}
+
+/// The plan kernel's inputs and outputs, in the kernel IR's parameter order.
+fn io(k: &Kernel) -> Vec<(Vec<NodeId>, Vec<NodeId>)> {
+    match k {
+        Kernel::Fused(r) => vec![(r.inputs.clone(), r.outputs.clone())],
+        Kernel::Group(rs) => rs.iter().map(|r| (r.inputs.clone(), r.outputs.clone())).collect(),
+        Kernel::Rows(rg) => vec![(rg.inputs.clone(), rg.outputs.clone())],
+        Kernel::Reduce(rk) => vec![(rk.prologue.inputs.clone(), rk.outputs())],
+        Kernel::Library(_) | Kernel::Free(_) | Kernel::View(_) => vec![],
+    }
+}
+
+/// Deterministic test values for an input of `dtype`: integers small enough to be class labels,
+/// bools as 0/1, floats in [-2, 2) (rounded to the dtype by the tensor).
+fn values(g: &Graph, n: NodeId, salt: usize) -> Tensor {
+    let node = g.node(n);
+    let shape: Vec<usize> = node.shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect();
+    let len: usize = shape.iter().product();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (salt as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let vals: Vec<f64> = (0..len)
+        .map(|_| {
+            let r = next();
+            match kir::lower_storage(node.dtype) {
+                Some(Ty::I64) => (r % 3) as f64,
+                Some(Ty::Bool) => (r % 2) as f64,
+                _ => (r >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0,
+            }
+        })
+        .collect();
+    Tensor::from_f64(node.dtype, shape, vals)
+}
+
+/// A buffer of storage `ty` holding `vals`.
+fn to_storage(ty: Ty, vals: &[f64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(vals.len() * ty.bytes());
+    for v in vals {
+        match ty {
+            Ty::F32 => out.extend((*v as f32).to_le_bytes()),
+            Ty::BF16 => out.extend((((*v as f32).to_bits() >> 16) as u16).to_le_bytes()),
+            Ty::F16 => out.extend(kir::f32_to_f16(*v as f32).to_le_bytes()),
+            Ty::I64 => out.extend((*v as i64).to_le_bytes()),
+            Ty::Bool => out.push((*v != 0.0) as u8),
+        }
+    }
+    out
+}
+
+fn from_storage(ty: Ty, bytes: &[u8]) -> Vec<f64> {
+    bytes
+        .chunks(ty.bytes())
+        .map(|b| match ty {
+            Ty::F32 => f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64,
+            Ty::BF16 => f32::from_bits((u16::from_le_bytes(b.try_into().expect("2 bytes")) as u32) << 16) as f64,
+            Ty::F16 => kir::f16_to_f32(u16::from_le_bytes(b.try_into().expect("2 bytes"))) as f64,
+            Ty::I64 => i64::from_le_bytes(b.try_into().expect("8 bytes")) as f64,
+            Ty::Bool => b[0] as f64,
+        })
+        .collect()
+}
+
+/// The shared object with every kernel, built by `cc` in `dir`.
+fn build(gens: &[Generated], dir: &Path) -> Result<std::path::PathBuf, String> {
+    let mut src = render::math::prelude(Dialect::C);
+    for g in gens {
+        let (text, _) = render::render_function(&g.kernel, &g.name, Dialect::C).map_err(|e| format!("{}: {e}", g.origin))?;
+        src += "\n";
+        src += &text;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let c = dir.join("kernels.c");
+    let so = dir.join("kernels.so");
+    std::fs::write(&c, src).map_err(|e| format!("{}: {e}", c.display()))?;
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    // No contraction into fused multiply-adds: the bodies call `fmaf` exactly where the CPU
+    // kernels fuse, and nowhere else.
+    let out = std::process::Command::new(&cc)
+        .args(["-O2", "-std=c11", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-o"])
+        .arg(&so)
+        .arg(&c)
+        .arg("-lm")
+        .output()
+        .map_err(|e| format!("running the C compiler `{cc}`: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("the C compiler rejected {}:\n{}", c.display(), String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(so)
+}
+
+/// Check every kernel against the interpreter, building in `dir`.
+pub fn check(gens: &[Generated], dir: &Path) -> Result<Vec<Checked>, String> {
+    let so = build(gens, dir)?;
+    let path = std::ffi::CString::new(so.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: loading a library we just compiled; it has no initialisers.
+    let lib = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if lib.is_null() {
+        return Err(format!("cannot load {}", so.display()));
+    }
+    let mut results = vec![];
+    for (n, g) in gens.iter().enumerate() {
+        results.push(check_one(lib, g, n)?);
+    }
+    // SAFETY: no function of the library is used after this.
+    unsafe { libc::dlclose(lib) };
+    Ok(results)
+}
+
+fn check_one(lib: *mut libc::c_void, gen: &Generated, salt: usize) -> Result<Checked, String> {
+    let g: &Graph = &gen.graph;
+    let groups = io(&gen.plan_kernel);
+    // The interpreter's result, from the plan kernel alone.
+    let mut ex = Executor::new(0);
+    let mut inputs: Vec<(NodeId, Tensor)> = vec![];
+    for (k, n) in groups.iter().flat_map(|(ins, _)| ins.iter()).enumerate() {
+        if !inputs.iter().any(|(m, _)| m == n) {
+            inputs.push((*n, values(g, *n, salt * 1000 + k)));
+        }
+    }
+    for (n, t) in &inputs {
+        ex.preset(*n, t.clone());
+    }
+    let roots: Vec<NodeId> = groups.iter().flat_map(|(_, outs)| outs.iter().copied()).collect();
+    ex.run_plan(g, &Plan { kernels: vec![gen.plan_kernel.clone()], roots: roots.clone() })
+        .map_err(|e| format!("{}: the interpreter failed: {e}", gen.origin))?;
+    let want: Vec<Vec<f64>> =
+        roots.iter().map(|o| ex.eval(g, *o).map(|t| t.to_f64())).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+    // The C kernel on the same inputs.
+    let params = gen.kernel.params();
+    let mut bufs: Vec<Vec<u8>> = vec![];
+    let mut in_order = groups.iter().flat_map(|(ins, outs)| ins.iter().map(|n| Some(*n)).chain(outs.iter().map(|_| None)));
+    for (p, is_out) in &params {
+        let node = in_order.next().flatten();
+        bufs.push(match (is_out, node) {
+            (false, Some(n)) => {
+                let t = &inputs.iter().find(|(m, _)| *m == n).expect("an input has values").1;
+                to_storage(p.ty, &t.to_f64())
+            }
+            _ => vec![0u8; p.len * p.ty.bytes()],
+        });
+    }
+    let mut ptrs: Vec<*mut libc::c_void> = bufs.iter_mut().map(|b| b.as_mut_ptr() as *mut libc::c_void).collect();
+    let sym = std::ffi::CString::new(gen.name.as_str()).map_err(|e| e.to_string())?;
+    // SAFETY: the symbol is `void NAME(void **)`, as the C dialect renders every kernel, and each
+    // pointer covers its parameter's length in its storage type.
+    unsafe {
+        let f = libc::dlsym(lib, sym.as_ptr());
+        if f.is_null() {
+            return Err(format!("{}: no symbol {}", gen.origin, gen.name));
+        }
+        let f: extern "C" fn(*mut *mut libc::c_void) = std::mem::transmute(f);
+        f(ptrs.as_mut_ptr());
+    }
+    let got: Vec<Vec<f64>> = params.iter().zip(&bufs).filter(|((_, out), _)| *out).map(|((p, _), b)| from_storage(p.ty, b)).collect();
+    let exact = matches!(gen.kernel, kir::Kernel::Elementwise(_) | kir::Kernel::Group(_));
+    let (mut max_abs, mut max_rel, mut differing, mut elements, mut ok) = (0f64, 0f64, 0usize, 0usize, true);
+    for ((w, gv), (p, _)) in want.iter().zip(&got).zip(params.iter().filter(|(_, o)| *o)) {
+        // Low precision outputs may differ by a rounding of their own.
+        let tol = match p.ty {
+            Ty::BF16 => 1.0 / 128.0,
+            Ty::F16 => 1.0 / 1024.0,
+            _ => 1e-5,
+        };
+        for (a, b) in w.iter().zip(gv) {
+            elements += 1;
+            if (a.is_nan() && b.is_nan()) || a == b {
+                continue;
+            }
+            differing += 1;
+            let abs = (a - b).abs();
+            let rel = abs / a.abs().max(1e-30);
+            max_abs = max_abs.max(abs);
+            max_rel = max_rel.max(rel);
+            if exact || !(abs <= tol || rel <= tol) {
+                ok = false;
+            }
+        }
+        if w.len() != gv.len() {
+            ok = false;
+        }
+    }
+    Ok(Checked { origin: gen.origin.clone(), name: gen.name.clone(), kind: gen.kernel.kind(), elements, max_abs, max_rel, differing, ok })
+}

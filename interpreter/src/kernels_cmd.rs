@@ -1,0 +1,143 @@
+//! `dlc kernels FILE`: the program's generated kernels in the kernel IR, their CUDA C or C, and
+//! the checks that need no GPU (see dlc::kernels).
+
+use clap::ValueEnum;
+use dlc::kernels::{c_check, collect, cuda_check, Generated};
+use dlc_jit::render::{self, Dialect};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Emit {
+    Cuda,
+    C,
+}
+
+fn dialect(e: Emit) -> Dialect {
+    match e {
+        Emit::Cuda => Dialect::Cuda,
+        Emit::C => Dialect::C,
+    }
+}
+
+pub fn main(file: &Path, emit: Option<Emit>, checks: &[Emit], out: Option<PathBuf>, as_json: bool) -> i32 {
+    let (mut p, root) = match crate::cli::load_quietly(file, "no kernels to generate") {
+        Ok(loaded) => loaded,
+        Err(status) => return status,
+    };
+    let (gens, skipped) = collect(&mut p, &root);
+    for s in &skipped {
+        eprintln!("note: not lowered to the kernel IR: {s}");
+    }
+    if let Some(e) = emit {
+        return print_sources(&gens, dialect(e));
+    }
+    let dir = out.unwrap_or_else(|| std::env::temp_dir().join(format!("dlc-kernels-{}", std::process::id())));
+    let mut report = json!({
+        "file": file.display().to_string(),
+        "kernels": gens.iter().map(|g| json!({"name": g.name, "origin": g.origin, "kind": g.kernel.kind(), "params": g.kernel.params().len()})).collect::<Vec<_>>(),
+        "not_lowered": skipped,
+    });
+    let mut failed = false;
+    if checks.contains(&Emit::C) {
+        match c_check::check(&gens, &dir.join("c")) {
+            Ok(results) => {
+                failed |= results.iter().any(|r| !r.ok);
+                report["c_check"] = json!(results
+                    .iter()
+                    .map(|r| json!({"name": r.name, "origin": r.origin, "kind": r.kind, "elements": r.elements, "differing": r.differing, "max_abs": r.max_abs, "max_rel": r.max_rel, "ok": r.ok}))
+                    .collect::<Vec<_>>());
+            }
+            Err(e) => {
+                eprintln!("error: the C check could not run: {e}");
+                return 1;
+            }
+        }
+    }
+    if checks.contains(&Emit::Cuda) {
+        match cuda_check::check(&gens, &dir.join("cuda")) {
+            Ok(results) => {
+                failed |= results.iter().any(|a| a.spill_stores + a.spill_loads > 0);
+                let version = cuda_check::nvrtc_version().map(|(a, b)| format!("{a}.{b}")).unwrap_or_default();
+                report["cuda_check"] = json!({
+                    "nvrtc": version,
+                    "kernels": results.iter().map(|a| json!({"name": a.name, "arch": a.arch, "registers": a.registers, "spill_stores": a.spill_stores, "spill_loads": a.spill_loads, "stack_bytes": a.stack_bytes})).collect::<Vec<_>>(),
+                });
+            }
+            Err(e) => {
+                eprintln!("error: the CUDA check could not run: {e}");
+                return 1;
+            }
+        }
+    }
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print_text(&gens, &report);
+    }
+    i32::from(failed)
+}
+
+fn print_sources(gens: &[Generated], d: Dialect) -> i32 {
+    print!("{}", render::math::prelude(d));
+    for g in gens {
+        match render::render_function(&g.kernel, &g.name, d) {
+            Ok((text, launch)) => {
+                let shape = if d == Dialect::Cuda {
+                    format!(", launch <<<{}, {}, {}>>>", launch.grid, launch.block, launch.shared_bytes)
+                } else {
+                    String::new()
+                };
+                println!("\n// {}: {} kernel{shape}\n{text}", g.origin, g.kernel.kind());
+            }
+            Err(e) => {
+                eprintln!("error: {}: {e}", g.origin);
+                return 1;
+            }
+        }
+    }
+    0
+}
+
+fn print_text(gens: &[Generated], report: &serde_json::Value) {
+    println!("{} generated kernels", gens.len());
+    for g in gens {
+        println!("  {:<40} {:<12} {}", g.name, g.kernel.kind(), g.origin);
+    }
+    if let Some(rs) = report["c_check"].as_array() {
+        let bad: Vec<_> = rs.iter().filter(|r| r["ok"] != json!(true)).collect();
+        let exact = rs.iter().filter(|r| r["differing"] == json!(0)).count();
+        println!("C check against the interpreter: {} of {} kernels agree ({exact} bit for bit)", rs.len() - bad.len(), rs.len());
+        for r in rs.iter().filter(|r| r["differing"] != json!(0)) {
+            println!(
+                "  {} {}: {} of {} elements differ, max abs {:.2e}, max rel {:.2e}{}",
+                r["name"].as_str().unwrap_or_default(),
+                r["kind"].as_str().unwrap_or_default(),
+                r["differing"],
+                r["elements"],
+                r["max_abs"].as_f64().unwrap_or(0.0),
+                r["max_rel"].as_f64().unwrap_or(0.0),
+                if r["ok"] == json!(true) { "" } else { "  FAILED" }
+            );
+        }
+    }
+    if let Some(c) = report.get("cuda_check") {
+        let ks = c["kernels"].as_array().cloned().unwrap_or_default();
+        let spilled: Vec<_> =
+            ks.iter().filter(|k| k["spill_stores"].as_u64().unwrap_or(0) + k["spill_loads"].as_u64().unwrap_or(0) > 0).collect();
+        let max_regs = ks.iter().filter_map(|k| k["registers"].as_u64()).max().unwrap_or(0);
+        println!(
+            "CUDA check (NVRTC {}, ptxas for {}): {} kernel builds, at most {max_regs} registers, {} with spills",
+            c["nvrtc"].as_str().unwrap_or("?"),
+            cuda_check::ARCHS.map(|a| a.1).join(" and "),
+            ks.len(),
+            spilled.len()
+        );
+        for k in spilled {
+            println!(
+                "  {} on {}: {} bytes spill stores, {} bytes spill loads  FAILED",
+                k["name"], k["arch"], k["spill_stores"], k["spill_loads"]
+            );
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! The kernel IR: every kernel a fusion plan runs, described once, independently of the device,
+//! for every back end to consume. The graph IR says *what* is computed; a kernel here says what
+//! one launch computes: which buffers it reads and writes in which storage types, how each
+//! element's index is formed (broadcasts as strides), and the straight-line body that computes
+//! each output element in f32. Renderers (render/) turn a kernel into CUDA C or into plain C that
+//! runs the same grid as loops (checked against the interpreter on the CPU); the chunk
+//! interpreter and the Cranelift emitter consume elementwise bodies.
+//!
+//! Kinds (from `dlc_language::passes::fusion::Kernel`):
+//! - [`Elementwise`]: one fused region over an output shape.
+//! - [`Kernel::Group`]: independent elementwise regions in one launch (the multi-tensor
+//!   optimiser update over every parameter).
+//! - [`Rows`]: last-axis reductions with their elementwise prologue and epilogue, one row at a
+//!   time (softmax, log-softmax, cross-entropy, layer norm, and their gradients).
+//! - [`SumAxes`]: a sum over any axes of values a prologue body computes as it sums them
+//!   (batch-norm statistics, bias gradients).
+
+mod lower;
+
+pub use lower::{f16_to_f32, f32_to_f16, lower_kernel, lower_region, lower_rows, lower_storage, round_to, storage, LowerError};
+
+use dlc_language::ir::{BinaryOp, UnaryOp};
+
+/// How a buffer is stored. Every body computes in f32; loads widen and stores narrow (bf16 and
+/// f16 round to nearest even, as `half` does on the CPU).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ty {
+    F32,
+    BF16,
+    F16,
+    I64,
+    Bool,
+}
+
+impl Ty {
+    pub fn bytes(self) -> usize {
+        match self {
+            Ty::F32 => 4,
+            Ty::BF16 | Ty::F16 => 2,
+            Ty::I64 => 8,
+            Ty::Bool => 1,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Ty::F32 => "f32",
+            Ty::BF16 => "bf16",
+            Ty::F16 => "f16",
+            Ty::I64 => "i64",
+            Ty::Bool => "bool",
+        }
+    }
+}
+
+/// How an element's index into a buffer is formed from the output element's coordinates.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Index {
+    /// The same linear index as the output element (the buffer has the output's shape).
+    Linear,
+    /// Element 0, for every output element (a scalar broadcast).
+    Splat,
+    /// The sum over output dims of coordinate × stride (0 where the buffer is broadcast).
+    Strided(Vec<usize>),
+}
+
+/// Where a load reads: a kernel parameter, or (in a row kernel) a row buffer of the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Buf {
+    Param(usize),
+    Slot(usize),
+}
+
+/// One instruction of a body; its result is register `i` (its position), an f32.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Inst {
+    Load {
+        from: Buf,
+        index: Index,
+    },
+    Const(f32),
+    Unary(UnaryOp, usize),
+    /// Comparisons give 1.0 or 0.0; `and`/`or` take 0/non-0 operands.
+    Binary(BinaryOp, usize, usize),
+    /// `c != 0 ? a : b`.
+    Where(usize, usize, usize),
+    /// `x != 0 ? 1 : 0` (a cast to bool).
+    ToBool(usize),
+    /// Round to a low precision and widen back: every op whose graph dtype is bf16 or f16
+    /// rounds its result, as the CPU interpreter does.
+    Round(Ty, usize),
+}
+
+/// A kernel parameter: a buffer read (an input) or written (an output), its storage and length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub ty: Ty,
+    pub len: usize,
+}
+
+/// One fused elementwise region: for every element of `shape`, run `body` and store the
+/// `outputs` registers into the output parameters, which follow the inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Elementwise {
+    pub shape: Vec<usize>,
+    pub inputs: Vec<Param>,
+    pub body: Vec<Inst>,
+    /// (register, storage) per output, each written at the linear index.
+    pub outputs: Vec<(usize, Ty)>,
+}
+
+impl Elementwise {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// A step of a row kernel, run for each row in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RowStep {
+    /// A body over the row's `len` elements (the row length, or 1 for a per-row value): its
+    /// loads from parameters index by the coordinates `[row coordinates.., j]` of the full
+    /// `[lead.., len]` shape; from slots, by `j` (or 0 where the index is a splat or has stride 0
+    /// along the row). Writes each listed register into a slot.
+    Map { len: usize, body: Vec<Inst>, writes: Vec<(usize, usize)> },
+    /// The sum or maximum of a row-long slot (or a parameter's row) into a one-value slot.
+    Reduce { max: bool, from: Buf, to: usize },
+}
+
+/// Last-axis reductions with their neighbours, one row at a time: `rows` rows of `len`
+/// (`lead` are the leading dims). Slots hold one row's values (`len` or 1 long); the outputs
+/// copy slots out to parameters that follow the inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rows {
+    pub lead: Vec<usize>,
+    pub len: usize,
+    pub inputs: Vec<Param>,
+    pub slots: Vec<usize>,
+    pub steps: Vec<RowStep>,
+    /// (slot, storage) per output; a slot of length `len` is written as `[lead.., len]`, of
+    /// length 1 as `[lead.., 1]`.
+    pub outputs: Vec<(usize, Ty)>,
+}
+
+impl Rows {
+    pub fn rows(&self) -> usize {
+        self.lead.iter().product()
+    }
+}
+
+/// A sum over `axes` of register `summed` of a prologue body over `shape`; output 0 is the sum
+/// (f32, `shape` with the axes kept as 1), then the prologue's other outputs, written in full.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SumAxes {
+    pub prologue: Elementwise,
+    pub summed: usize,
+    pub axes: Vec<usize>,
+}
+
+impl SumAxes {
+    /// The sum's shape: the prologue's with the summed axes as 1.
+    pub fn out_shape(&self) -> Vec<usize> {
+        self.prologue.shape.iter().enumerate().map(|(d, n)| if self.axes.contains(&d) { 1 } else { *n }).collect()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Kernel {
+    Elementwise(Elementwise),
+    Group(Vec<Elementwise>),
+    Rows(Rows),
+    Sum(SumAxes),
+}
+
+impl Kernel {
+    /// A short name for the kind ("elementwise", "group", "rows", "sum").
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Kernel::Elementwise(_) => "elementwise",
+            Kernel::Group(_) => "group",
+            Kernel::Rows(_) => "rows",
+            Kernel::Sum(_) => "sum",
+        }
+    }
+
+    /// Every body of the kernel.
+    pub fn bodies(&self) -> Vec<&[Inst]> {
+        match self {
+            Kernel::Elementwise(e) => vec![&e.body],
+            Kernel::Group(es) => es.iter().map(|e| e.body.as_slice()).collect(),
+            Kernel::Rows(r) => {
+                r.steps.iter().filter_map(|s| if let RowStep::Map { body, .. } = s { Some(body.as_slice()) } else { None }).collect()
+            }
+            Kernel::Sum(s) => vec![&s.prologue.body],
+        }
+    }
+
+    /// The parameters in launch order, each with whether the kernel writes it: inputs, then
+    /// outputs (for a group, each member's inputs then its outputs, member after member).
+    pub fn params(&self) -> Vec<(Param, bool)> {
+        let ins = |ps: &[Param]| ps.iter().map(|p| (p.clone(), false)).collect::<Vec<_>>();
+        let outs = |e: &Elementwise| e.outputs.iter().map(|(_, ty)| (Param { ty: *ty, len: e.numel() }, true)).collect::<Vec<_>>();
+        match self {
+            Kernel::Elementwise(e) => [ins(&e.inputs), outs(e)].concat(),
+            Kernel::Group(es) => es.iter().flat_map(|e| [ins(&e.inputs), outs(e)].concat()).collect(),
+            Kernel::Rows(r) => {
+                let outs = r.outputs.iter().map(|(s, ty)| (Param { ty: *ty, len: r.rows() * r.slots[*s] }, true));
+                ins(&r.inputs).into_iter().chain(outs).collect()
+            }
+            Kernel::Sum(s) => {
+                let p = &s.prologue;
+                let sum = (Param { ty: Ty::F32, len: s.out_shape().iter().product() }, true);
+                let rest = p.outputs.iter().filter(|(r, _)| *r != s.summed).map(|(_, ty)| (Param { ty: *ty, len: p.numel() }, true));
+                ins(&p.inputs).into_iter().chain(std::iter::once(sum)).chain(rest).collect()
+            }
+        }
+    }
+}

@@ -10,3 +10,6 @@ fi
 if ! cargo fmt --version >/dev/null 2>&1; then
   rustup component add rustfmt
 fi
+# NVRTC and ptxas (no GPU needed): the tests compile every generated CUDA kernel for sm_80 and
+# sm_90 with them. Into .cuda/ in the repository, from the Python package registry.
+bash "$(dirname "$0")/cuda-toolchain.sh"

@@ -61,6 +61,10 @@ enum Cmd {
         /// Compile fused kernels to native code with Cranelift; results are equal.
         #[arg(long)]
         jit: bool,
+        /// Run on this device, whatever the recipes say: `auto` (the GPU when there is one that
+        /// this build can use, else the CPU), `cpu` or `cuda`.
+        #[arg(long, value_enum)]
+        device: Option<DeviceFlag>,
     },
     /// Show what the compiler did to each recipe and printed value, and why: fusion regions,
     /// kernel counts, source lines.
@@ -127,6 +131,49 @@ enum Cmd {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum DeviceFlag {
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+impl DeviceFlag {
+    pub(crate) fn requested(self) -> dlc::device::Requested {
+        match self {
+            DeviceFlag::Auto => dlc::device::Requested::Auto,
+            DeviceFlag::Cpu => dlc::device::Requested::Cpu,
+            DeviceFlag::Cuda => dlc::device::Requested::Cuda,
+        }
+    }
+}
+
+/// `file:line:column` of a recipe's `device` field.
+fn device_field_at(p: &Program, info: &dlc_language::eval::recipe::RecipeInfo) -> Option<String> {
+    use dlc_language::syntax::ast::RecipeEntry;
+    let span = info.recipe.entries.iter().find_map(|e| match e {
+        RecipeEntry::Field(f) if f.name.name.as_str() == "device" => Some(f.span),
+        _ => None,
+    })?;
+    let name = p.sources().files.get(span.file.0 as usize).map(|f| f.name.clone())?;
+    let (line, col) = p.sources().line_col(span.file, span.start);
+    Some(format!("{name}:{line}:{col}"))
+}
+
+/// The device for a recipe (`--device` first), probing the machine at most once per process.
+pub(crate) fn device_for(
+    info: &dlc_language::eval::recipe::RecipeInfo,
+    flag: Option<DeviceFlag>,
+) -> Result<(dlc::device::Choice, bool), String> {
+    static PROBE: std::sync::OnceLock<Result<dlc_jit::cuda::Gpu, String>> = std::sync::OnceLock::new();
+    let (requested, explicit) = match flag {
+        Some(f) => (f.requested(), true),
+        None => dlc::device::requested(info),
+    };
+    let choice = dlc::device::choose(requested, || PROBE.get_or_init(dlc_jit::cuda::probe).clone())?;
+    Ok((choice, explicit))
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum Dump {
     Ast,
     Ir,
@@ -137,8 +184,8 @@ pub fn main() -> i32 {
     match cli.cmd {
         Cmd::Check { file, json, repeat: Some(n) } => time_check(&file, n.max(1), json),
         Cmd::Check { file, json, repeat: None } => check(&file, json),
-        Cmd::Run { file, dump, seed, set, resume, metrics, no_fuse, no_remat, jit } => {
-            run(&file, dump, seed, &set, RunFlags { resume, metrics, fuse: !no_fuse, remat: !no_remat, jit })
+        Cmd::Run { file, dump, seed, set, resume, metrics, no_fuse, no_remat, jit, device } => {
+            run(&file, dump, seed, &set, RunFlags { resume, metrics, fuse: !no_fuse, remat: !no_remat, jit, device })
         }
         Cmd::Explain { file, json, dump } => crate::explain::main(&file, json, dump),
         Cmd::Bench { file, steps, warmup, no_fuse, no_remat, jit, json, profile, recipe } => {
@@ -263,6 +310,7 @@ struct RunFlags {
     fuse: bool,
     remat: bool,
     jit: bool,
+    device: Option<DeviceFlag>,
 }
 
 fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], flags: RunFlags) -> i32 {
@@ -310,7 +358,7 @@ fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], fl
 /// Execute the program's recipes in order: `train` recipes train; the rest are reported as not
 /// executable yet (exit status 2), so nothing pretends to have run.
 fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(String, String)], flags: RunFlags) -> i32 {
-    let RunFlags { resume, metrics, fuse, remat, jit } = flags;
+    let RunFlags { resume, metrics, fuse, remat, jit, device } = flags;
     use dlc_language::syntax::ast::RecipeKind;
     let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
     let recipes = p.session.t.recipes.clone();
@@ -336,6 +384,17 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
             }
         }
         warn_ignored_fields(&info);
+        match device_for(&info, device) {
+            // Said when asked for, or when a GPU was found and not used.
+            Ok((choice, explicit)) if explicit || choice.gpu.is_some() => eprintln!("device: {}", choice.reason),
+            Ok(_) => {}
+            Err(e) => {
+                // Point at the recipe's `device` field when it is what asked for the GPU.
+                let at = if device.is_none() { device_field_at(&p, &info) } else { None };
+                eprintln!("error: {e}{}", at.map(|a| format!("\n  --> {a}")).unwrap_or_default());
+                return 1;
+            }
+        }
         if info.kind == RecipeKind::Evaluate {
             let mut opts = dlc::train::TrainOptions::new(root.clone(), seed);
             opts.echo = true;

@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod backend;
+pub mod device;
 pub mod exec;
 pub mod kernels;
 pub mod render;

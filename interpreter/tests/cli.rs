@@ -399,3 +399,40 @@ fn explain_dumps_the_ir_after_each_pass() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("possible values: trace, conv-bias, autocast, autodiff, fusion, memory, bn-fold, invariant"));
 }
+
+/// `--device cuda` on a machine this build cannot run a GPU on is an error naming what is
+/// missing (no GPU here: the driver library), exit 1, nothing trained; `--device auto` says in
+/// one line that it runs on the CPU and trains.
+#[test]
+fn device_cuda_without_a_usable_gpu_is_a_clear_error_and_auto_falls_back() {
+    let o = dlc(&["run", "examples/iris.dl", "--device", "cuda", "--set", "epochs=1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("error: device = cuda") && (err.contains("libcuda.so.1") || err.contains("cannot run steps on a GPU yet")),
+        "{err}"
+    );
+    assert!(!text(&o.stdout).contains("epoch 1"), "nothing trains");
+    let o = dlc(&["run", "examples/iris.dl", "--device", "auto", "--set", "epochs=1"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().filter(|l| l.starts_with("device: device = auto")).count(), 1, "{err}");
+    assert!(err.contains("running on the CPU"), "{err}");
+    assert!(text(&o.stdout).contains("epoch 1"));
+}
+
+/// `dlc kernels` lists a program's generated kernels and emits them as CUDA C.
+#[test]
+fn kernels_lists_and_emits_cuda() {
+    let o = dlc(&["kernels", "examples/mnist_mlp.dl", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let kinds: Vec<&str> = report["kernels"].as_array().expect("kernels").iter().filter_map(|k| k["kind"].as_str()).collect();
+    assert!(kinds.contains(&"elementwise") && kinds.contains(&"rows") && kinds.contains(&"group"), "{kinds:?}");
+    let o = dlc(&["kernels", "examples/gelu.dl", "--emit", "cuda"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let cu = text(&o.stdout);
+    assert!(cu.contains("extern \"C\" __global__ void __launch_bounds__(256) print1_7_elementwise(") && cu.contains("dlc_erf("), "{cu}");
+    let o = dlc(&["kernels", "examples/no_such_file.dl"]);
+    assert_eq!(o.status.code(), Some(1));
+}

@@ -14,6 +14,7 @@
 
 mod codegen;
 pub mod coeffs;
+pub mod cuda;
 pub mod kir;
 mod math;
 pub mod render;

@@ -198,6 +198,12 @@ pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
     }
     for info in recipes.into_iter().filter(|r| r.kind == RecipeKind::Train) {
         let name = info.name.clone().unwrap_or_else(|| "train".into());
+        let device = match crate::cli::device_for(&info, None) {
+            Ok((c, _)) => {
+                json!({"device": c.device, "requested": c.requested.name(), "reason": c.reason, "gpu": c.gpu.map(|g| g.to_string())})
+            }
+            Err(e) => json!({"device": null, "error": e}),
+        };
         let mut trainer = match Trainer::new(&mut p.session, info, TrainOptions::new(root.clone(), 0)) {
             Ok(t) => t,
             Err(e) => {
@@ -222,6 +228,7 @@ pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
                 item = merge(item, describe(&p, &g, &plan));
                 item["what"] = json!("train");
                 item["name"] = json!(name);
+                item["device"] = device;
                 item["batch"] = json!(shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
                 item["graph_nodes"] = json!(nodes);
                 item["compile_ms"] = json!((secs * 1e4).round() / 10.0);

@@ -30,6 +30,12 @@ pub fn print(r: &Json) {
             item["library_kernels"],
             item["compile_ms"].as_f64().map(|m| format!("; compiled in {m} ms")).unwrap_or_default()
         );
+        if let Some(d) = item.get("device") {
+            match d["device"].as_str() {
+                Some(dev) => println!("    device {dev}: {}", d["reason"].as_str().unwrap_or("")),
+                None => println!("    device: {}", d["error"].as_str().unwrap_or("")),
+            }
+        }
         for reg in item["regions"].as_array().into_iter().flatten().filter(|r| r["ops"].as_u64().unwrap_or(0) > 1) {
             let lines: Vec<&str> = reg["lines"].as_array().into_iter().flatten().filter_map(|l| l.as_str()).collect();
             println!(

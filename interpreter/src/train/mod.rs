@@ -764,8 +764,6 @@ pub fn ignored_fields(info: &RecipeInfo) -> Vec<String> {
         let ignored = match (k.as_str(), v) {
             ("precision", Value::DType(DType::F32 | DType::BF16 | DType::F16)) => false,
             ("precision", _) => true,
-            ("device", Value::Auto) => false,
-            ("device", Value::Str(s)) => &**s != "cpu",
             ("parallel", _) => true,
             _ => false,
         };

@@ -115,10 +115,11 @@ enum Cmd {
         /// Print every kernel's source in this dialect.
         #[arg(long, value_enum)]
         emit: Option<crate::kernels_cmd::Emit>,
-        /// Check the kernels: `cuda` compiles them with NVRTC and assembles them with ptxas
-        /// (fails on errors and register spills); `c` runs them as C against the interpreter.
+        /// Check the kernels: `c` runs them as C against the interpreter; `cuda` compiles them
+        /// with NVRTC and assembles them with ptxas for sm_80 and sm_90 (fails on errors and
+        /// register spills); `gpu` runs them on GPU 0 against the interpreter. Repeatable.
         #[arg(long, value_enum)]
-        check: Vec<crate::kernels_cmd::Emit>,
+        check: Vec<crate::kernels_cmd::Check>,
         /// Where the checks write their sources, PTX and objects (default: a temporary directory).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,

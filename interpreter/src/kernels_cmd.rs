@@ -13,6 +13,16 @@ pub enum Emit {
     C,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Check {
+    /// As C, compiled by the system C compiler, against the interpreter (no GPU needed).
+    C,
+    /// Through NVRTC and ptxas for sm_80 and sm_90, failing on errors and spills (no GPU needed).
+    Cuda,
+    /// Launched on GPU 0, against the interpreter.
+    Gpu,
+}
+
 fn dialect(e: Emit) -> Dialect {
     match e {
         Emit::Cuda => Dialect::Cuda,
@@ -20,7 +30,7 @@ fn dialect(e: Emit) -> Dialect {
     }
 }
 
-pub fn main(file: &Path, emit: Option<Emit>, checks: &[Emit], out: Option<PathBuf>, as_json: bool) -> i32 {
+pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathBuf>, as_json: bool) -> i32 {
     let (mut p, root) = match crate::cli::load_quietly(file, "no kernels to generate") {
         Ok(loaded) => loaded,
         Err(status) => return status,
@@ -39,7 +49,7 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Emit], out: Option<PathBu
         "not_lowered": skipped,
     });
     let mut failed = false;
-    if checks.contains(&Emit::C) {
+    if checks.contains(&Check::C) {
         match c_check::check(&gens, &dir.join("c")) {
             Ok(results) => {
                 failed |= results.iter().any(|r| !r.ok);
@@ -54,7 +64,23 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Emit], out: Option<PathBu
             }
         }
     }
-    if checks.contains(&Emit::Cuda) {
+    if checks.contains(&Check::Gpu) {
+        match dlc::kernels::gpu_check::check(&gens) {
+            Ok((results, how, gpu)) => {
+                failed |= results.iter().any(|r| !r.ok);
+                report["gpu_check"] = json!({
+                    "gpu": gpu,
+                    "module": if how == dlc_jit::cuda::launch::Compiled::Cache { "from the kernel cache" } else { "compiled by NVRTC" },
+                    "kernels": results.iter().map(|r| json!({"name": r.name, "origin": r.origin, "kind": r.kind, "elements": r.elements, "differing": r.differing, "max_abs": r.max_abs, "max_rel": r.max_rel, "ok": r.ok})).collect::<Vec<_>>(),
+                });
+            }
+            Err(e) => {
+                eprintln!("error: the GPU check could not run: {e}");
+                return 1;
+            }
+        }
+    }
+    if checks.contains(&Check::Cuda) {
         match cuda_check::check(&gens, &dir.join("cuda")) {
             Ok(results) => {
                 failed |= results.iter().any(|a| a.spill_stores + a.spill_loads > 0);
@@ -118,6 +144,29 @@ fn print_text(gens: &[Generated], report: &serde_json::Value) {
                 r["max_abs"].as_f64().unwrap_or(0.0),
                 r["max_rel"].as_f64().unwrap_or(0.0),
                 if r["ok"] == json!(true) { "" } else { "  FAILED" }
+            );
+        }
+    }
+    if let Some(g) = report.get("gpu_check") {
+        let rs = g["kernels"].as_array().cloned().unwrap_or_default();
+        let bad = rs.iter().filter(|r| r["ok"] != json!(true)).count();
+        let worst = rs.iter().filter_map(|r| r["max_rel"].as_f64()).fold(0.0, f64::max);
+        println!(
+            "GPU check on {} ({}): {} of {} kernels agree with the interpreter, largest relative difference {worst:.2e}",
+            g["gpu"].as_str().unwrap_or("?"),
+            g["module"].as_str().unwrap_or(""),
+            rs.len() - bad,
+            rs.len()
+        );
+        for r in rs.iter().filter(|r| r["ok"] != json!(true)) {
+            println!(
+                "  {} {}: {} of {} elements differ, max abs {:.2e}, max rel {:.2e}  FAILED",
+                r["name"].as_str().unwrap_or_default(),
+                r["kind"].as_str().unwrap_or_default(),
+                r["differing"],
+                r["elements"],
+                r["max_abs"].as_f64().unwrap_or(0.0),
+                r["max_rel"].as_f64().unwrap_or(0.0)
             );
         }
     }

@@ -8,7 +8,7 @@
 use super::elementwise::{as_uninit, binary_slice, fill, unary_slice, write_all, Arg};
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
-use dlc_language::ir::{Graph, NodeId, Op};
+use dlc_language::ir::{Graph, NodeId};
 use dlc_language::passes::fusion::Region;
 use dlc_language::types::DType;
 use rayon::prelude::*;
@@ -211,71 +211,100 @@ pub(crate) fn concrete(g: &Graph, n: NodeId) -> Vec<usize> {
     g.node(n).shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect()
 }
 
-/// Translate a region's nodes into instructions.
+/// A region as a program: lowered to the kernel IR (`dlc_jit::kir`, where every back end's
+/// kernels come from), then translated into the chunk interpreter's instructions.
 pub fn compile(g: &Graph, r: &Region) -> Result<Program, RuntimeError> {
-    let shape = concrete(g, r.output());
-    // Registers are instruction indices; `reg_of` maps members to theirs.
-    let mut reg_of: Vec<(NodeId, usize)> = vec![];
-    let mut instrs: Vec<Instr> = vec![];
-    let mut round: Vec<Option<DType>> = vec![];
-    let low = |d: DType| matches!(d, DType::BF16 | DType::F16).then_some(d);
-    for &m in &r.nodes {
-        let node = g.node(m);
-        let mut src = vec![];
-        for &s in &node.src {
-            let o = if let Some((_, i)) = reg_of.iter().find(|(n, _)| *n == s) {
-                Operand::Reg(*i)
-            } else if let Op::Const(bits) = g.node(s).op {
-                let v = crate::runtime::tensor::round_f32(g.node(s).dtype, f64::from_bits(bits) as f32);
-                if matches!(node.op, Op::Expand) {
-                    Operand::Imm(v)
-                } else {
-                    // A constant used directly (a 0-d region): give it a register of its own.
-                    instrs.push(Instr::Expand { src: Operand::Imm(v), strides: vec![] });
-                    round.push(None);
-                    Operand::Reg(instrs.len() - 1)
-                }
-            } else {
-                r.inputs
-                    .iter()
-                    .position(|i| *i == s)
-                    .map(Operand::Input)
-                    .ok_or_else(|| RuntimeError::Unsupported(format!("fused region: operand {s:?} is neither a member nor an input")))?
-            };
-            src.push(o);
-        }
-        reg_of.push((m, instrs.len()));
-        instrs.push(match &node.op {
-            Op::Unary(u) => Instr::Unary(*u, src[0]),
-            Op::Binary(b) => Instr::Binary(*b, src[0], src[1]),
-            Op::Where => Instr::Where(src[0], src[1], src[2]),
-            Op::Cast => Instr::Cast { to_bool: node.dtype == DType::Bool, x: src[0] },
-            Op::Expand => {
-                let from = concrete(g, node.src[0]);
-                let to = concrete(g, m);
-                let mut contiguous = vec![1usize; from.len()];
-                for d in (0..from.len().saturating_sub(1)).rev() {
-                    contiguous[d] = contiguous[d + 1] * from[d + 1];
-                }
-                let strides = (0..to.len()).map(|d| if from[d] == 1 && to[d] != 1 { 0 } else { contiguous[d] }).collect();
-                Instr::Expand { src: src[0], strides }
+    let e = dlc_jit::kir::lower_region(g, r).map_err(|e| RuntimeError::Unsupported(e.to_string()))?;
+    let dtypes = r.outputs.iter().map(|o| g.node(*o).dtype).collect::<Vec<_>>();
+    Ok(Program::from_kir(&e, &dtypes))
+}
+
+impl Program {
+    /// The chunk interpreter's form of an elementwise kernel: loads at the output's index become
+    /// operands that read the input's chunk, other loads broadcast loads, constants scalars, and
+    /// a `Round` after an op the rounding of that op's result (`dtypes` are the outputs' graph
+    /// dtypes).
+    fn from_kir(e: &dlc_jit::kir::Elementwise, dtypes: &[DType]) -> Program {
+        use dlc_jit::kir::{Buf, Index, Inst, Ty};
+        let rank = e.shape.len();
+        let mut instrs: Vec<Instr> = vec![];
+        let mut round: Vec<Option<DType>> = vec![];
+        // The operand each kernel register reads as.
+        let mut operand: Vec<Operand> = vec![];
+        let push = |instrs: &mut Vec<Instr>, round: &mut Vec<Option<DType>>, i: Instr| -> Operand {
+            instrs.push(i);
+            round.push(None);
+            Operand::Reg(instrs.len() - 1)
+        };
+        // How many instructions and outputs read each register.
+        let mut readers = vec![0usize; e.body.len()];
+        for inst in &e.body {
+            match inst {
+                Inst::Unary(_, x) | Inst::ToBool(x) | Inst::Round(_, x) => readers[*x] += 1,
+                Inst::Binary(_, a, b) => [*a, *b].iter().for_each(|r| readers[*r] += 1),
+                Inst::Where(c, a, b) => [*c, *a, *b].iter().for_each(|r| readers[*r] += 1),
+                Inst::Load { .. } | Inst::Const(_) => {}
             }
-            other => return Err(RuntimeError::Unsupported(format!("{other:?} cannot run in a fused region"))),
-        });
-        round.push(match node.op {
-            Op::Unary(_) | Op::Binary(_) | Op::Cast => low(node.dtype),
-            _ => None,
-        });
+        }
+        for (reg, _) in &e.outputs {
+            readers[*reg] += 1;
+        }
+        for inst in &e.body {
+            let o = match inst {
+                Inst::Load { from: Buf::Param(k), index: Index::Linear } => Operand::Input(*k),
+                Inst::Load { from: Buf::Param(k), index: Index::Splat } => {
+                    push(&mut instrs, &mut round, Instr::Expand { src: Operand::Input(*k), strides: vec![0; rank] })
+                }
+                Inst::Load { from: Buf::Param(k), index: Index::Strided(s) } => {
+                    push(&mut instrs, &mut round, Instr::Expand { src: Operand::Input(*k), strides: s.clone() })
+                }
+                Inst::Load { from: Buf::Slot(_), .. } => unreachable!("an elementwise kernel reads no row buffers"),
+                Inst::Const(v) => push(&mut instrs, &mut round, Instr::Expand { src: Operand::Imm(*v), strides: vec![] }),
+                Inst::Unary(op, x) => push(&mut instrs, &mut round, Instr::Unary(*op, operand[*x])),
+                Inst::Binary(op, a, b) => push(&mut instrs, &mut round, Instr::Binary(*op, operand[*a], operand[*b])),
+                Inst::Where(c, a, b) => push(&mut instrs, &mut round, Instr::Where(operand[*c], operand[*a], operand[*b])),
+                Inst::ToBool(x) => push(&mut instrs, &mut round, Instr::Cast { to_bool: true, x: operand[*x] }),
+                Inst::Round(ty, x) => {
+                    let d = match ty {
+                        Ty::BF16 => DType::BF16,
+                        Ty::F16 => DType::F16,
+                        _ => unreachable!("only bf16 and f16 round"),
+                    };
+                    // When nothing else reads the value (a bf16 op's own result, or an f32
+                    // value only cast down): the op that computes it rounds its result. When
+                    // something does (a value that is also an output, or read unrounded): a
+                    // rounded copy.
+                    let own = readers[*x] == 1 && matches!(e.body[*x], Inst::Unary(..) | Inst::Binary(..));
+                    match (own, operand[*x]) {
+                        (true, Operand::Reg(j)) => {
+                            round[j] = Some(d);
+                            Operand::Reg(j)
+                        }
+                        (_, src) => {
+                            let o = push(&mut instrs, &mut round, Instr::Cast { to_bool: false, x: src });
+                            let Operand::Reg(j) = o else { unreachable!() };
+                            round[j] = Some(d);
+                            o
+                        }
+                    }
+                }
+            };
+            operand.push(o);
+        }
+        // Outputs are registers: an output that is an input read as is gets a copy.
+        let mut outputs = vec![];
+        for ((reg, _), dtype) in e.outputs.iter().zip(dtypes) {
+            let j = match operand[*reg] {
+                Operand::Reg(j) => j,
+                src => {
+                    let Operand::Reg(j) = push(&mut instrs, &mut round, Instr::Cast { to_bool: false, x: src }) else { unreachable!() };
+                    j
+                }
+            };
+            outputs.push((j, *dtype));
+        }
+        Program::assemble(instrs, e.shape.clone(), outputs, round, e.inputs.len())
     }
-    let outputs: Vec<(usize, DType)> = r
-        .outputs
-        .iter()
-        .map(|o| {
-            let reg = reg_of.iter().find(|(n, _)| n == o).map(|(_, i)| *i).expect("an output is a member");
-            (reg, g.node(*o).dtype)
-        })
-        .collect();
-    Ok(Program::assemble(instrs, shape, outputs, round, r.inputs.len()))
 }
 
 impl Program {

@@ -140,10 +140,18 @@ pub fn check(gens: &[Generated], dir: &Path) -> Result<Vec<Checked>, String> {
     Ok(results)
 }
 
-fn check_one(lib: *mut libc::c_void, gen: &Generated, salt: usize) -> Result<Checked, String> {
+/// A kernel's parameters filled with test inputs (outputs zeroed), in `Kernel::params` order,
+/// and what the interpreter computes for each output from those inputs.
+pub struct Reference {
+    pub params: Vec<Vec<u8>>,
+    pub want: Vec<Vec<f64>>,
+}
+
+/// The interpreter's results for `gen`'s plan kernel alone, on deterministic inputs (`salt`
+/// varies them between kernels).
+pub fn reference(gen: &Generated, salt: usize) -> Result<Reference, String> {
     let g: &Graph = &gen.graph;
     let groups = io(&gen.plan_kernel);
-    // The interpreter's result, from the plan kernel alone.
     let mut ex = Executor::new(0);
     let mut inputs: Vec<(NodeId, Tensor)> = vec![];
     for (k, n) in groups.iter().flat_map(|(ins, _)| ins.iter()).enumerate() {
@@ -159,13 +167,11 @@ fn check_one(lib: *mut libc::c_void, gen: &Generated, salt: usize) -> Result<Che
         .map_err(|e| format!("{}: the interpreter failed: {e}", gen.origin))?;
     let want: Vec<Vec<f64>> =
         roots.iter().map(|o| ex.eval(g, *o).map(|t| t.to_f64())).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
-    // The C kernel on the same inputs.
-    let params = gen.kernel.params();
-    let mut bufs: Vec<Vec<u8>> = vec![];
+    let mut params = vec![];
     let mut in_order = groups.iter().flat_map(|(ins, outs)| ins.iter().map(|n| Some(*n)).chain(outs.iter().map(|_| None)));
-    for (p, is_out) in &params {
+    for (p, is_out) in gen.kernel.params() {
         let node = in_order.next().flatten();
-        bufs.push(match (is_out, node) {
+        params.push(match (is_out, node) {
             (false, Some(n)) => {
                 let t = &inputs.iter().find(|(m, _)| *m == n).expect("an input has values").1;
                 to_storage(p.ty, &t.to_f64())
@@ -173,28 +179,19 @@ fn check_one(lib: *mut libc::c_void, gen: &Generated, salt: usize) -> Result<Che
             _ => vec![0u8; p.len * p.ty.bytes()],
         });
     }
-    let mut ptrs: Vec<*mut libc::c_void> = bufs.iter_mut().map(|b| b.as_mut_ptr() as *mut libc::c_void).collect();
-    let sym = std::ffi::CString::new(gen.name.as_str()).map_err(|e| e.to_string())?;
-    // SAFETY: the symbol is `void NAME(void **)`, as the C dialect renders every kernel, and each
-    // pointer covers its parameter's length in its storage type.
-    unsafe {
-        let f = libc::dlsym(lib, sym.as_ptr());
-        if f.is_null() {
-            return Err(format!("{}: no symbol {}", gen.origin, gen.name));
-        }
-        let f: extern "C" fn(*mut *mut libc::c_void) = std::mem::transmute(f);
-        f(ptrs.as_mut_ptr());
-    }
-    let got: Vec<Vec<f64>> = params.iter().zip(&bufs).filter(|((_, out), _)| *out).map(|((p, _), b)| from_storage(p.ty, b)).collect();
-    let exact = matches!(gen.kernel, kir::Kernel::Elementwise(_) | kir::Kernel::Group(_));
-    let (mut max_abs, mut max_rel, mut differing, mut elements, mut ok) = (0f64, 0f64, 0usize, 0usize, true);
-    for ((w, gv), (p, _)) in want.iter().zip(&got).zip(params.iter().filter(|(_, o)| *o)) {
-        // Low precision outputs may differ by a rounding of their own.
-        let tol = match p.ty {
-            Ty::BF16 => 1.0 / 128.0,
-            Ty::F16 => 1.0 / 1024.0,
-            _ => 1e-5,
-        };
+    Ok(Reference { params, want })
+}
+
+/// How far the outputs a back end computed (`params` after the launch) are from `want`: within
+/// `tolerance(ty)` (relative or absolute), and with `exact`, bit for bit.
+pub fn compare(gen: &Generated, want: &[Vec<f64>], params: &[Vec<u8>], exact: bool, tolerance: fn(Ty) -> f64) -> Checked {
+    let kparams = gen.kernel.params();
+    let got: Vec<(Ty, Vec<f64>)> =
+        kparams.iter().zip(params).filter(|((_, out), _)| *out).map(|((p, _), b)| (p.ty, from_storage(p.ty, b))).collect();
+    let (mut max_abs, mut max_rel, mut differing, mut elements, mut ok) = (0f64, 0f64, 0usize, 0usize, want.len() == got.len());
+    for (w, (ty, gv)) in want.iter().zip(&got) {
+        let tol = tolerance(*ty);
+        ok &= w.len() == gv.len();
         for (a, b) in w.iter().zip(gv) {
             elements += 1;
             if (a.is_nan() && b.is_nan()) || a == b {
@@ -209,9 +206,35 @@ fn check_one(lib: *mut libc::c_void, gen: &Generated, salt: usize) -> Result<Che
                 ok = false;
             }
         }
-        if w.len() != gv.len() {
-            ok = false;
-        }
     }
-    Ok(Checked { origin: gen.origin.clone(), name: gen.name.clone(), kind: gen.kernel.kind(), elements, max_abs, max_rel, differing, ok })
+    Checked { origin: gen.origin.clone(), name: gen.name.clone(), kind: gen.kernel.kind(), elements, max_abs, max_rel, differing, ok }
+}
+
+/// The C check's tolerance for kernels with sums (their order differs): f32 to 1e-5; a low
+/// precision output may round the other way once.
+fn c_tolerance(ty: Ty) -> f64 {
+    match ty {
+        Ty::BF16 => 1.0 / 128.0,
+        Ty::F16 => 1.0 / 1024.0,
+        _ => 1e-5,
+    }
+}
+
+fn check_one(lib: *mut libc::c_void, gen: &Generated, salt: usize) -> Result<Checked, String> {
+    let Reference { mut params, want } = reference(gen, salt)?;
+    let mut ptrs: Vec<*mut libc::c_void> = params.iter_mut().map(|b| b.as_mut_ptr() as *mut libc::c_void).collect();
+    let sym = std::ffi::CString::new(gen.name.as_str()).map_err(|e| e.to_string())?;
+    // SAFETY: the symbol is `void NAME(void **)`, as the C dialect renders every kernel, and each
+    // pointer covers its parameter's length in its storage type.
+    unsafe {
+        let f = libc::dlsym(lib, sym.as_ptr());
+        if f.is_null() {
+            return Err(format!("{}: no symbol {}", gen.origin, gen.name));
+        }
+        let f: extern "C" fn(*mut *mut libc::c_void) = std::mem::transmute(f);
+        f(ptrs.as_mut_ptr());
+    }
+    // Elementwise bodies do the interpreter's operations in its order: equal bits.
+    let exact = matches!(gen.kernel, kir::Kernel::Elementwise(_) | kir::Kernel::Group(_));
+    Ok(compare(gen, &want, &params, exact, c_tolerance))
 }

@@ -53,3 +53,6 @@ pub fn probe() -> Result<Gpu, String> {
     unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) };
     Ok(Gpu { name, capability, memory_bytes, driver })
 }
+
+pub mod launch;
+pub mod ptx_cache;

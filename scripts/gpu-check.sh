@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs the GPU checks on a machine with an NVIDIA GPU and writes their results to OUT_DIR
+# (default gpu-results/): every generated kernel of every example and bench program launched on
+# GPU 0 and compared with the interpreter (`dlc kernels FILE --check gpu`), and the GPU's
+# identity. The GPU machines have no Rust toolchain: build here with
+#   cargo build --release -p dlc && strip -o dlc-gpu target/release/dlc
+# and carry the binary; this script uses $DLC (default ./dlc-gpu, else target/release/dlc).
+# Without a GPU every check reports itself as skipped, not passed, and the script exits 2.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT_DIR:-gpu-results}
+mkdir -p "$out"
+dlc=${DLC:-}
+if [ -z "$dlc" ]; then
+  if [ -x ./dlc-gpu ]; then dlc=./dlc-gpu; else dlc=target/release/dlc; fi
+fi
+# NVRTC: the CUDA toolkit's, a Python package's (PyTorch brings one), or .cuda/'s.
+libs=()
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib .cuda/python/nvidia/cuda_nvrtc/lib; do
+  [ -d "$d" ] && libs+=("$d")
+done
+for py in python3 python; do
+  if command -v "$py" >/dev/null; then
+    while IFS= read -r d; do [ -n "$d" ] && libs+=("$d"); done < <("$py" - <<'PY' 2>/dev/null
+import glob, os, site
+for s in site.getsitepackages():
+    for d in glob.glob(os.path.join(s, "nvidia", "cu*", "lib")) + glob.glob(os.path.join(s, "nvidia", "cuda_nvrtc", "lib")):
+        print(d)
+PY
+)
+    break
+  fi
+done
+export LD_LIBRARY_PATH="$(IFS=:; echo "${libs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export DLC_CACHE_DIR="$out/cache"
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi: no GPU"
+  echo "dlc: $("$dlc" --version)"
+  echo "LD_LIBRARY_PATH: $LD_LIBRARY_PATH"
+} > "$out/machine.txt"
+cat "$out/machine.txt"
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "SKIPPED: no NVIDIA GPU here; nothing was checked" | tee "$out/summary.txt"
+  exit 2
+fi
+status=0
+: > "$out/summary.txt"
+for f in examples/*.dl bench/*.dl; do
+  name=$(basename "$f" .dl)
+  # Twice: the second run must load every module from the kernel cache.
+  for run in 1 2; do
+    "$dlc" kernels "$f" --check gpu --json > "$out/$name.$run.json" 2> "$out/$name.$run.err"
+    rc=$?
+    [ $rc -ne 0 ] && status=1
+  done
+  python3 - "$out/$name.2.json" "$f" "$rc" >> "$out/summary.txt" <<'PY' || echo "$f: no report (exit $rc): $(tail -3 "$out/$name.2.err")" >> "$out/summary.txt"
+import json, sys
+r = json.load(open(sys.argv[1]))
+g = r["gpu_check"]
+ks = g["kernels"]
+bad = [k["name"] for k in ks if not k["ok"]]
+worst = max([k["max_rel"] for k in ks] or [0])
+print(f'{sys.argv[2]}: {len(ks) - len(bad)}/{len(ks)} kernels agree, max rel {worst:.2e}, module {g["module"]}{"; FAILED: " + ", ".join(bad) if bad else ""}')
+PY
+done
+cat "$out/summary.txt"
+exit $status

@@ -157,6 +157,7 @@ fn bench_train(
     opts.fuse = fuse;
     opts.remat = remat;
     opts.jit = jit;
+    opts.tuning_file = true;
     let prof: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, (usize, f64)>>> = Default::default();
     if profile {
         opts.profile = Some(prof.clone());
@@ -207,7 +208,72 @@ fn bench_train(
         "eager_kernels": plan.eager_count(),
         "page_faults_per_step": faults_per_step,
         "planned_peak_mib": crate::explain::memory_report(&dlc_language::passes::memory::plan_memory(trainer.graph(), &plan))["peak_mib"],
+        "tuning": tuning_report(trainer.kernels()),
     }))
+}
+
+/// Autotuning in a run: the regions measured (native code against the interpreter), what won,
+/// and how many choices came from the tuning file instead.
+fn tuning_report(k: &dlc::exec::fused::KernelCache) -> serde_json::Value {
+    let tuned = k.tuned();
+    let store = k.store.as_ref();
+    json!({
+        "regions": tuned.len(),
+        "native": tuned.iter().filter(|c| **c == Some(true)).count(),
+        "interpreter": tuned.iter().filter(|c| **c == Some(false)).count(),
+        "undecided": tuned.iter().filter(|c| c.is_none()).count(),
+        "from_file": store.map(|s| s.hits.load(std::sync::atomic::Ordering::Relaxed)).unwrap_or(0),
+        "measured_now": store.map(|s| s.measured()).unwrap_or(0),
+        "file": store.map(|s| s.path.display().to_string()),
+        "file_unreadable": store.and_then(|s| s.unreadable.clone()),
+    })
+}
+
+/// `dlc tune FILE`: run enough steps of each `train` recipe for autotuning to measure every
+/// region it measures, and save the choices to the tuning file, so that later runs start with
+/// them (no measuring, no native code compiled for regions where the interpreter won).
+pub fn tune(file: &Path) -> i32 {
+    let (mut p, root) = match crate::cli::load_quietly(file, "nothing to tune") {
+        Ok(loaded) => loaded,
+        Err(status) => return status,
+    };
+    let recipes: Vec<_> = p.session.t.recipes.iter().filter(|r| r.kind == RecipeKind::Train).cloned().collect();
+    if recipes.is_empty() {
+        eprintln!("error: `{}` has no `train` recipe to tune", file.display());
+        return 1;
+    }
+    for mut info in recipes {
+        let name = info.name.clone().unwrap_or_else(|| "train".into());
+        // Warm-up and trials of every measured region, and one step to spare.
+        let steps = dlc::exec::fused::TUNE_LAUNCHES + 1;
+        if let Err(e) = apply_overrides(&mut info, &[("steps".into(), steps.to_string())]) {
+            eprintln!("error: {e}");
+            return 1;
+        }
+        let mut opts = TrainOptions::new(root.clone(), 0);
+        opts.tuning_file = true;
+        let result = Trainer::new(&mut p.session, info, opts).and_then(|mut t| t.run().map(|_| tuning_report(t.kernels())));
+        match result {
+            Ok(r) => println!(
+                "tune: train `{name}`: {} regions of {}+ elements: {} native, {} interpreter ({} measured now, {} from the tuning file){}",
+                r["regions"],
+                dlc::exec::fused::AUTOTUNE_MIN,
+                r["native"],
+                r["interpreter"],
+                r["measured_now"],
+                r["from_file"],
+                r["file"]
+                    .as_str()
+                    .map(|f| format!("; saved in {f}"))
+                    .unwrap_or_else(|| "; no tuning file (DLC_TUNE_CACHE=0 or no home directory)".into())
+            ),
+            Err(e) => {
+                eprintln!("error: tuning `{name}` failed: {e}");
+                return 1;
+            }
+        }
+    }
+    0
 }
 
 fn bench_infer(

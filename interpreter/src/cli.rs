@@ -127,6 +127,10 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Measure autotuning's choices for every `train` recipe ahead of time (native code
+    /// against the interpreter for large fused regions) and save them in the tuning file that
+    /// later runs read.
+    Tune { file: PathBuf },
     /// Start an interactive session.
     Repl,
 }
@@ -193,6 +197,7 @@ pub fn main() -> i32 {
             crate::bench::main(&file, crate::bench::Options { steps, warmup, fuse: !no_fuse, remat: !no_remat, jit, json, profile, recipe })
         }
         Cmd::Kernels { file, emit, check, out, json } => crate::kernels_cmd::main(&file, emit, &check, out, json),
+        Cmd::Tune { file } => crate::bench::tune(&file),
         Cmd::Repl => crate::repl::run(),
     }
 }
@@ -444,6 +449,7 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
         opts.fuse = fuse;
         opts.remat = remat;
         opts.jit = jit;
+        opts.tuning_file = true;
         opts.metrics = metrics.clone();
         opts.interrupt = Some(stop.clone());
         opts.progress = std::io::stderr().is_terminal();

@@ -9,6 +9,8 @@ fn dlc(args: &[&str]) -> Output {
         .args(args)
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .env("NO_COLOR", "1")
+        // Autotuning's choices go to a file of the tests', not the user's cache.
+        .env("DLC_CACHE_DIR", std::env::temp_dir().join(format!("dlc-cli-tests-{}", std::process::id())))
         .output()
         .expect("run dlc")
 }
@@ -435,4 +437,35 @@ fn kernels_lists_and_emits_cuda() {
     assert!(cu.contains("extern \"C\" __global__ void __launch_bounds__(256) print1_7_elementwise(") && cu.contains("dlc_erf("), "{cu}");
     let o = dlc(&["kernels", "examples/no_such_file.dl"]);
     assert_eq!(o.status.code(), Some(1));
+}
+
+/// `dlc tune` measures autotuning's choices and saves them; the next run takes them from the
+/// file instead of measuring; a corrupt file is never used, and the next save replaces it.
+#[test]
+fn tune_saves_choices_that_later_runs_read_and_survives_a_corrupt_file() {
+    let cache = std::env::temp_dir().join(format!("dlc-tune-cli-{}", std::process::id()));
+    let tune = || {
+        Command::new(env!("CARGO_BIN_EXE_dlc"))
+            .args(["tune", "bench/mlp_step_128.dl"])
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .env("DLC_CACHE_DIR", &cache)
+            .output()
+            .expect("run dlc")
+    };
+    let o = tune();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let first = text(&o.stdout);
+    assert!(first.contains("0 from the tuning file") && !first.contains("(0 measured now"), "{first}");
+    let file = cache.join("tune.json");
+    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("saved")).expect("JSON");
+    assert!(saved["machines"].as_object().expect("machines").values().all(|m| !m.as_object().expect("entries").is_empty()));
+    let o = tune();
+    let second = text(&o.stdout);
+    assert!(second.contains("(0 measured now") && !second.contains(" 0 from the tuning file"), "{second}");
+    std::fs::write(&file, "{\"format\": 1, \"machines\": {").expect("writable");
+    let o = tune();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("0 from the tuning file"), "{}", text(&o.stdout));
+    assert!(serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&file).expect("saved")).is_ok(), "replaced by a whole file");
+    let _ = std::fs::remove_dir_all(&cache);
 }

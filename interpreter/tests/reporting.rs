@@ -7,7 +7,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn dlc_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dlc")).args(args).current_dir(dir).env("NO_COLOR", "1").output().expect("run dlc")
+    Command::new(env!("CARGO_BIN_EXE_dlc"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("DLC_CACHE_DIR", std::env::temp_dir().join("dlc-reporting-tests"))
+        .output()
+        .expect("run dlc")
 }
 
 fn text(b: &[u8]) -> String {

@@ -67,6 +67,9 @@ pub struct Program {
     /// When the native code was compiled to be measured against the interpreter (not forced by
     /// `--jit`): the trials so far and the choice (see `Tune`).
     tune: Option<Tune>,
+    /// The key of its choice in the tuning file (a hash of the native kernel's text, and the
+    /// element count), for regions that are measured.
+    tune_key: Option<String>,
     /// Per instruction: the one value it has at every element, when it is a constant or a
     /// broadcast scalar input. Readers take that value directly; nothing fills a buffer with it.
     scalar: Vec<Option<Scalar>>,
@@ -90,10 +93,24 @@ struct Tune {
     native_ns: std::sync::atomic::AtomicU64,
     /// 0 while measuring, 1 interpreter, 2 native.
     choice: std::sync::atomic::AtomicU8,
+    /// The choice came from the tuning file (nothing was measured).
+    stored: bool,
+}
+
+impl Tune {
+    /// A choice made by an earlier run.
+    fn decided(native: bool) -> Tune {
+        let t = Tune { stored: true, ..Tune::default() };
+        t.choice.store(if native { 2 } else { 1 }, std::sync::atomic::Ordering::Relaxed);
+        t
+    }
 }
 
 const WARMUP: u32 = 2;
 const TRIALS: u32 = 6;
+
+/// Launches before a measured region's choice is made.
+pub const TUNE_LAUNCHES: usize = (WARMUP + TRIALS) as usize;
 
 /// Regions with at least this many elements are measured both ways (smaller ones stay
 /// interpreted: a Cranelift compile costs 5-15 ms, more than they would ever save).
@@ -132,6 +149,9 @@ pub struct KernelCache {
     pub autotune: bool,
     /// Seconds spent in Cranelift so far.
     pub jit_seconds: Mutex<f64>,
+    /// Choices measured by earlier runs on this machine and build, and where this run's go
+    /// (with autotuning on; `DLC_TUNE_CACHE=0` leaves the file alone).
+    pub store: Option<Arc<super::tune_store::TuneStore>>,
 }
 
 impl KernelCache {
@@ -143,7 +163,40 @@ impl KernelCache {
             jit,
             autotune: !jit && std::env::var("DLC_AUTOTUNE").map(|v| v != "0").unwrap_or(true),
             jit_seconds: Mutex::new(0.0),
+            store: None,
         }
+    }
+
+    /// The cache with autotuning's choices read from, and saved to, the tuning file.
+    pub fn with_tuning_file(mut self) -> KernelCache {
+        static MACHINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let wanted = self.autotune && std::env::var("DLC_TUNE_CACHE").map(|v| v != "0").unwrap_or(true);
+        if let (true, Some(path)) = (wanted, super::tune_store::default_path()) {
+            let machine = MACHINE.get_or_init(super::tune_store::machine_key).clone();
+            self.store = Some(Arc::new(super::tune_store::TuneStore::open(path, machine)));
+        }
+        self
+    }
+
+    /// Add the choices this run measured to the tuning file; how many were added.
+    pub fn save_tuning(&self) -> Result<usize, String> {
+        let Some(store) = &self.store else { return Ok(0) };
+        use std::sync::atomic::Ordering::Relaxed;
+        for p in self.programs.lock().expect("kernel cache").values() {
+            let (Some(key), Some(t)) = (&p.tune_key, &p.tune) else { continue };
+            let choice = t.choice.load(Relaxed);
+            if choice != 0 && !t.stored {
+                store.put(
+                    key.clone(),
+                    super::tune_store::Choice {
+                        native: choice == 2,
+                        interp_ns: t.interp_ns.load(Relaxed),
+                        native_ns: t.native_ns.load(Relaxed),
+                    },
+                );
+            }
+        }
+        store.save()
     }
 
     /// The row form of a region in a row kernel, made on first use (interpreted: a row program
@@ -161,8 +214,8 @@ impl KernelCache {
 
     /// The program of a region, compiled on first use.
     pub fn program(&self, g: &Graph, r: &Region) -> Result<Arc<Program>, RuntimeError> {
-        let key: RegionKey = (r.nodes.clone(), r.inputs.clone(), r.outputs.clone());
-        if let Some(p) = self.programs.lock().expect("kernel cache").get(&key) {
+        let region: RegionKey = (r.nodes.clone(), r.inputs.clone(), r.outputs.clone());
+        if let Some(p) = self.programs.lock().expect("kernel cache").get(&region) {
             return Ok(p.clone());
         }
         let mut p = compile(g, r)?;
@@ -172,6 +225,20 @@ impl KernelCache {
             let k = p.jit_kernel();
             if dlc_jit::supports(&k) {
                 let key = format!("{k:?}");
+                // A choice an earlier run measured: taken as is, and a loser never compiled.
+                let tune_key = format!("{:016x}:{}", dlc_jit::cuda::ptx_cache::fnv1a(key.as_bytes()), p.numel());
+                let stored = if measured { self.store.as_ref().and_then(|s| s.get(&tune_key)) } else { None };
+                if measured {
+                    p.tune_key = Some(tune_key);
+                }
+                if let Some(c) = stored {
+                    p.tune = Some(Tune::decided(c.native));
+                    if !c.native {
+                        let p = Arc::new(p);
+                        self.programs.lock().expect("kernel cache").insert(region, p.clone());
+                        return Ok(p);
+                    }
+                }
                 let mut native = self.native.lock().expect("kernel cache");
                 let entry = native.entry(key).or_insert_with(|| {
                     let c = dlc_jit::compile(&k).ok().map(Arc::new);
@@ -181,13 +248,13 @@ impl KernelCache {
                     c
                 });
                 p.native = entry.clone();
-                if measured && p.native.is_some() {
+                if measured && p.native.is_some() && p.tune.is_none() {
                     p.tune = Some(Tune::default());
                 }
             }
         }
         let p = Arc::new(p);
-        self.programs.lock().expect("kernel cache").insert(key, p.clone());
+        self.programs.lock().expect("kernel cache").insert(region, p.clone());
         Ok(p)
     }
 }
@@ -335,7 +402,7 @@ impl Program {
         for (k, (reg, _)) in outputs.iter().enumerate() {
             output_of[*reg].get_or_insert(k);
         }
-        Program { instrs, shape, outputs, round, direct, native: None, tune: None, scalar, output_of }
+        Program { instrs, shape, outputs, round, direct, native: None, tune: None, tune_key: None, scalar, output_of }
     }
 
     /// This program run one row at a time (exec/rows.rs, through `KernelCache::row_program`): the same instructions over the last

@@ -83,6 +83,9 @@ pub struct TrainOptions {
     pub jit: bool,
     /// Time every kernel of every step, by kind (see `Executor::profile`).
     pub profile: Option<std::sync::Arc<std::sync::Mutex<HashMap<String, (usize, f64)>>>>,
+    /// Read autotuning's earlier choices from the tuning file and add this run's to it at the
+    /// end (`exec::tune_store`; the command line turns it on, embedders and tests leave it off).
+    pub tuning_file: bool,
 }
 
 /// A Rust data source for training: called once per epoch with the epoch number (from 0), it
@@ -107,6 +110,7 @@ impl TrainOptions {
             remat: true,
             jit: false,
             profile: None,
+            tuning_file: false,
         }
     }
 }
@@ -243,8 +247,12 @@ impl<'s> Trainer<'s> {
             eval_batches: vec![],
             grad_sums,
             steps: HashMap::new(),
+            kernels: std::sync::Arc::new(if opts.tuning_file {
+                crate::exec::fused::KernelCache::new(opts_jit).with_tuning_file()
+            } else {
+                crate::exec::fused::KernelCache::new(opts_jit)
+            }),
             opts,
-            kernels: std::sync::Arc::new(crate::exec::fused::KernelCache::new(opts_jit)),
         })
     }
 
@@ -650,6 +658,12 @@ impl<'s> Trainer<'s> {
             }
         }
         report.steps = step;
+        if self.opts.tuning_file {
+            // Losing the choices costs a measurement next run, nothing more: say so, go on.
+            if let Err(e) = self.kernels.save_tuning() {
+                eprintln!("warning: autotuning's choices were not saved: {e}");
+            }
+        }
         Ok(report)
     }
 

@@ -1,0 +1,180 @@
+//! Autotuning choices kept between runs. The first run of a fused region of `AUTOTUNE_MIN`
+//! elements or more times its native code against the chunk interpreter (`fused::Tune`); the
+//! winner is stored here, keyed by the machine and the build, and later runs (or `dlc tune FILE`
+//! ahead of time) take it without measuring again, and without compiling native code that
+//! lost. PyTorch's `cudnn.benchmark` forgets its choices at exit.
+//!
+//! The file (`tune.json` in the cache directory: `$DLC_CACHE_DIR`, else `$XDG_CACHE_HOME/dlc`,
+//! else `~/.cache/dlc`) maps a machine key to kernel keys. The machine key names the CPU model,
+//! its vector extensions, the thread count and this build (its executable's size and time), so
+//! another machine's, another thread count's or an older build's choice is never used. A file
+//! that does not parse is ignored (and replaced on the next save); saves re-read the file, merge,
+//! and replace it atomically (written aside, then renamed).
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// One measured choice.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Choice {
+    pub native: bool,
+    pub interp_ns: u64,
+    pub native_ns: u64,
+}
+
+pub struct TuneStore {
+    pub path: PathBuf,
+    pub machine: String,
+    /// This machine's entries, as read plus as measured in this run.
+    entries: Mutex<BTreeMap<String, Choice>>,
+    /// Entries measured in this run (what a save adds).
+    fresh: Mutex<BTreeMap<String, Choice>>,
+    /// Kernels whose choice came from the file.
+    pub hits: std::sync::atomic::AtomicUsize,
+    /// Why the file was not read, when it was there and could not be.
+    pub unreadable: Option<String>,
+}
+
+/// The default file, if there is a home or cache directory.
+pub fn default_path() -> Option<PathBuf> {
+    dlc_jit::cuda::ptx_cache::default_dir().and_then(|d| d.parent().map(|p| p.join("tune.json")))
+}
+
+/// The CPU model, its vector extensions, the thread count and this build.
+pub fn machine_key() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string()))
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    #[allow(unused_mut)]
+    let mut features: Vec<&str> = vec![];
+    #[cfg(target_arch = "x86_64")]
+    for (name, on) in [
+        ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
+        ("avx2", std::arch::is_x86_feature_detected!("avx2")),
+        ("fma", std::arch::is_x86_feature_detected!("fma")),
+    ] {
+        if on {
+            features.push(name);
+        }
+    }
+    let build = std::env::current_exe()
+        .and_then(std::fs::metadata)
+        .map(|m| {
+            format!(
+                "{}@{}",
+                m.len(),
+                m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs()).unwrap_or(0)
+            )
+        })
+        .unwrap_or_default();
+    format!("{model} [{}] threads={} build={build}", features.join(","), rayon::current_num_threads())
+}
+
+fn read(path: &Path) -> Result<Value, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str::<Value>(&text).map_err(|e| format!("{}: {e}", path.display())).and_then(|v| {
+            if v["format"] == json!(1) && v["machines"].is_object() {
+                Ok(v)
+            } else {
+                Err(format!("{}: not a dlc tuning file", path.display()))
+            }
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(json!({"format": 1, "machines": {}})),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+fn parse_entry(v: &Value) -> Option<Choice> {
+    Some(Choice { native: v["native"].as_bool()?, interp_ns: v["interp_ns"].as_u64()?, native_ns: v["native_ns"].as_u64()? })
+}
+
+impl TuneStore {
+    /// The store at `path` for this machine (`machine_key`).
+    pub fn open(path: PathBuf, machine: String) -> TuneStore {
+        let (doc, unreadable) = match read(&path) {
+            Ok(v) => (v, None),
+            Err(e) => (json!({}), Some(e)),
+        };
+        let entries = doc["machines"][&machine]
+            .as_object()
+            .map(|m| m.iter().filter_map(|(k, v)| parse_entry(v).map(|c| (k.clone(), c))).collect())
+            .unwrap_or_default();
+        TuneStore { path, machine, entries: Mutex::new(entries), fresh: Default::default(), hits: Default::default(), unreadable }
+    }
+
+    /// The stored choice for a kernel key.
+    pub fn get(&self, key: &str) -> Option<Choice> {
+        let c = self.entries.lock().expect("tune store").get(key).copied();
+        if c.is_some() {
+            self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        c
+    }
+
+    /// Record a choice measured in this run.
+    pub fn put(&self, key: String, c: Choice) {
+        self.entries.lock().expect("tune store").insert(key.clone(), c);
+        self.fresh.lock().expect("tune store").insert(key, c);
+    }
+
+    /// How many choices this run measured.
+    pub fn measured(&self) -> usize {
+        self.fresh.lock().expect("tune store").len()
+    }
+
+    /// Merge this run's choices into the file, atomically. Nothing to add writes nothing.
+    pub fn save(&self) -> Result<usize, String> {
+        let fresh = self.fresh.lock().expect("tune store").clone();
+        if fresh.is_empty() {
+            return Ok(0);
+        }
+        // Another run may have saved since this one read: merge into what is there now (a
+        // file that does not parse is replaced).
+        let mut doc = read(&self.path).unwrap_or_else(|_| json!({"format": 1, "machines": {}}));
+        let machine = doc["machines"].as_object_mut().expect("checked by read").entry(self.machine.clone()).or_insert_with(|| json!({}));
+        if !machine.is_object() {
+            *machine = json!({});
+        }
+        for (k, c) in &fresh {
+            machine[k] = json!({"native": c.native, "interp_ns": c.interp_ns, "native_ns": c.native_ns});
+        }
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let tmp = dir.join(format!(".tune.json.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_string_pretty(&doc).unwrap_or_default()).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
+        Ok(fresh.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choices_persist_per_machine_and_a_corrupt_file_is_ignored_then_replaced() {
+        let dir = std::env::temp_dir().join(format!("dlc-tune-store-{}", std::process::id()));
+        let path = dir.join("tune.json");
+        let a = TuneStore::open(path.clone(), "cpu A".into());
+        assert!(a.unreadable.is_none() && a.get("k1").is_none());
+        a.put("k1".into(), Choice { native: true, interp_ns: 9, native_ns: 5 });
+        assert_eq!(a.save(), Ok(1));
+        let again = TuneStore::open(path.clone(), "cpu A".into());
+        assert_eq!(again.get("k1"), Some(Choice { native: true, interp_ns: 9, native_ns: 5 }));
+        assert_eq!(again.hits.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // Another machine (or build, or thread count) never sees it.
+        assert!(TuneStore::open(path.clone(), "cpu B".into()).get("k1").is_none());
+        // A torn file is not used, and the next save replaces it.
+        std::fs::write(&path, "{\"format\": 1, \"machines\": {\"cpu A\": {\"k1\": ").expect("writable");
+        let torn = TuneStore::open(path.clone(), "cpu A".into());
+        assert!(torn.unreadable.is_some() && torn.get("k1").is_none());
+        torn.put("k2".into(), Choice { native: false, interp_ns: 3, native_ns: 4 });
+        assert_eq!(torn.save(), Ok(1));
+        let fixed = TuneStore::open(path, "cpu A".into());
+        assert!(fixed.unreadable.is_none() && fixed.get("k2").is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

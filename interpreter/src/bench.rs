@@ -296,7 +296,7 @@ fn bench_infer(
     }
     .map_err(|e| e.to_string())?;
     let t = &p.session.t;
-    let plan = dlc_language::passes::fusion::plan(&t.graph, &[out], fuse);
+    let plan = dlc_language::passes::pipeline::plan(&t.graph, &[out], fuse).map_err(|e| format!("{e:?}"))?.plan;
     let compile_s = compile_started.elapsed().as_secs_f64();
     // The input is computed once; each timed run computes the model's output from it.
     let mut ex = Executor::new(0);

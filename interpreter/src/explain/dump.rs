@@ -51,11 +51,10 @@ impl Pass {
 fn other(g: &dlc_language::ir::Graph, title: &str, roots: &[dlc_language::ir::NodeId], pass: Pass) {
     let text = match pass {
         Pass::Trace | Pass::BnFold => print::dump(g, &roots),
-        Pass::Fusion => print::plan(g, &dlc_language::passes::fusion::plan(g, &roots, true), None),
-        Pass::Memory => {
-            let plan = dlc_language::passes::fusion::plan(g, &roots, true);
-            print::plan(g, &plan, Some(&dlc_language::passes::memory::plan_memory(g, &plan)))
-        }
+        Pass::Fusion | Pass::Memory => match dlc_language::passes::pipeline::plan(g, roots, true) {
+            Ok(p) => print::plan(g, &p.plan, (pass == Pass::Memory).then_some(&p.memory)),
+            Err(e) => format!("internal compiler error: {e:?}\n"),
+        },
         _ => "(a training-step pass: nothing to show here)\n".into(),
     };
     println!("# {title}, after `{}`", pass.name());

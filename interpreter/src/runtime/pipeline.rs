@@ -217,8 +217,8 @@ pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> R
             // The function's graph compiled once, as a step is: its elementwise chain (cast,
             // scale, normalise) one fused kernel that reads the element's bytes and writes its
             // floats once, broadcast constants recomputed where they are read.
-            let plan = dlc_language::passes::fusion::plan(graph, &outs, true);
-            let memory = dlc_language::passes::memory::plan_memory(graph, &plan);
+            let dlc_language::passes::pipeline::Planned { plan, memory, .. } =
+                dlc_language::passes::pipeline::plan(graph, &outs, true).map_err(|e| RuntimeError::Unsupported(format!("{e:?}")))?;
             let kernels = Arc::new(crate::exec::fused::KernelCache::new(false));
             // Elements are independent: map them on all cores (rayon keeps the order, so the
             // result does not depend on the number of threads).

@@ -9,7 +9,7 @@ use crate::runtime::pipeline::{self, leaves};
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::{Ctx, Pipeline};
 use dlc_language::eval::Value;
-use dlc_language::ir::{verify, NodeId};
+use dlc_language::ir::NodeId;
 use dlc_language::syntax::ast::{Expr, RecipeEntry};
 use dlc_language::types::DType;
 use std::collections::HashMap;
@@ -140,29 +140,16 @@ impl<'s> Trainer<'s> {
         let (v, ids) = self.trace(body, shapes, false)?;
         let mut nodes = vec![];
         leaves(&v, &mut nodes);
+        use dlc_language::passes::pipeline;
         // Batch norm folded into the convolution or linear layer before it (not under
-        // --no-fuse: the eager interpreter computes the program as written).
-        let traced = nodes.clone();
-        let mut folded = vec![];
-        if self.opts.fuse {
-            (nodes, folded) = dlc_language::passes::bn_fold::fold_all(&mut self.session.t.graph, &nodes);
-        }
-        // The recipe's precision, as the training step's forward computes (torch.autocast
-        // around evaluation); after folding, so that the folded weights are rounded once.
-        let before_autocast = nodes.clone();
+        // --no-fuse: the eager interpreter computes the program as written), then the recipe's
+        // precision, as the training step's forward computes (torch.autocast around evaluation).
         let precision = self.precision.unwrap_or(DType::F32);
-        let nodes = dlc_language::passes::autocast::lower_all(&mut self.session.t.graph, &nodes, precision);
+        let forward = pipeline::inference_forward(&mut self.session.t.graph, &nodes, &[], self.opts.fuse, precision)?;
+        let (nodes, folded, passes) = (forward.roots, forward.folds, forward.stages);
         let graph = &self.session.t.graph;
-        let passes = vec![("trace", traced), ("bn-fold", before_autocast), ("autocast", nodes.clone())];
-        for (pass, roots) in &passes {
-            verify::graph(graph, roots, pass)?;
-        }
-        let full = dlc_language::passes::fusion::plan(graph, &nodes, self.opts.fuse);
-        verify::plan(graph, &full, &[], "fusion")?;
-        let (frontier, plan) = dlc_language::passes::invariant::specialise(graph, &full);
-        verify::plan(graph, &plan, &frontier, "invariant")?;
-        let memory = dlc_language::passes::memory::plan_memory(graph, &plan);
-        verify::memory(graph, &plan, &memory)?;
+        let pipeline::Planned { plan, memory, frontier, full } = pipeline::compile_eval(graph, &nodes, self.opts.fuse)?;
+        let full = full.expect("an evaluation keeps its whole plan");
         let mut ex = self.executor();
         let values = ex.eval_many(graph, &frontier)?;
         Ok(EvalGraph {

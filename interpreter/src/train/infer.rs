@@ -79,8 +79,9 @@ pub fn computation(session: &mut Session, info: &RecipeInfo) -> Result<Computati
         Value::Tensor(n) => vec![n],
         _ => vec![],
     };
-    let (folded, folds) = dlc_language::passes::bn_fold::fold_all_over(&mut session.t.graph, &[out], &data);
-    Ok(Computation { out: under_precision(session, info, &folded)[0], folds })
+    let precision = super::precision::low_precision(info.field("precision")).unwrap_or(DType::F32);
+    let forward = dlc_language::passes::pipeline::inference_forward(&mut session.t.graph, &[out], &data, true, precision)?;
+    Ok(Computation { out: forward.roots[0], folds: forward.folds })
 }
 
 /// An `infer` block's output node, and the batch norms folded on the way.

@@ -11,7 +11,6 @@ use dlc_language::eval::model::{collect_params, substitute};
 use dlc_language::eval::tracer::Tracer;
 use dlc_language::eval::value::Ctx;
 use dlc_language::eval::Value;
-use dlc_language::ir::verify;
 use dlc_language::ir::{NodeId, Op};
 use dlc_language::passes::autocast::Autocast;
 use dlc_language::passes::autodiff;
@@ -247,13 +246,8 @@ impl<'s> Trainer<'s> {
         let g = &self.session.t.graph;
         let stage = |i: usize| self.lowered.iter().map(|l| l[i]).collect::<Vec<_>>();
         step.passes = vec![("trace", stage(0)), ("conv-bias", stage(1)), ("autocast", stage(2)), ("autodiff", step.roots())];
-        for (pass, roots) in &step.passes {
-            verify::graph(g, roots, pass)?;
-        }
-        step.plan = dlc_language::passes::fusion::plan(g, &step.roots(), self.opts.fuse);
-        verify::plan(g, &step.plan, &[], "fusion")?;
-        step.memory = dlc_language::passes::memory::plan_memory(g, &step.plan);
-        verify::memory(g, &step.plan, &step.memory)?;
+        let planned = dlc_language::passes::pipeline::compile_step(g, &step.passes, &step.roots(), self.opts.fuse)?;
+        (step.plan, step.memory) = (planned.plan, planned.memory);
         step.compile_s = started.elapsed().as_secs_f64();
         Ok(step)
     }

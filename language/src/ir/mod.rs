@@ -3,6 +3,7 @@
 
 pub mod graph;
 pub mod op;
+pub mod plan;
 pub mod print;
 pub mod verify;
 

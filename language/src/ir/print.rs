@@ -23,8 +23,8 @@ pub fn dump(g: &Graph, roots: &[NodeId]) -> String {
 /// Text dump of a kernel plan (`dlc explain --dump=fusion|invariant|memory`): one line a kernel
 /// that does work, with the nodes it computes, what it reads and what it writes; with a memory
 /// plan, also the values released after it and the planned peak.
-pub fn plan(g: &Graph, plan: &crate::passes::fusion::Plan, memory: Option<&crate::passes::memory::MemoryPlan>) -> String {
-    use crate::passes::fusion::Kernel;
+pub fn plan(g: &Graph, plan: &crate::ir::plan::Plan, memory: Option<&crate::ir::plan::MemoryPlan>) -> String {
+    use crate::ir::plan::Kernel;
     let ids = |v: &[NodeId]| v.iter().map(|n| format!("%{}", n.0)).collect::<Vec<_>>().join(" ");
     let ops = |v: &[NodeId]| v.iter().map(|n| format!("%{} = {}", n.0, g.node(*n).op.name())).collect::<Vec<_>>().join("; ");
     // Each kernel that does work, with what it and the free kernels after it release.

@@ -13,8 +13,7 @@
 
 use super::graph::{Graph, NodeId};
 use super::op::{BinaryOp, Op, ReduceOp, UnaryOp};
-use crate::passes::fusion::Plan;
-use crate::passes::memory::MemoryPlan;
+use crate::ir::plan::{MemoryPlan, Plan};
 use crate::types::{rules, DType, Dim};
 use std::collections::HashSet;
 

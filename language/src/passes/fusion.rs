@@ -13,113 +13,11 @@
 //! Only f32 values and bools are fused today (the dtypes the CPU kernels compute in); f16/bf16
 //! storage rounding and integer arithmetic run as library kernels.
 
-use super::prologue::ReduceKernel;
-use super::rows::RowGroup;
 use crate::ir::{BinaryOp, Graph, NodeId, Op, UnaryOp};
 use crate::types::DType;
 use std::collections::{HashMap, HashSet};
 
-/// A fused elementwise kernel.
-#[derive(Clone, Debug)]
-pub struct Region {
-    /// Members in dependency order; the last is an output.
-    pub nodes: Vec<NodeId>,
-    /// Values read from outside the region (materialised before it runs), in first-use order.
-    pub inputs: Vec<NodeId>,
-    /// Members whose values are needed after the region (the last member, and roots computed
-    /// on the way, like an optimiser's new moments next to the new parameter), in member order.
-    pub outputs: Vec<NodeId>,
-}
-
-impl Region {
-    /// The last member: where the region sits in the order.
-    pub fn output(&self) -> NodeId {
-        *self.nodes.last().expect("a region has at least one node")
-    }
-}
-
-#[derive(Clone, Debug)]
-pub enum Kernel {
-    Fused(Region),
-    /// One op run by its own kernel (a library call or a copy).
-    Library(NodeId),
-    /// No work: bound inputs, parameters, constants, literals, views.
-    Free(NodeId),
-    /// A transpose that only matrix products read: they read its source with swapped strides,
-    /// so it is never materialised.
-    View(NodeId),
-    /// Independent fused regions run as one launch (e.g. the optimiser's update of every
-    /// parameter: the guide's multi-tensor "foreach"/fused optimiser).
-    Group(Vec<Region>),
-    /// Last-axis reductions with their elementwise neighbours, run row by row as one kernel
-    /// (softmax, log_softmax, layer norm; see rows.rs).
-    Rows(RowGroup),
-    /// A sum over any axes of values its prologue region computes as it sums them (batch-norm
-    /// statistics, bias gradients; see prologue.rs).
-    Reduce(ReduceKernel),
-}
-
-impl Kernel {
-    /// The values the kernel reads from before it (a matrix product's transposed operand is
-    /// the transpose node, not its source).
-    pub fn reads(&self, g: &Graph) -> Vec<NodeId> {
-        match self {
-            Kernel::Fused(r) => r.inputs.clone(),
-            Kernel::Group(rs) => rs.iter().flat_map(|r| r.inputs.clone()).collect(),
-            Kernel::Rows(rg) => rg.inputs.clone(),
-            Kernel::Reduce(rk) => rk.prologue.inputs.clone(),
-            // A recompute view reads its first source; the second only orders it.
-            Kernel::Free(n) if matches!(g.node(*n).op, Op::Recompute) => vec![g.node(*n).src[0]],
-            Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).src.clone(),
-        }
-    }
-
-    /// The values the kernel computes (a prologue reduction's summed input is not one of them).
-    pub fn writes(&self) -> Vec<NodeId> {
-        match self {
-            Kernel::Fused(r) => r.outputs.clone(),
-            Kernel::Group(rs) => rs.iter().flat_map(|r| r.outputs.clone()).collect(),
-            Kernel::Rows(rg) => rg.outputs.clone(),
-            Kernel::Reduce(rk) => rk.outputs(),
-            Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => vec![*n],
-        }
-    }
-}
-
-/// The kernels of a computation, in an order that respects dependencies.
-#[derive(Clone, Debug, Default)]
-pub struct Plan {
-    pub kernels: Vec<Kernel>,
-    pub roots: Vec<NodeId>,
-}
-
-impl Plan {
-    /// Kernels that do work (fused regions and library kernels).
-    pub fn kernel_count(&self) -> usize {
-        self.kernels.iter().filter(|k| !matches!(k, Kernel::Free(_) | Kernel::View(_))).count()
-    }
-    /// What an eager interpreter launches: one kernel per node that does work (a broadcast
-    /// recomputed in several regions counts once).
-    pub fn eager_count(&self) -> usize {
-        let fused: HashSet<NodeId> = self.regions().flat_map(|r| r.nodes.iter().copied()).collect();
-        let reductions: usize = self.kernels.iter().map(|k| if let Kernel::Rows(g) = k { g.reductions().count() } else { 0 }).sum();
-        fused.len()
-            + reductions
-            + self.kernels.iter().filter(|k| matches!(k, Kernel::Library(_) | Kernel::View(_) | Kernel::Reduce(_))).count()
-    }
-    /// Every fused region, grouped or not.
-    pub fn regions(&self) -> impl Iterator<Item = &Region> {
-        self.kernels.iter().flat_map(|k| -> Box<dyn Iterator<Item = &Region> + '_> {
-            match k {
-                Kernel::Fused(r) => Box::new(std::iter::once(r)),
-                Kernel::Group(rs) => Box::new(rs.iter()),
-                Kernel::Rows(g) => Box::new(g.regions()),
-                Kernel::Reduce(rk) => Box::new(std::iter::once(&rk.prologue)),
-                _ => Box::new(std::iter::empty()),
-            }
-        })
-    }
-}
+pub use crate::ir::plan::{Kernel, Plan, Region};
 
 /// Nodes that cost nothing to "run".
 pub fn is_free(op: &Op) -> bool {

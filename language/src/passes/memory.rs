@@ -11,7 +11,6 @@ use super::fusion::{Kernel, Plan};
 
 use crate::ir::{Graph, NodeId, Op};
 use crate::types::DType;
-use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
 /// Bytes a value of this dtype takes per element in the runtime (bf16/f16 are stored as f32,
@@ -29,32 +28,7 @@ fn bytes(g: &Graph, n: NodeId) -> usize {
     numel.max(1) as usize * element_bytes(node.dtype)
 }
 
-/// Where the memory of a computation goes, in bytes.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct MemoryPlan {
-    /// Parameters and buffers the computation reads (held by the trainer between steps).
-    pub parameters: usize,
-    /// Bound inputs: the batch, optimiser state, gradient sums, scalars.
-    pub inputs: usize,
-    /// The most that kernel outputs take at once (activations, gradients, new parameters and
-    /// states), with each value dropped after its last reader.
-    pub peak_intermediates: usize,
-    /// What the same kernels would hold if nothing were dropped before the end.
-    pub without_reuse: usize,
-    /// Per kernel (the plan's order): the values whose last reader it is.
-    #[serde(skip)]
-    pub release: Vec<Vec<NodeId>>,
-    /// The values that own memory and are live while the peak is reached (written by then and
-    /// not yet released).
-    #[serde(skip)]
-    pub live_at_peak: HashSet<NodeId>,
-}
-
-impl MemoryPlan {
-    pub fn peak(&self) -> usize {
-        self.parameters + self.inputs + self.peak_intermediates
-    }
-}
+pub use crate::ir::plan::MemoryPlan;
 
 /// A value and, when it is a view, what it shows, down to the value that owns the storage:
 /// reading any of them keeps all of them alive.

@@ -8,6 +8,7 @@ pub mod conv_bias;
 pub mod fusion;
 pub mod invariant;
 pub mod memory;
+pub mod pipeline;
 pub mod prologue;
 pub mod remat;
 pub mod rewrite;

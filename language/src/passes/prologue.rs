@@ -5,26 +5,12 @@
 //! pass instead of three. Last-axis reductions with neighbours on both sides are row kernels
 //! (rows.rs), which run first; this pass takes the sums they leave.
 
-use super::fusion::{Kernel, Region};
+use super::fusion::Kernel;
 use crate::ir::{Graph, NodeId, Op, ReduceOp};
 use crate::types::DType;
 use std::collections::HashMap;
 
-/// A sum (`node`, an f32 `Reduce(Sum, axes)`) of the values its `prologue` region computes
-/// (`input`, one of the region's outputs). The region's other outputs are written in full.
-#[derive(Clone, Debug)]
-pub struct ReduceKernel {
-    pub prologue: Region,
-    pub input: NodeId,
-    pub node: NodeId,
-}
-
-impl ReduceKernel {
-    /// What the kernel writes: the sum, then the region's outputs other than the summed input.
-    pub fn outputs(&self) -> Vec<NodeId> {
-        std::iter::once(self.node).chain(self.prologue.outputs.iter().copied().filter(|o| *o != self.input)).collect()
-    }
-}
+pub use crate::ir::plan::ReduceKernel;
 
 /// The f32 sum node a kernel is, if it is one.
 fn f32_sum(g: &Graph, k: &Kernel) -> Option<NodeId> {

@@ -10,59 +10,12 @@
 //! run in parallel, and every op computes exactly what it computes alone (a reduction sums its
 //! row in the order the eager kernel does): fused and eager results stay equal bit for bit.
 
-use super::fusion::{Kernel, Region};
+use super::fusion::Kernel;
 use crate::ir::{Graph, NodeId, Op, ReduceOp};
 use crate::types::DType;
 use std::collections::{HashMap, HashSet};
 
-/// One step of a row group, in order.
-#[derive(Clone, Debug)]
-pub enum RowItem {
-    /// A fused elementwise region over rows (`[lead.., L]`) or per-row values (`[lead.., 1]`).
-    Region(Region),
-    /// A sum or max over the last axis: `[lead.., L]` to `[lead.., 1]`.
-    Reduce(NodeId),
-}
-
-#[derive(Clone, Debug)]
-pub struct RowGroup {
-    pub items: Vec<RowItem>,
-    /// The leading dims (all but the last) and the row length.
-    pub lead: Vec<usize>,
-    pub len: usize,
-    /// Values read from outside the group, in first-use order.
-    pub inputs: Vec<NodeId>,
-    /// Values computed in the group and needed after it (written out at full size); the rest
-    /// live only in row buffers.
-    pub outputs: Vec<NodeId>,
-    /// `stop_grad` (detach) nodes of a group value that members read: the member reads the
-    /// value itself.
-    pub aliases: HashMap<NodeId, NodeId>,
-}
-
-impl RowGroup {
-    pub fn rows(&self) -> usize {
-        self.lead.iter().product()
-    }
-    /// The elementwise regions of the group.
-    pub fn regions(&self) -> impl Iterator<Item = &Region> {
-        self.items.iter().filter_map(|i| if let RowItem::Region(r) = i { Some(r) } else { None })
-    }
-    /// The reductions of the group.
-    pub fn reductions(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.items.iter().filter_map(|i| if let RowItem::Reduce(n) = i { Some(*n) } else { None })
-    }
-    /// Every node computed by the group.
-    pub fn members(&self) -> Vec<NodeId> {
-        self.items
-            .iter()
-            .flat_map(|i| match i {
-                RowItem::Region(r) => r.nodes.clone(),
-                RowItem::Reduce(n) => vec![*n],
-            })
-            .collect()
-    }
-}
+pub use crate::ir::plan::{RowGroup, RowItem};
 
 fn known(g: &Graph, n: NodeId) -> Option<Vec<usize>> {
     g.node(n).shape.iter().map(|d| d.as_known().map(|v| v as usize)).collect()

@@ -166,7 +166,13 @@ pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
     let printed: Vec<Vec<NodeId>> = p.output().printed.iter().map(|x| x.nodes.clone()).collect();
     for (i, nodes) in printed.iter().enumerate().filter(|(_, n)| !n.is_empty()) {
         let g = p.session.graph();
-        let plan = dlc_language::passes::fusion::plan(g, nodes, true);
+        let plan = match dlc_language::passes::pipeline::plan(g, nodes, true) {
+            Ok(p) => p.plan,
+            Err(e) => {
+                items.push(json!({"what": "print", "at": format!("print #{}", i + 1), "error": format!("internal compiler error: {e:?}")}));
+                continue;
+            }
+        };
         let mut item = describe(&p, g, &plan);
         item["what"] = json!("print");
         item["at"] = json!(format!("print #{}", i + 1));
@@ -186,7 +192,13 @@ pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
         };
         let g = p.session.graph();
         let data: std::collections::HashSet<NodeId> = g.topo(&[input]).into_iter().collect();
-        let mut plan = dlc_language::passes::fusion::plan(g, &[out], true);
+        let mut plan = match dlc_language::passes::pipeline::plan(g, &[out], true) {
+            Ok(p) => p.plan,
+            Err(e) => {
+                items.push(json!({"what": "infer", "name": name, "error": format!("internal compiler error: {e:?}")}));
+                continue;
+            }
+        };
         plan.kernels.retain(|k| match k {
             Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => !data.contains(n),
             _ => true,

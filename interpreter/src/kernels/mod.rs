@@ -60,7 +60,13 @@ pub fn collect(p: &mut Program, root: &Path) -> (Vec<Generated>, Vec<String>) {
     if printed.iter().any(|n| !n.is_empty()) {
         let g = Arc::new(p.session.graph().clone());
         for (i, nodes) in printed.iter().enumerate().filter(|(_, n)| !n.is_empty()) {
-            let plan = dlc_language::passes::fusion::plan(&g, nodes, true);
+            let plan = match dlc_language::passes::pipeline::plan(&g, nodes, true) {
+                Ok(p) => p.plan,
+                Err(e) => {
+                    skipped.push(format!("print #{}: internal compiler error: {e:?}", i + 1));
+                    continue;
+                }
+            };
             of_plan(&format!("print #{}", i + 1), &format!("print{}", i + 1), &g, &plan, &mut out, &mut skipped);
         }
     }
@@ -71,7 +77,13 @@ pub fn collect(p: &mut Program, root: &Path) -> (Vec<Generated>, Vec<String>) {
         match crate::train::infer::computation(&mut p.session, info) {
             Ok(c) => {
                 let g = Arc::new(p.session.graph().clone());
-                let plan = dlc_language::passes::fusion::plan(&g, &[c.out], true);
+                let plan = match dlc_language::passes::pipeline::plan(&g, &[c.out], true) {
+                    Ok(p) => p.plan,
+                    Err(e) => {
+                        skipped.push(format!("infer \"{name}\": internal compiler error: {e:?}"));
+                        continue;
+                    }
+                };
                 of_plan(&format!("infer \"{name}\""), &format!("infer_{}", ident(&name)), &g, &plan, &mut out, &mut skipped);
             }
             Err(e) => skipped.push(format!("infer \"{name}\": {e}")),

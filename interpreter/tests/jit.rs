@@ -66,3 +66,34 @@ fn autotuned_kernels_train_bit_for_bit_as_the_interpreter() {
     assert_eq!(auto_losses, eager_losses);
     assert!(auto_params == jit_params && auto_params == eager_params, "parameters differ after training");
 }
+
+/// Row kernels (softmax, log-softmax, layer norm and their neighbours) with their regions as
+/// native code, one row per call, give the interpreter's bits: rows shorter and longer than the
+/// 4-lane loop, a single row, and enough rows to split across threads.
+#[test]
+fn row_kernels_compiled_equal_the_interpreter_bit_for_bit() {
+    for (rows, len) in [(1usize, 3usize), (5, 7), (50, 65), (1100, 64)] {
+        let src = format!(
+            "let x = randn(f32[{rows}, {len}], seed: 3) * 3.0\n\
+             let w = randn(f32[{len}], seed: 4)\n\
+             let b = randn(f32[{len}], seed: 5)\n\
+             print(softmax(x) * 2.0 + 1.0)\n\
+             print(log_softmax(x * 0.5))\n\
+             print(layer_norm(x, w, b))\n\
+             print(exp(x - logsumexp(x, keepdim: true)) * x)\n"
+        );
+        let fused = printed(&src, ExecMode::FusedJit);
+        let eager = printed(&src, ExecMode::Eager);
+        assert_eq!(fused.len(), eager.len());
+        for (i, (f, e)) in fused.iter().zip(&eager).enumerate() {
+            if let Some(j) = f.iter().zip(e).position(|(a, b)| a != b) {
+                panic!(
+                    "{rows}x{len}, print #{}: element {j} is {} compiled, {} interpreted",
+                    i + 1,
+                    f64::from_bits(f[j]),
+                    f64::from_bits(e[j])
+                );
+            }
+        }
+    }
+}

@@ -86,7 +86,7 @@ pub struct Program {
 /// the interpreter's 1.10-1.59 ms (all 17 ops in registers), but the guide's gelu at 16M in
 /// 12.3 ms against 8.1 ms (its `erf` at 4 lanes against the interpreter's 16).
 #[derive(Default)]
-struct Tune {
+pub(crate) struct Tune {
     /// Launches seen.
     runs: std::sync::atomic::AtomicU32,
     interp_ns: std::sync::atomic::AtomicU64,
@@ -103,6 +103,39 @@ impl Tune {
         let t = Tune { stored: true, ..Tune::default() };
         t.choice.store(if native { 2 } else { 1 }, std::sync::atomic::Ordering::Relaxed);
         t
+    }
+
+    /// The choice: `Some(true)` native, `Some(false)` the interpreter, `None` while measuring.
+    pub(crate) fn chosen(&self) -> Option<bool> {
+        match self.choice.load(std::sync::atomic::Ordering::Relaxed) {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Whether the next launch runs native code: the choice, or while measuring every other
+    /// launch after the warm-up.
+    pub(crate) fn native_now(&self) -> bool {
+        self.chosen().unwrap_or_else(|| self.runs.load(std::sync::atomic::Ordering::Relaxed) % 2 == 1)
+    }
+
+    /// Count a launch that took `ns` (its tasks' times summed) with `native` or not; after
+    /// the trials, choose.
+    pub(crate) fn record(&self, native: bool, ns: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.choice.load(Relaxed) != 0 {
+            return;
+        }
+        let run = self.runs.fetch_add(1, Relaxed);
+        if run < WARMUP {
+            return;
+        }
+        if native { &self.native_ns } else { &self.interp_ns }.fetch_add(ns, Relaxed);
+        if run + 1 == WARMUP + TRIALS {
+            let faster_native = self.native_ns.load(Relaxed) < self.interp_ns.load(Relaxed);
+            self.choice.store(if faster_native { 2 } else { 1 }, Relaxed);
+        }
     }
 }
 
@@ -133,14 +166,18 @@ enum Scalar {
 
 /// A region's identity: its members, inputs and outputs. (Two plans can cut different regions
 /// ending at the same node, so the output alone does not name a program.)
-type RegionKey = (Vec<NodeId>, Vec<NodeId>, Vec<NodeId>);
+pub(crate) type RegionKey = (Vec<NodeId>, Vec<NodeId>, Vec<NodeId>);
 
 /// Compiled kernels shared by every executor of a run (a trainer makes a new executor per
 /// step): fused programs by their region, native code by kernel text.
 pub struct KernelCache {
     programs: Mutex<HashMap<RegionKey, Arc<Program>>>,
-    /// Regions of row kernels in their row form (`Program::for_rows`), by region.
-    rows: Mutex<HashMap<RegionKey, Arc<RowProgram>>>,
+    /// Regions of row kernels in their row form (`Program::for_rows`), by region and whether
+    /// native code was wanted.
+    rows: Mutex<HashMap<(RegionKey, bool), Arc<RowProgram>>>,
+    /// Row kernels measured with their regions' native code against the interpreter, by group
+    /// (its members, inputs and outputs): the measurement and its key in the tuning file.
+    pub(crate) row_tunes: Mutex<HashMap<RegionKey, Arc<(Tune, String)>>>,
     native: Mutex<HashMap<String, Option<Arc<dlc_jit::Compiled>>>>,
     /// Compile fused regions to native code (`--jit`; results are equal either way).
     pub jit: bool,
@@ -159,6 +196,7 @@ impl KernelCache {
         KernelCache {
             programs: Default::default(),
             rows: Default::default(),
+            row_tunes: Default::default(),
             native: Default::default(),
             jit,
             autotune: !jit && std::env::var("DLC_AUTOTUNE").map(|v| v != "0").unwrap_or(true),
@@ -196,20 +234,74 @@ impl KernelCache {
                 );
             }
         }
+        for rt in self.row_tunes.lock().expect("kernel cache").values() {
+            let (t, key) = rt.as_ref();
+            let choice = t.choice.load(Relaxed);
+            if choice != 0 && !t.stored {
+                store.put(
+                    key.clone(),
+                    super::tune_store::Choice {
+                        native: choice == 2,
+                        interp_ns: t.interp_ns.load(Relaxed),
+                        native_ns: t.native_ns.load(Relaxed),
+                    },
+                );
+            }
+        }
         store.save()
     }
 
-    /// The row form of a region in a row kernel, made on first use (interpreted: a row program
-    /// has no native form).
-    pub(crate) fn row_program(&self, g: &Graph, r: &Region) -> Result<Arc<RowProgram>, RuntimeError> {
-        let key: RegionKey = (r.nodes.clone(), r.inputs.clone(), r.outputs.clone());
+    /// The row form of a region in a row kernel, made on first use; with `native`, with its
+    /// native code too when every op has one (a row program runs it one row per call).
+    pub(crate) fn row_program(&self, g: &Graph, r: &Region, native: bool) -> Result<Arc<RowProgram>, RuntimeError> {
+        let key = ((r.nodes.clone(), r.inputs.clone(), r.outputs.clone()), native);
         if let Some(p) = self.rows.lock().expect("kernel cache").get(&key) {
             return Ok(p.clone());
         }
-        let (program, views) = compile(g, r)?.for_rows();
+        let (mut program, views) = compile(g, r)?.for_rows();
+        if native && program.round.iter().all(Option::is_none) {
+            program.native = self.native_code(&program.jit_kernel());
+        }
         let p = Arc::new(RowProgram { program, views });
         self.rows.lock().expect("kernel cache").insert(key, p.clone());
         Ok(p)
+    }
+
+    /// Native code for a kernel, compiled once per kernel text (`None` when an op has no
+    /// compiled form or Cranelift fails).
+    fn native_code(&self, k: &dlc_jit::Kernel) -> Option<Arc<dlc_jit::Compiled>> {
+        if !dlc_jit::supports(k) {
+            return None;
+        }
+        let mut native = self.native.lock().expect("kernel cache");
+        native
+            .entry(format!("{k:?}"))
+            .or_insert_with(|| {
+                let c = dlc_jit::compile(k).ok().map(Arc::new);
+                if let Some(c) = &c {
+                    *self.jit_seconds.lock().expect("kernel cache") += c.compile_s;
+                }
+                c
+            })
+            .clone()
+    }
+
+    /// The measurement of a row kernel (`group`: its members, inputs and outputs; `text`: its
+    /// row programs' native kernels; `elements`: rows times row length), taken from the tuning
+    /// file when an earlier run made it.
+    pub(crate) fn row_tune(&self, group: RegionKey, text: &str, elements: usize) -> Arc<(Tune, String)> {
+        let mut tunes = self.row_tunes.lock().expect("kernel cache");
+        tunes
+            .entry(group)
+            .or_insert_with(|| {
+                let key = format!("rows:{:016x}:{elements}", dlc_jit::cuda::ptx_cache::fnv1a(text.as_bytes()));
+                let tune = match self.store.as_ref().and_then(|s| s.get(&key)) {
+                    Some(c) => Tune::decided(c.native),
+                    None => Tune::default(),
+                };
+                Arc::new((tune, key))
+            })
+            .clone()
     }
 
     /// The program of a region, compiled on first use.
@@ -263,7 +355,10 @@ impl KernelCache {
     /// Per program measured against its native code: what was chosen (`Some(true)`: native),
     /// or `None` while it is still measuring.
     pub fn tuned(&self) -> Vec<Option<bool>> {
-        self.programs.lock().expect("kernel cache").values().filter(|p| p.tune.is_some()).map(|p| p.tuned_native()).collect()
+        let mut out: Vec<Option<bool>> =
+            self.programs.lock().expect("kernel cache").values().filter(|p| p.tune.is_some()).map(|p| p.tuned_native()).collect();
+        out.extend(self.row_tunes.lock().expect("kernel cache").values().map(|t| t.0.chosen()));
+        out
     }
 }
 
@@ -456,6 +551,16 @@ impl Program {
         (Program::assemble(instrs, vec![row_len], self.outputs.clone(), self.round.clone(), n), views)
     }
 
+    /// This program, when it has native code.
+    pub(crate) fn native_ref(&self) -> Option<&Program> {
+        self.native.as_ref().map(|_| self)
+    }
+
+    /// The text of its native kernel (what names it in the tuning file).
+    pub(crate) fn native_text(&self) -> String {
+        format!("{:?}", self.jit_kernel())
+    }
+
     /// The dtype of each output, in `Region::outputs` order.
     pub(crate) fn output_dtypes(&self) -> Vec<DType> {
         self.outputs.iter().map(|o| o.1).collect()
@@ -464,6 +569,40 @@ impl Program {
     /// Registers for running this program on `len` elements at a time.
     pub(crate) fn registers(&self, len: usize) -> Vec<Vec<f32>> {
         vec![vec![0f32; len]; self.instrs.len()]
+    }
+}
+
+/// A short list on the stack (spilling to the heap past 32): the pointers of one call, which a
+/// row kernel makes once per row and region, where a `Vec` each time cost an allocation each.
+struct Small<T: Copy> {
+    buf: [T; 32],
+    len: usize,
+    spill: Vec<T>,
+}
+
+impl<T: Copy> Small<T> {
+    fn new(fill: T) -> Small<T> {
+        Small { buf: [fill; 32], len: 0, spill: vec![] }
+    }
+
+    fn push(&mut self, v: T) {
+        if self.len < 32 && self.spill.is_empty() {
+            self.buf[self.len] = v;
+            self.len += 1;
+        } else {
+            if self.spill.is_empty() {
+                self.spill.extend_from_slice(&self.buf[..self.len]);
+            }
+            self.spill.push(v);
+        }
+    }
+
+    fn as_slice(&self) -> &[T] {
+        if self.spill.is_empty() {
+            &self.buf[..self.len]
+        } else {
+            &self.spill
+        }
     }
 }
 
@@ -491,38 +630,22 @@ impl Program {
         match (&self.native, &self.tune) {
             (None, _) => false,
             (Some(_), None) => true,
-            (Some(_), Some(t)) => self.tuned_native().unwrap_or_else(|| t.runs.load(std::sync::atomic::Ordering::Relaxed) % 2 == 1),
+            (Some(_), Some(t)) => t.native_now(),
         }
     }
 
     /// Count a launch that took `ns` (its tasks' times summed) with `native` or not; after
     /// the trials, choose.
     fn record(&self, native: bool, ns: u64) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let Some(t) = &self.tune else { return };
-        if t.choice.load(Relaxed) != 0 {
-            return;
-        }
-        let run = t.runs.fetch_add(1, Relaxed);
-        if run < WARMUP {
-            return;
-        }
-        if native { &t.native_ns } else { &t.interp_ns }.fetch_add(ns, Relaxed);
-        if run + 1 == WARMUP + TRIALS {
-            let faster_native = t.native_ns.load(Relaxed) < t.interp_ns.load(Relaxed);
-            t.choice.store(if faster_native { 2 } else { 1 }, Relaxed);
+        if let Some(t) = &self.tune {
+            t.record(native, ns);
         }
     }
 
     /// What the measurement chose: `Some(true)` native, `Some(false)` the interpreter, `None`
     /// when nothing was measured or it is still measuring.
     pub fn tuned_native(&self) -> Option<bool> {
-        let t = self.tune.as_ref()?;
-        match t.choice.load(std::sync::atomic::Ordering::Relaxed) {
-            1 => Some(false),
-            2 => Some(true),
-            _ => None,
-        }
+        self.tune.as_ref()?.chosen()
     }
 
     /// Run on the region's inputs (in `Region::inputs` order); one tensor per region output.
@@ -582,8 +705,10 @@ impl Program {
             // Broadcast loads into their registers, then one native pass over the chunk.
             // Inputs read elementwise point at this chunk; those only read through a broadcast
             // (smaller, and never read by the kernel) at their start.
-            let mut ptrs: Vec<*const f32> =
-                ins.iter().enumerate().map(|(k, x)| if self.direct[k] { x[start..end].as_ptr() } else { x.as_ptr() }).collect();
+            let mut ptrs: Small<*const f32> = Small::new(std::ptr::null());
+            for (k, x) in ins.iter().enumerate() {
+                ptrs.push(if self.direct[k] { x[start..end].as_ptr() } else { x.as_ptr() });
+            }
             // (A scalar broadcast is a splat in the kernel, not a buffer.)
             let buffered = |strides: &[usize]| !strides.iter().all(|s| *s == 0);
             for (i, inst) in self.instrs.iter().enumerate() {
@@ -600,19 +725,24 @@ impl Program {
                     }
                 }
             }
-            let outs: Vec<*mut f32> = dsts.iter_mut().map(|d| d.as_mut_ptr() as *mut f32).collect();
+            let mut outs: Small<*mut f32> = Small::new(std::ptr::null_mut());
+            for d in dsts.iter_mut() {
+                outs.push(d.as_mut_ptr() as *mut f32);
+            }
             // SAFETY: every pointer covers `len` f32 values; outputs are fresh buffers.
-            unsafe { native.call(&ptrs, &outs, len) };
+            unsafe { native.call(ptrs.as_slice(), outs.as_slice(), len) };
             return;
         }
         // Where each register lives for this chunk: an output it is written straight into, or
         // its own buffer. (Scalars, unless output, live nowhere: readers take the value.)
-        let loc: Vec<*mut f32> = (0..self.instrs.len())
-            .map(|i| match self.output_of[i] {
+        let mut loc: Small<*mut f32> = Small::new(std::ptr::null_mut());
+        for i in 0..self.instrs.len() {
+            loc.push(match self.output_of[i] {
                 Some(k) => dsts[k].as_mut_ptr() as *mut f32,
                 None => regs[i].as_mut_ptr(),
-            })
-            .collect();
+            });
+        }
+        let loc = loc.as_slice();
         // SAFETY (for the slices made from `loc` below): every location holds at least `len`
         // values (registers are CHUNK long, outputs `len`); an instruction writes only its own
         // location (as `MaybeUninit`, all of it) and reads only earlier ones, already written, and

@@ -42,6 +42,11 @@ enum Step {
     },
 }
 
+fn native_rows_allowed() -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| std::env::var("DLC_NATIVE_ROWS").map(|v| v != "0").unwrap_or(true))
+}
+
 /// Rows per task: enough that a task's rows hold some 16K values.
 fn rows_per_task(len: usize) -> usize {
     (16_384 / len.max(1)).max(1)
@@ -49,6 +54,12 @@ fn rows_per_task(len: usize) -> usize {
 
 /// Run the group on its inputs (in `RowGroup::inputs` order); one tensor per group output.
 pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
+    let started = std::time::Instant::now();
+    // Native code for the regions: under `--jit`, or measured against the interpreter for
+    // groups of `AUTOTUNE_MIN` elements or more (one choice for the whole group, see `Tune`).
+    // (`DLC_NATIVE_ROWS=0` keeps row kernels interpreted, to compare.)
+    let measured = !cache.jit && cache.autotune && rg.rows() * rg.len >= super::fused::AUTOTUNE_MIN && native_rows_allowed();
+    let want_native = cache.jit || measured;
     let rank = rg.lead.len() + 1;
     let row_len = |n: NodeId| -> usize { g.node(n).shape.get(rank - 1).and_then(|d| d.as_known()).unwrap_or(1) as usize };
     // A slot per value the group computes; detaches read their source's.
@@ -74,7 +85,7 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
     for item in &rg.items {
         match item {
             RowItem::Region(r) => {
-                let rows = cache.row_program(g, r)?;
+                let rows = cache.row_program(g, r, want_native)?;
                 let reads = rows
                     .views
                     .iter()
@@ -91,6 +102,14 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
             }
         }
     }
+    let compiled: Vec<&super::fused::Program> =
+        steps.iter().filter_map(|s| if let Step::Region { rows, .. } = s { rows.program.native_ref() } else { None }).collect();
+    let tune = (measured && !compiled.is_empty()).then(|| {
+        let text: String = compiled.iter().map(|p| p.native_text()).collect();
+        let group = (rg.members(), rg.inputs.clone(), rg.outputs.clone());
+        cache.row_tune(group, &text, rg.rows() * rg.len)
+    });
+    let native = !compiled.is_empty() && (cache.jit || tune.as_ref().is_some_and(|t| t.0.native_now()));
     let ins: Vec<Arc<Vec<f32>>> = inputs.iter().map(as_f32).collect();
     let rows = rg.rows();
     let outs: Vec<(usize, usize)> = rg.outputs.iter().map(|o| (slot_of[o], row_len(*o))).collect();
@@ -130,7 +149,7 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
                             })
                             .collect();
                         let mut dsts: Vec<&mut [MaybeUninit<f32>]> = taken.iter_mut().map(|t| as_uninit(t.as_mut_slice())).collect();
-                        rows.program.chunk(&views, 0, &mut dsts, regs, false);
+                        rows.program.chunk(&views, 0, &mut dsts, regs, native);
                         for (w, t) in writes.iter().zip(taken) {
                             state[*w] = t;
                         }
@@ -158,6 +177,9 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
     for (b, (_, l)) in bufs.iter_mut().zip(&outs) {
         // SAFETY: the tasks wrote every row of every output.
         unsafe { b.set_len(rows * l) };
+    }
+    if let Some(t) = &tune {
+        t.0.record(native, started.elapsed().as_nanos() as u64);
     }
     Ok(rg.outputs.iter().zip(bufs).map(|(o, v)| output_tensor(g.node(*o).dtype, concrete(g, *o), v)).collect())
 }

@@ -21,6 +21,9 @@ pub enum Check {
     Cuda,
     /// Launched on GPU 0, against the interpreter.
     Gpu,
+    /// The CUDA C compiled for the CPU with an emulation of blocks, threads, barriers and warp
+    /// shuffles, against the interpreter (no GPU needed; for small programs).
+    Emu,
 }
 
 fn dialect(e: Emit) -> Dialect {
@@ -60,6 +63,21 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathB
             }
             Err(e) => {
                 eprintln!("error: the C check could not run: {e}");
+                return 1;
+            }
+        }
+    }
+    if checks.contains(&Check::Emu) {
+        match dlc::kernels::emu_check::check(&gens, &dir.join("emu")) {
+            Ok(results) => {
+                failed |= results.iter().any(|r| !r.ok);
+                report["emu_check"] = json!(results
+                    .iter()
+                    .map(|r| json!({"name": r.name, "origin": r.origin, "kind": r.kind, "elements": r.elements, "differing": r.differing, "max_abs": r.max_abs, "max_rel": r.max_rel, "ok": r.ok}))
+                    .collect::<Vec<_>>());
+            }
+            Err(e) => {
+                eprintln!("error: the emulated CUDA check could not run: {e}");
                 return 1;
             }
         }
@@ -129,6 +147,26 @@ fn print_text(gens: &[Generated], report: &serde_json::Value) {
     println!("{} generated kernels", gens.len());
     for g in gens {
         println!("  {:<40} {:<12} {}", g.name, g.kernel.kind(), g.origin);
+    }
+    if let Some(rs) = report["emu_check"].as_array() {
+        let bad: Vec<_> = rs.iter().filter(|r| r["ok"] != json!(true)).collect();
+        let worst = rs.iter().filter_map(|r| r["max_rel"].as_f64()).fold(0.0, f64::max);
+        println!(
+            "CUDA C emulated on the CPU: {} of {} kernels agree with the interpreter, largest relative difference {worst:.2e}",
+            rs.len() - bad.len(),
+            rs.len()
+        );
+        for r in bad {
+            println!(
+                "  {} {}: {} of {} elements differ, max abs {:.2e}, max rel {:.2e}  FAILED",
+                r["name"].as_str().unwrap_or_default(),
+                r["kind"].as_str().unwrap_or_default(),
+                r["differing"],
+                r["elements"],
+                r["max_abs"].as_f64().unwrap_or(0.0),
+                r["max_rel"].as_f64().unwrap_or(0.0)
+            );
+        }
     }
     if let Some(rs) = report["c_check"].as_array() {
         let bad: Vec<_> = rs.iter().filter(|r| r["ok"] != json!(true)).collect();

@@ -5,7 +5,7 @@
 //! (scripts/cuda-toolchain.sh; CI installs them and sets DLC_REQUIRE_CUDA_TOOLCHAIN=1 so that
 //! their absence fails rather than skips).
 
-use dlc::kernels::{c_check, collect, Generated};
+use dlc::kernels::{c_check, collect, emu_check, Generated};
 use dlc::{ExecMode, Program};
 use dlc_jit::kir::{Inst, Kernel};
 use dlc_language::ir::UnaryOp;
@@ -157,5 +157,50 @@ fn every_generated_kernel_compiles_with_nvrtc_and_ptxas_without_spills() {
         builds += built.len();
     }
     assert!(builds > 500, "only {builds} kernel builds");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The CUDA C itself, compiled for the CPU with an emulation of blocks, threads, barriers and
+/// warp shuffles, against the interpreter: the small programs (every barrier is a rendezvous of
+/// OS threads), batch norm's sums, and rows long enough for cross-warp reductions.
+#[test]
+fn the_cuda_c_emulated_on_the_cpu_computes_what_the_interpreter_computes() {
+    let wanted = [
+        "iris.dl",
+        "digits.dl",
+        "gelu.dl",
+        "tour.dl",
+        "mnist_mlp.dl",
+        "cifar_bn.dl",
+        "mlp_step_128_bf16.dl",
+        "mlp_step_128_f16.dl",
+        "math_edges.dl",
+    ];
+    let mut programs: Vec<(String, String, PathBuf)> =
+        programs().into_iter().filter(|(name, _, _)| wanted.iter().any(|w| name.ends_with(w))).collect();
+    assert_eq!(programs.len(), wanted.len());
+    programs.push((
+        "long_rows.dl".into(),
+        "let x = randn(f32[3, 1000], seed: 1) * 2.0\n\
+         let y = randn(f32[5, 300], seed: 2)\n\
+         print(softmax(x))\n\
+         print(log_softmax(x * 0.5) + 1.0)\n\
+         print(layer_norm(y, randn(f32[300], seed: 3), randn(f32[300], seed: 4)))\n"
+            .into(),
+        workspace().join("examples"),
+    ));
+    let dir = std::env::temp_dir().join(format!("dlc-emu-check-{}", std::process::id()));
+    let mut kinds = std::collections::BTreeMap::new();
+    for (name, text, root) in programs {
+        let gens = kernels_of(&name, &text, &root);
+        let results = emu_check::check(&gens, &dir).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for r in &results {
+            assert!(r.ok, "{name}: {} ({}) emulated differs from the interpreter: {r:?}", r.name, r.origin);
+            *kinds.entry(r.kind).or_insert(0) += 1;
+        }
+    }
+    for kind in ["elementwise", "group", "rows", "sum"] {
+        assert!(kinds.get(kind).copied().unwrap_or(0) > 0, "no {kind} kernel was emulated: {kinds:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

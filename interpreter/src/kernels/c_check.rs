@@ -103,8 +103,10 @@ fn build(gens: &[Generated], dir: &Path) -> Result<std::path::PathBuf, String> {
         src += &text;
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let c = dir.join("kernels.c");
-    let so = dir.join("kernels.so");
+    // Named by their contents, so that each program's kernels load as their own library.
+    let tag = format!("{:016x}", dlc_jit::cuda::ptx_cache::fnv1a(src.as_bytes()));
+    let c = dir.join(format!("kernels_{tag}.c"));
+    let so = dir.join(format!("kernels_{tag}.so"));
     std::fs::write(&c, src).map_err(|e| format!("{}: {e}", c.display()))?;
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     // No contraction into fused multiply-adds: the bodies call `fmaf` exactly where the CPU

@@ -6,6 +6,7 @@
 
 pub mod c_check;
 pub mod cuda_check;
+pub mod emu_check;
 pub mod gpu_check;
 
 use crate::train::{TrainOptions, Trainer};

@@ -96,16 +96,25 @@ pub fn prelude(d: Dialect) -> String {
     s += &format!("{f} float dlc_from_bf16(unsigned short h) {{ return __uint_as_float((unsigned int)h << 16); }}\n");
     match d {
         Dialect::Cuda => {
+            // On the device, the PTX conversions; compiled for the host (the CPU emulation of
+            // the CUDA kernels, kernels/emu_check.rs), the software ones.
+            s += "#ifdef __CUDA_ARCH__\n";
             s += &format!("{f} unsigned short dlc_to_f16(float v) {{ unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(v)); return h; }}\n");
             s += &format!(
                 "{f} float dlc_from_f16(unsigned short h) {{ float v; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(v) : \"h\"(h)); return v; }}\n"
             );
+            s += "#else\n";
+            s += &SOFT_F16.replace("static inline", f);
+            s += "#endif\n";
         }
-        Dialect::C => {
-            // IEEE binary16, round to nearest even (kir::lower::f32_to_f16, as `half` rounds).
-            s += "static inline unsigned short dlc_to_f16(float v) {\n  unsigned int b = __float_as_uint(v);\n  unsigned short sign = (unsigned short)((b >> 16) & 0x8000u);\n  int exp = (int)((b >> 23) & 0xff);\n  unsigned int man = b & 0x7fffffu;\n  if (exp == 0xff) return sign | 0x7c00 | (man ? 0x200 : 0);\n  int e = exp - 127 + 15;\n  if (e >= 0x1f) return sign | 0x7c00;\n  if (e <= 0) {\n    if (e < -10) return sign;\n    unsigned int m = man | 0x800000u;\n    unsigned int shift = (unsigned int)(14 - e);\n    unsigned int half = 1u << (shift - 1);\n    unsigned int rem = m & ((1u << shift) - 1);\n    unsigned int h = m >> shift;\n    if (rem > half || (rem == half && (h & 1))) h += 1;\n    return sign | (unsigned short)h;\n  }\n  unsigned int h = ((unsigned int)e << 10) | (man >> 13);\n  unsigned int rem = man & 0x1fffu;\n  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h += 1;\n  return sign | (unsigned short)h;\n}\n";
-            s += "static inline float dlc_from_f16(unsigned short h) {\n  unsigned int sign = (unsigned int)(h & 0x8000) << 16;\n  unsigned int exp = (h >> 10) & 0x1f, man = h & 0x3ff;\n  if (exp == 0) {\n    if (man == 0) return __uint_as_float(sign);\n    int e = 127 - 15 + 1;\n    while (!(man & 0x400)) { man <<= 1; e -= 1; }\n    return __uint_as_float(sign | ((unsigned int)e << 23) | ((man & 0x3ff) << 13));\n  }\n  if (exp == 0x1f) return __uint_as_float(sign | 0x7f800000u | (man << 13));\n  return __uint_as_float(sign | ((exp + 127 - 15) << 23) | (man << 13));\n}\n";
-        }
+        Dialect::C => s += SOFT_F16,
     }
     s
 }
+
+/// IEEE binary16 conversions in software, round to nearest even (kir::lower::f32_to_f16, as
+/// `half` rounds): the C dialect's, and the CUDA dialect's when compiled for the host.
+const SOFT_F16: &str = concat!(
+    "static inline unsigned short dlc_to_f16(float v) {\n  unsigned int b = __float_as_uint(v);\n  unsigned short sign = (unsigned short)((b >> 16) & 0x8000u);\n  int exp = (int)((b >> 23) & 0xff);\n  unsigned int man = b & 0x7fffffu;\n  if (exp == 0xff) return sign | 0x7c00 | (man ? 0x200 : 0);\n  int e = exp - 127 + 15;\n  if (e >= 0x1f) return sign | 0x7c00;\n  if (e <= 0) {\n    if (e < -10) return sign;\n    unsigned int m = man | 0x800000u;\n    unsigned int shift = (unsigned int)(14 - e);\n    unsigned int half = 1u << (shift - 1);\n    unsigned int rem = m & ((1u << shift) - 1);\n    unsigned int h = m >> shift;\n    if (rem > half || (rem == half && (h & 1))) h += 1;\n    return sign | (unsigned short)h;\n  }\n  unsigned int h = ((unsigned int)e << 10) | (man >> 13);\n  unsigned int rem = man & 0x1fffu;\n  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h += 1;\n  return sign | (unsigned short)h;\n}\n",
+    "static inline float dlc_from_f16(unsigned short h) {\n  unsigned int sign = (unsigned int)(h & 0x8000) << 16;\n  unsigned int exp = (h >> 10) & 0x1f, man = h & 0x3ff;\n  if (exp == 0) {\n    if (man == 0) return __uint_as_float(sign);\n    int e = 127 - 15 + 1;\n    while (!(man & 0x400)) { man <<= 1; e -= 1; }\n    return __uint_as_float(sign | ((unsigned int)e << 23) | ((man & 0x3ff) << 13));\n  }\n  if (exp == 0x1f) return __uint_as_float(sign | 0x7f800000u | (man << 13));\n  return __uint_as_float(sign | ((exp + 127 - 15) << 23) | (man << 13));\n}\n",
+);

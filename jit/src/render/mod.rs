@@ -66,6 +66,11 @@ pub fn render_function(k: &Kernel, name: &str, d: Dialect) -> Result<(String, La
     kinds::kernel(k, name, d)
 }
 
+/// The C type a buffer is stored as (for callers that write launch wrappers).
+pub fn ctype_of(t: Ty) -> &'static str {
+    ctype(t)
+}
+
 /// The C type a buffer is stored as.
 pub(crate) fn ctype(t: Ty) -> &'static str {
     match t {

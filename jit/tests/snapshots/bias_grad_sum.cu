@@ -1,7 +1,7 @@
 // launch <<<1, 256, 0>>>
 extern "C" __global__ void __launch_bounds__(256) bias_grad(const float* DLC_RESTRICT p0, const unsigned char* DLC_RESTRICT p1, float* DLC_RESTRICT p2) {
   for (long long o = blockIdx.x * (long long)blockDim.x + threadIdx.x; o < 32LL; o += (long long)gridDim.x * blockDim.x) {
-    float acc = 0;
+    double acc = 0;
     for (long long k = 0; k < 9216LL; k++) {
       const long long i = o * 144LL + (k / 144LL) * 4608LL + ((k / 12LL) % 12LL) * 12LL + (k % 12LL);
       const float r0 = p0[i];

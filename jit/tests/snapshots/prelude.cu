@@ -77,5 +77,43 @@ static __device__ __forceinline__ unsigned short dlc_to_bf16(float v) {
   return (unsigned short)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 static __device__ __forceinline__ float dlc_from_bf16(unsigned short h) { return __uint_as_float((unsigned int)h << 16); }
+#ifdef __CUDA_ARCH__
 static __device__ __forceinline__ unsigned short dlc_to_f16(float v) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v)); return h; }
 static __device__ __forceinline__ float dlc_from_f16(unsigned short h) { float v; asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(h)); return v; }
+#else
+static __device__ __forceinline__ unsigned short dlc_to_f16(float v) {
+  unsigned int b = __float_as_uint(v);
+  unsigned short sign = (unsigned short)((b >> 16) & 0x8000u);
+  int exp = (int)((b >> 23) & 0xff);
+  unsigned int man = b & 0x7fffffu;
+  if (exp == 0xff) return sign | 0x7c00 | (man ? 0x200 : 0);
+  int e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10) return sign;
+    unsigned int m = man | 0x800000u;
+    unsigned int shift = (unsigned int)(14 - e);
+    unsigned int half = 1u << (shift - 1);
+    unsigned int rem = m & ((1u << shift) - 1);
+    unsigned int h = m >> shift;
+    if (rem > half || (rem == half && (h & 1))) h += 1;
+    return sign | (unsigned short)h;
+  }
+  unsigned int h = ((unsigned int)e << 10) | (man >> 13);
+  unsigned int rem = man & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h += 1;
+  return sign | (unsigned short)h;
+}
+static __device__ __forceinline__ float dlc_from_f16(unsigned short h) {
+  unsigned int sign = (unsigned int)(h & 0x8000) << 16;
+  unsigned int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  if (exp == 0) {
+    if (man == 0) return __uint_as_float(sign);
+    int e = 127 - 15 + 1;
+    while (!(man & 0x400)) { man <<= 1; e -= 1; }
+    return __uint_as_float(sign | ((unsigned int)e << 23) | ((man & 0x3ff) << 13));
+  }
+  if (exp == 0x1f) return __uint_as_float(sign | 0x7f800000u | (man << 13));
+  return __uint_as_float(sign | ((exp + 127 - 15) << 23) | (man << 13));
+}
+#endif

@@ -34,7 +34,7 @@ struct dlc_dim3 { unsigned int x = 0, y = 0, z = 0; };
 static dlc_dim3 blockIdx, blockDim, gridDim;
 static thread_local dlc_dim3 threadIdx;
 static std::barrier<>* dlc_block_barrier = nullptr;
-static float dlc_exchange[1024];
+static double dlc_exchange[1024];
 // The dynamic shared memory of the running block (48 KiB, the default limit).
 float dlc_row_storage[12288];
 static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
@@ -43,12 +43,12 @@ static inline unsigned int __float_as_uint(float f) { unsigned int i; std::memcp
 static inline void __syncthreads() { dlc_block_barrier->arrive_and_wait(); }
 // Every thread of the block reaches each shuffle (the kernels shuffle in uniform loops): each
 // writes its value, all wait, each reads its partner's (its own past the warp's end), all wait.
-static inline float __shfl_down_sync(unsigned int, float v, int delta) {
+template <typename T> static inline T __shfl_down_sync(unsigned int, T v, int delta) {
   unsigned int t = threadIdx.x;
-  dlc_exchange[t] = v;
+  dlc_exchange[t] = (double)v;
   __syncthreads();
   unsigned int lane = t & 31u;
-  float r = (lane + delta < 32u && t + delta < blockDim.x) ? dlc_exchange[t + delta] : v;
+  T r = (lane + delta < 32u && t + delta < blockDim.x) ? (T)dlc_exchange[t + delta] : v;
   __syncthreads();
   return r;
 }

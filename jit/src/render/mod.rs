@@ -164,6 +164,26 @@ fn binary(op: BinaryOp, a: &str, b: &str) -> String {
 /// The index expression of a strided read at output element `i` (a `long long`) of `shape`:
 /// each dim's coordinate times its stride, dims with stride 0 left out.
 pub(crate) fn strided(i: &str, shape: &[usize], strides: &[usize]) -> String {
+    // Neighbouring dims that the buffer walks as one (its stride on the outer one is the inner
+    // one's span, or both are broadcast) are one dim: one division and remainder fewer, which
+    // a GPU pays for in instructions.
+    let (mut shape_m, mut strides_m): (Vec<usize>, Vec<usize>) = (vec![], vec![]);
+    for (n, st) in shape.iter().zip(strides) {
+        if *n == 1 {
+            continue;
+        }
+        match (shape_m.last_mut(), strides_m.last_mut()) {
+            (Some(pn), Some(ps)) if *ps == st * n => {
+                *pn *= n;
+                *ps = *st;
+            }
+            _ => {
+                shape_m.push(*n);
+                strides_m.push(*st);
+            }
+        }
+    }
+    let (shape, strides) = (&shape_m[..], &strides_m[..]);
     let mut terms = vec![];
     let mut inner = 1usize;
     for d in (0..shape.len()).rev() {

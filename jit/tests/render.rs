@@ -31,6 +31,23 @@ fn gelu() -> Kernel {
     })
 }
 
+/// x * w + b: two f32 inputs at the output's index and a scalar, no division: four elements a
+/// thread through float4 loads and stores.
+fn scale_shift() -> Kernel {
+    Kernel::Elementwise(Elementwise {
+        shape: vec![4096],
+        inputs: vec![Param { ty: Ty::F32, len: 4096 }, Param { ty: Ty::F32, len: 4096 }, Param { ty: Ty::F32, len: 1 }],
+        body: vec![
+            load(0),
+            load(1),
+            Inst::Binary(BinaryOp::Mul, 0, 1),
+            Inst::Load { from: Buf::Param(2), index: Index::Splat },
+            Inst::Binary(BinaryOp::Add, 2, 3),
+        ],
+        outputs: vec![(4, Ty::F32)],
+    })
+}
+
 /// softmax over rows of 65 (a character model's logits), 512 rows.
 fn softmax() -> Kernel {
     let shift = vec![
@@ -130,6 +147,7 @@ fn function(k: &Kernel, name: &str) -> String {
 #[test]
 fn cuda_source_of_each_kernel_kind() {
     snapshot("gelu.cu", &function(&gelu(), "gelu"));
+    snapshot("scale_shift_vectorised.cu", &function(&scale_shift(), "scale_shift"));
     snapshot("softmax_rows.cu", &function(&softmax(), "softmax"));
     snapshot("momentum_group.cu", &function(&momentum_group(), "momentum"));
     snapshot("bias_grad_sum.cu", &function(&bias_grad(), "bias_grad"));

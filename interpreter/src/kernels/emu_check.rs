@@ -31,6 +31,7 @@ const EMULATION: &str = r#"
 #define __launch_bounds__(n)
 #define __shared__ static
 struct dlc_dim3 { unsigned int x = 0, y = 0, z = 0; };
+struct alignas(16) float4 { float x, y, z, w; };
 static dlc_dim3 blockIdx, blockDim, gridDim;
 static thread_local dlc_dim3 threadIdx;
 static std::barrier<>* dlc_block_barrier = nullptr;

@@ -4,7 +4,7 @@
 //! axes one thread per output element. C: the same bodies in plain loops.
 
 use super::{body, ctype, narrow, strided, widen, Dialect, Launch, RenderError, BLOCK, SHARED_LIMIT};
-use crate::kir::{Buf, Elementwise, Index, Kernel, RowStep, Rows, SumAxes};
+use crate::kir::{Buf, Elementwise, Index, Inst, Kernel, RowStep, Rows, SumAxes, Ty};
 
 /// Blocks for `n` work items of one thread each (a grid-stride loop covers the rest).
 fn blocks(n: usize) -> usize {
@@ -63,6 +63,10 @@ fn member(e: &Elementwise, base: usize, i: &str, indent: &str) -> String {
 pub(super) fn kernel(k: &Kernel, name: &str, d: Dialect) -> Result<(String, Launch), RenderError> {
     let mut s = signature(k, name, d);
     let launch = match k {
+        Kernel::Elementwise(e) if d == Dialect::Cuda && vectorisable(e) => {
+            s += &vectorised(e);
+            Launch { grid: blocks(e.numel() / 4), block: BLOCK, shared_bytes: 0 }
+        }
         Kernel::Elementwise(e) => {
             s += &format!("  {}", each(d, "i", &format!("{}LL", e.numel())));
             s += &member(e, 0, "i", "    ");
@@ -75,6 +79,67 @@ pub(super) fn kernel(k: &Kernel, name: &str, d: Dialect) -> Result<(String, Laun
     };
     s += "}\n";
     Ok((s, launch))
+}
+
+/// Whether an elementwise kernel can move four f32 values per load and store: every output is
+/// f32, the element count a multiple of four, and some f32 input is read at the output's index.
+/// (Buffers must be 16-byte aligned, as `cuMemAlloc` returns them; the device executor's memory
+/// plan keeps every buffer at such an offset.)
+fn vectorisable(e: &Elementwise) -> bool {
+    let linear_f32 =
+        e.body.iter().any(|i| matches!(i, Inst::Load { from: Buf::Param(k), index: Index::Linear } if e.inputs[*k].ty == Ty::F32));
+    // Four IEEE divisions' slow paths in one thread spilled on sm_90 (ptxas: 4 bytes, the MNIST
+    // CNN's `x / s * m`): bodies that divide stay one element per thread.
+    let divides = e.body.iter().any(|i| {
+        matches!(
+            i,
+            Inst::Binary(dlc_language::ir::BinaryOp::Div | dlc_language::ir::BinaryOp::Mod | dlc_language::ir::BinaryOp::Pow, ..)
+                | Inst::Unary(dlc_language::ir::UnaryOp::Recip, _)
+        )
+    });
+    e.numel() % 4 == 0 && e.numel() >= 4 && linear_f32 && !divides && e.outputs.iter().all(|(_, t)| *t == Ty::F32)
+}
+
+/// An elementwise kernel four elements per thread: each f32 input read at the output's index is
+/// one `float4` load, each output one `float4` store; the body runs once per component, other
+/// loads (broadcasts, other storage types) at that component's index.
+fn vectorised(e: &Elementwise) -> String {
+    let n4 = e.numel() / 4;
+    let mut s = format!("  {}", each(Dialect::Cuda, "q", &format!("{n4}LL")));
+    let wide: Vec<usize> = (0..e.inputs.len())
+        .filter(|k| {
+            e.inputs[*k].ty == Ty::F32
+                && e.body.iter().any(|i| matches!(i, Inst::Load { from: Buf::Param(j), index: Index::Linear } if j == k))
+        })
+        .collect();
+    for k in &wide {
+        s += &format!("    const float4 v{k} = reinterpret_cast<const float4*>(p{k})[q];\n");
+    }
+    for o in 0..e.outputs.len() {
+        s += &format!("    float4 w{o};\n");
+    }
+    for (c, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+        s += &format!("    {{\n      const long long i = q * 4LL + {c}LL;\n");
+        let load = |from: Buf, index: &Index| -> String {
+            let Buf::Param(k) = from else { unreachable!("an elementwise kernel has no row buffers") };
+            match index {
+                Index::Linear if wide.contains(&k) => format!("v{k}.{lane}"),
+                Index::Linear => widen(e.inputs[k].ty, &format!("p{k}[i]")),
+                Index::Splat => widen(e.inputs[k].ty, &format!("p{k}[0]")),
+                Index::Strided(st) => widen(e.inputs[k].ty, &format!("p{k}[{}]", strided("i", &e.shape, st))),
+            }
+        };
+        s += &body(&e.body, "      ", &load);
+        for (o, (reg, _)) in e.outputs.iter().enumerate() {
+            s += &format!("      w{o}.{lane} = r{reg};\n");
+        }
+        s += "    }\n";
+    }
+    for o in 0..e.outputs.len() {
+        s += &format!("    reinterpret_cast<float4*>(p{})[q] = w{o};\n", e.inputs.len() + o);
+    }
+    s += "  }\n";
+    s
 }
 
 /// Every member in one launch: on the GPU one grid-stride loop over all members' elements,

@@ -9,9 +9,8 @@
 //! (every kind walks its index space in grid-stride loops, so any grid computes the same), and is
 //! meant for small programs: every barrier is a rendezvous of OS threads.
 
-use super::c_check::{compare, reference, Checked, Reference};
+use super::reference::{compare, reference, tolerance, Checked, Reference};
 use super::Generated;
-use dlc_jit::kir::Ty;
 use dlc_jit::render::{self, ctype_of, Dialect};
 use std::path::Path;
 
@@ -110,15 +109,6 @@ fn build(gens: &[Generated], dir: &Path) -> Result<std::path::PathBuf, String> {
         return Err(format!("the C++ compiler rejected {}:\n{}", cpp.display(), String::from_utf8_lossy(&out.stderr)));
     }
     Ok(so)
-}
-
-/// f32 to 1e-5 (the sums run in another order than the CPU's); low precisions one rounding.
-fn tolerance(ty: Ty) -> f64 {
-    match ty {
-        Ty::BF16 => 1.0 / 128.0,
-        Ty::F16 => 1.0 / 1024.0,
-        _ => 1e-5,
-    }
 }
 
 /// Run every kernel's CUDA C on the CPU against the interpreter, building in `dir`.

@@ -5,20 +5,9 @@
 //! fused ones and row and axis sums add in another order, so results are close, not equal.
 //! Run by `dlc kernels FILE --check gpu` (scripts/gpu-check.sh runs it on every program).
 
-use super::c_check::{compare, reference, Checked, Reference};
+use super::reference::{compare, reference, tolerance, Checked, Reference};
 use super::Generated;
 use dlc_jit::cuda::launch::{Compiled, Device};
-use dlc_jit::kir::Ty;
-
-/// f32 outputs to 1e-5 relative or absolute (an FMA or a different order of a sum moves the
-/// last bits); bf16 and f16 outputs one rounding either way.
-fn gpu_tolerance(ty: Ty) -> f64 {
-    match ty {
-        Ty::BF16 => 1.0 / 128.0,
-        Ty::F16 => 1.0 / 1024.0,
-        _ => 1e-5,
-    }
-}
 
 /// Every kernel of `gens` on GPU 0; also whether the module came from the cache.
 pub fn check(gens: &[Generated]) -> Result<(Vec<Checked>, Compiled, String), String> {
@@ -43,7 +32,7 @@ pub fn check(gens: &[Generated]) -> Result<(Vec<Checked>, Compiled, String), Str
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        out.push(compare(g, &want, &got, false, gpu_tolerance));
+        out.push(compare(g, &want, &got, false, tolerance));
     }
     Ok((out, how, dev.gpu.to_string()))
 }

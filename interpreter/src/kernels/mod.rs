@@ -8,6 +8,7 @@ pub mod c_check;
 pub mod cuda_check;
 pub mod emu_check;
 pub mod gpu_check;
+pub mod reference;
 
 use crate::train::{TrainOptions, Trainer};
 use crate::Program;

@@ -7,6 +7,8 @@
 
 mod kinds;
 pub mod math;
+mod rows;
+mod sums;
 
 use crate::kir::{Buf, Index, Inst, Kernel, Ty};
 use dlc_language::ir::{BinaryOp, UnaryOp};

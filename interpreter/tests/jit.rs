@@ -97,3 +97,36 @@ fn row_kernels_compiled_equal_the_interpreter_bit_for_bit() {
         }
     }
 }
+
+/// Sums over axes with their prologue (batch-norm statistics and their gradients, here over
+/// 8 x 16 x 32 x 32 = 131K values) are measured with native prologues too; whatever is chosen,
+/// training gives the bits of `--jit` forced and of the eager interpreter.
+#[test]
+fn autotuned_prologue_sums_train_bit_for_bit_as_the_interpreter() {
+    let src = "use std.nn\nuse std.data\nuse std.optim\n\
+        model M() {\n  conv = Conv2d(3, 16, 3, padding: 1, bias: false)\n  bn = BatchNorm2d(16)\n  fc = Linear(16384, 10)\n  \
+        forward(x: f32[B, 3, 32, 32]) -> f32[B, 10] = x |> conv |> bn |> relu |> flatten(start: 1) |> fc\n}\n\
+        let xs = randn(f32[96, 3, 32, 32], seed: 1)\nlet ys = cast(abs(randn(f32[96], seed: 2)) * 3.0, i64)\n\
+        data d = tensors(xs, ys) |> batch(8, drop_last: true)\n\
+        train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = sgd(lr: 0.01, momentum: 0.9)\n  epochs = 1\n  log every 1 steps\n}\n";
+    let run = |jit: bool, fuse: bool| {
+        let mut p = dlc::Program::run("prologue.dl", src, None, false);
+        assert!(p.ok, "{:?}", p.diagnostics());
+        let info = p.session.t.recipes[0].clone();
+        let mut opts = dlc::train::TrainOptions::new(std::env::temp_dir(), 0);
+        (opts.jit, opts.fuse) = (jit, fuse);
+        let mut t = dlc::train::Trainer::new(&mut p.session, info, opts).expect("trainer");
+        let r = t.run().expect("training");
+        let tuned = t.kernels().tuned();
+        let params: Vec<Vec<u64>> = t.parameters().into_iter().map(|(_, v)| v.to_f64().into_iter().map(f64::to_bits).collect()).collect();
+        let losses: Vec<u64> = r.losses.iter().map(|l| l.1.to_bits()).collect();
+        (losses, params, tuned)
+    };
+    let (auto_losses, auto_params, tuned) = run(false, true);
+    assert!(tuned.iter().all(Option::is_some), "every measured kernel has chosen after 12 steps: {tuned:?}");
+    let (jit_losses, jit_params, _) = run(true, true);
+    let (eager_losses, eager_params, _) = run(false, false);
+    assert_eq!(auto_losses, jit_losses);
+    assert_eq!(auto_losses, eager_losses);
+    assert!(auto_params == jit_params && auto_params == eager_params, "parameters differ after training");
+}

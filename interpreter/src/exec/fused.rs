@@ -636,7 +636,7 @@ impl Program {
 
     /// Count a launch that took `ns` (its tasks' times summed) with `native` or not; after
     /// the trials, choose.
-    fn record(&self, native: bool, ns: u64) {
+    pub(crate) fn record(&self, native: bool, ns: u64) {
         if let Some(t) = &self.tune {
             t.record(native, ns);
         }

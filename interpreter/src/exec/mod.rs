@@ -168,7 +168,12 @@ impl Executor {
         let mut others: Vec<Vec<f32>> = (1..rk.prologue.outputs.len()).map(|_| Vec::with_capacity(numel)).collect();
         let written = others.iter_mut().map(|b| sum_axes::Unwritten(b.spare_capacity_mut().as_mut_ptr())).collect();
         let region = sum_axes::RegionValues { program: &program, inputs: inputs.iter().map(|v| v.as_slice()).collect(), summed, written };
+        // A measured prologue (see `fused::Tune`) counts this launch: native or not for all of
+        // it, as `native_now` says until the launch is recorded.
+        let native = program.native_now();
+        let started = std::time::Instant::now();
         let sums = sum_axes::sum_axes(&sum_axes::Values::Region(region), &shape, axes);
+        program.record(native, started.elapsed().as_nanos() as u64);
         let mut out = vec![Tensor::from_f64(node.dtype, fused::concrete(g, rk.node), sums)];
         let dtypes = program.output_dtypes();
         let other_dtypes = dtypes.iter().enumerate().filter(|(o, _)| *o != summed).map(|(_, d)| *d);

@@ -45,6 +45,8 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathB
     if let Some(e) = emit {
         return print_sources(&gens, dialect(e));
     }
+    // Without `--out` the sources and objects go to a temporary directory, removed at the end.
+    let temporary = out.is_none();
     let dir = out.unwrap_or_else(|| std::env::temp_dir().join(format!("dlc-kernels-{}", std::process::id())));
     let mut report = json!({
         "file": file.display().to_string(),
@@ -118,6 +120,9 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathB
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
         print_text(&gens, &report);
+    }
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
     }
     i32::from(failed)
 }

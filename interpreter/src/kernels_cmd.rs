@@ -58,10 +58,7 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathB
         match c_check::check(&gens, &dir.join("c")) {
             Ok(results) => {
                 failed |= results.iter().any(|r| !r.ok);
-                report["c_check"] = json!(results
-                    .iter()
-                    .map(|r| json!({"name": r.name, "origin": r.origin, "kind": r.kind, "elements": r.elements, "differing": r.differing, "max_abs": r.max_abs, "max_rel": r.max_rel, "ok": r.ok}))
-                    .collect::<Vec<_>>());
+                report["c_check"] = json!(results);
             }
             Err(e) => {
                 eprintln!("error: the C check could not run: {e}");
@@ -73,10 +70,7 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathB
         match dlc::kernels::emu_check::check(&gens, &dir.join("emu")) {
             Ok(results) => {
                 failed |= results.iter().any(|r| !r.ok);
-                report["emu_check"] = json!(results
-                    .iter()
-                    .map(|r| json!({"name": r.name, "origin": r.origin, "kind": r.kind, "elements": r.elements, "differing": r.differing, "max_abs": r.max_abs, "max_rel": r.max_rel, "ok": r.ok}))
-                    .collect::<Vec<_>>());
+                report["emu_check"] = json!(results);
             }
             Err(e) => {
                 eprintln!("error: the emulated CUDA check could not run: {e}");
@@ -91,7 +85,7 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathB
                 report["gpu_check"] = json!({
                     "gpu": gpu,
                     "module": if how == dlc_jit::cuda::launch::Compiled::Cache { "from the kernel cache" } else { "compiled by NVRTC" },
-                    "kernels": results.iter().map(|r| json!({"name": r.name, "origin": r.origin, "kind": r.kind, "elements": r.elements, "differing": r.differing, "max_abs": r.max_abs, "max_rel": r.max_rel, "ok": r.ok})).collect::<Vec<_>>(),
+                    "kernels": results,
                 });
             }
             Err(e) => {
@@ -107,7 +101,7 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathB
                 let version = cuda_check::nvrtc_version().map(|(a, b)| format!("{a}.{b}")).unwrap_or_default();
                 report["cuda_check"] = json!({
                     "nvrtc": version,
-                    "kernels": results.iter().map(|a| json!({"name": a.name, "arch": a.arch, "registers": a.registers, "spill_stores": a.spill_stores, "spill_loads": a.spill_loads, "stack_bytes": a.stack_bytes})).collect::<Vec<_>>(),
+                    "kernels": results,
                 });
             }
             Err(e) => {
@@ -148,6 +142,20 @@ fn print_sources(gens: &[Generated], d: Dialect) -> i32 {
     0
 }
 
+/// One kernel whose outputs differ from the interpreter's: by how much, and whether that fails.
+fn print_difference(r: &serde_json::Value) {
+    println!(
+        "  {} {}: {} of {} elements differ, max abs {:.2e}, max rel {:.2e}{}",
+        r["name"].as_str().unwrap_or_default(),
+        r["kind"].as_str().unwrap_or_default(),
+        r["differing"],
+        r["elements"],
+        r["max_abs"].as_f64().unwrap_or(0.0),
+        r["max_rel"].as_f64().unwrap_or(0.0),
+        if r["ok"] == json!(true) { "" } else { "  FAILED" }
+    );
+}
+
 fn print_text(gens: &[Generated], report: &serde_json::Value) {
     println!("{} generated kernels", gens.len());
     for g in gens {
@@ -162,15 +170,7 @@ fn print_text(gens: &[Generated], report: &serde_json::Value) {
             rs.len()
         );
         for r in bad {
-            println!(
-                "  {} {}: {} of {} elements differ, max abs {:.2e}, max rel {:.2e}  FAILED",
-                r["name"].as_str().unwrap_or_default(),
-                r["kind"].as_str().unwrap_or_default(),
-                r["differing"],
-                r["elements"],
-                r["max_abs"].as_f64().unwrap_or(0.0),
-                r["max_rel"].as_f64().unwrap_or(0.0)
-            );
+            print_difference(r);
         }
     }
     if let Some(rs) = report["c_check"].as_array() {
@@ -178,16 +178,7 @@ fn print_text(gens: &[Generated], report: &serde_json::Value) {
         let exact = rs.iter().filter(|r| r["differing"] == json!(0)).count();
         println!("C check against the interpreter: {} of {} kernels agree ({exact} bit for bit)", rs.len() - bad.len(), rs.len());
         for r in rs.iter().filter(|r| r["differing"] != json!(0)) {
-            println!(
-                "  {} {}: {} of {} elements differ, max abs {:.2e}, max rel {:.2e}{}",
-                r["name"].as_str().unwrap_or_default(),
-                r["kind"].as_str().unwrap_or_default(),
-                r["differing"],
-                r["elements"],
-                r["max_abs"].as_f64().unwrap_or(0.0),
-                r["max_rel"].as_f64().unwrap_or(0.0),
-                if r["ok"] == json!(true) { "" } else { "  FAILED" }
-            );
+            print_difference(r);
         }
     }
     if let Some(g) = report.get("gpu_check") {
@@ -202,15 +193,7 @@ fn print_text(gens: &[Generated], report: &serde_json::Value) {
             rs.len()
         );
         for r in rs.iter().filter(|r| r["ok"] != json!(true)) {
-            println!(
-                "  {} {}: {} of {} elements differ, max abs {:.2e}, max rel {:.2e}  FAILED",
-                r["name"].as_str().unwrap_or_default(),
-                r["kind"].as_str().unwrap_or_default(),
-                r["differing"],
-                r["elements"],
-                r["max_abs"].as_f64().unwrap_or(0.0),
-                r["max_rel"].as_f64().unwrap_or(0.0)
-            );
+            print_difference(r);
         }
     }
     if let Some(c) = report.get("cuda_check") {

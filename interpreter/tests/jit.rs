@@ -33,6 +33,22 @@ fn compiled_kernels_equal_the_interpreter_bit_for_bit() {
     }
 }
 
+/// Train the first recipe of `src` (`--jit` or not, fused or eager): the logged losses' and the
+/// final parameters' bits, and what autotuning chose.
+fn train_bits(src: &str, jit: bool, fuse: bool) -> (Vec<u64>, Vec<Vec<u64>>, Vec<Option<bool>>) {
+    let mut p = dlc::Program::run("train_bits.dl", src, None, false);
+    assert!(p.ok, "{:?}", p.diagnostics());
+    let info = p.session.t.recipes[0].clone();
+    let mut opts = dlc::train::TrainOptions::new(std::env::temp_dir(), 0);
+    (opts.jit, opts.fuse) = (jit, fuse);
+    let mut t = dlc::train::Trainer::new(&mut p.session, info, opts).expect("trainer");
+    let r = t.run().expect("training");
+    let tuned = t.kernels().tuned();
+    let params: Vec<Vec<u64>> = t.parameters().into_iter().map(|(_, v)| v.to_f64().into_iter().map(f64::to_bits).collect()).collect();
+    let losses: Vec<u64> = r.losses.iter().map(|l| l.1.to_bits()).collect();
+    (losses, params, tuned)
+}
+
 /// Without `--jit`, regions of 64K elements or more are compiled to native code too, timed
 /// both ways over their first launches, and the faster kept (`exec::fused::Tune`). Whatever is
 /// chosen, training gives the same bits as the interpreter alone (`--jit` forced) and as the
@@ -44,19 +60,7 @@ fn autotuned_kernels_train_bit_for_bit_as_the_interpreter() {
         let xs = randn(f32[192, 512], seed: 1)\nlet ys = cast(abs(randn(f32[192], seed: 2)) * 3.0, i64)\n\
         data d = tensors(xs, ys) |> batch(16, drop_last: true)\n\
         train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = adamw(lr: 1e-3)\n  epochs = 1\n  log every 1 steps\n}\n";
-    let run = |jit: bool, fuse: bool| {
-        let mut p = dlc::Program::run("autotune.dl", src, None, false);
-        assert!(p.ok, "{:?}", p.diagnostics());
-        let info = p.session.t.recipes[0].clone();
-        let mut opts = dlc::train::TrainOptions::new(std::env::temp_dir(), 0);
-        (opts.jit, opts.fuse) = (jit, fuse);
-        let mut t = dlc::train::Trainer::new(&mut p.session, info, opts).expect("trainer");
-        let r = t.run().expect("training");
-        let tuned = t.kernels().tuned();
-        let params: Vec<Vec<u64>> = t.parameters().into_iter().map(|(_, v)| v.to_f64().into_iter().map(f64::to_bits).collect()).collect();
-        let losses: Vec<u64> = r.losses.iter().map(|l| l.1.to_bits()).collect();
-        (losses, params, tuned)
-    };
+    let run = |jit: bool, fuse: bool| train_bits(src, jit, fuse);
     let (auto_losses, auto_params, tuned) = run(false, true);
     assert!(!tuned.is_empty(), "the AdamW update of the 131k-weight layer is measured");
     assert!(tuned.iter().all(Option::is_some), "every measured program has chosen after 12 steps: {tuned:?}");
@@ -109,19 +113,7 @@ fn autotuned_prologue_sums_train_bit_for_bit_as_the_interpreter() {
         let xs = randn(f32[96, 3, 32, 32], seed: 1)\nlet ys = cast(abs(randn(f32[96], seed: 2)) * 3.0, i64)\n\
         data d = tensors(xs, ys) |> batch(8, drop_last: true)\n\
         train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = sgd(lr: 0.01, momentum: 0.9)\n  epochs = 1\n  log every 1 steps\n}\n";
-    let run = |jit: bool, fuse: bool| {
-        let mut p = dlc::Program::run("prologue.dl", src, None, false);
-        assert!(p.ok, "{:?}", p.diagnostics());
-        let info = p.session.t.recipes[0].clone();
-        let mut opts = dlc::train::TrainOptions::new(std::env::temp_dir(), 0);
-        (opts.jit, opts.fuse) = (jit, fuse);
-        let mut t = dlc::train::Trainer::new(&mut p.session, info, opts).expect("trainer");
-        let r = t.run().expect("training");
-        let tuned = t.kernels().tuned();
-        let params: Vec<Vec<u64>> = t.parameters().into_iter().map(|(_, v)| v.to_f64().into_iter().map(f64::to_bits).collect()).collect();
-        let losses: Vec<u64> = r.losses.iter().map(|l| l.1.to_bits()).collect();
-        (losses, params, tuned)
-    };
+    let run = |jit: bool, fuse: bool| train_bits(src, jit, fuse);
     let (auto_losses, auto_params, tuned) = run(false, true);
     assert!(tuned.iter().all(Option::is_some), "every measured kernel has chosen after 12 steps: {tuned:?}");
     let (jit_losses, jit_params, _) = run(true, true);

@@ -14,6 +14,7 @@ mod reduce;
 mod rows;
 mod stream;
 mod sum_axes;
+pub mod tune;
 pub mod tune_store;
 
 use crate::runtime::rng;

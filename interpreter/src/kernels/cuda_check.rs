@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 pub const ARCHS: [(&str, &str); 2] = [("compute_80", "sm_80"), ("compute_90", "sm_90")];
 
 /// What ptxas reported for one kernel on one architecture.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Assembled {
     pub name: String,
     pub arch: &'static str,

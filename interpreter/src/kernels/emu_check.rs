@@ -9,6 +9,7 @@
 //! (every kind walks its index space in grid-stride loops, so any grid computes the same), and is
 //! meant for small programs: every barrier is a rendezvous of OS threads.
 
+use super::host_lib::{pointers, Compiler, HostLib};
 use super::reference::{compare, reference, tolerance, Checked, Reference};
 use super::Generated;
 use dlc_jit::render::{self, ctype_of, Dialect};
@@ -81,64 +82,41 @@ fn wrapper(g: &Generated) -> String {
     )
 }
 
-fn build(gens: &[Generated], dir: &Path) -> Result<std::path::PathBuf, String> {
+const CXX: Compiler = Compiler {
+    env: "CXX",
+    default: "c++",
+    what: "C++",
+    extension: "cpp",
+    before: &["-O1", "-std=c++20", "-pthread", "-shared", "-fPIC", "-w"],
+    after: &[],
+};
+
+/// Run every kernel's CUDA C on the CPU against the interpreter, building in `dir`.
+pub fn check(gens: &[Generated], dir: &Path) -> Result<Vec<Checked>, String> {
     let mut src = String::from(EMULATION);
     src += &render::math::prelude(Dialect::Cuda);
+    let mut launches = vec![];
     for g in gens {
-        let (text, _) = render::render_function(&g.kernel, &g.name, Dialect::Cuda).map_err(|e| format!("{}: {e}", g.origin))?;
+        let (text, launch) = render::render_function(&g.kernel, &g.name, Dialect::Cuda).map_err(|e| format!("{}: {e}", g.origin))?;
         src += "\n";
         // A row kernel's dynamic shared memory is the emulation's storage.
         src += &text.replace("extern __shared__ float dlc_row[];", "float* dlc_row = dlc_row_storage;");
         src += &wrapper(g);
+        launches.push(launch);
     }
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    // Named by their contents: a library with thread-locals is never unloaded, so loading
-    // another program's kernels under the same name would give back the first one.
-    let tag = format!("{:016x}", dlc_jit::cuda::ptx_cache::fnv1a(src.as_bytes()));
-    let cpp = dir.join(format!("kernels_emulated_{tag}.cpp"));
-    let so = dir.join(format!("kernels_emulated_{tag}.so"));
-    std::fs::write(&cpp, src).map_err(|e| format!("{}: {e}", cpp.display()))?;
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let out = std::process::Command::new(&cxx)
-        .args(["-O1", "-std=c++20", "-pthread", "-shared", "-fPIC", "-w", "-o"])
-        .arg(&so)
-        .arg(&cpp)
-        .output()
-        .map_err(|e| format!("running the C++ compiler `{cxx}`: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("the C++ compiler rejected {}:\n{}", cpp.display(), String::from_utf8_lossy(&out.stderr)));
-    }
-    Ok(so)
-}
-
-/// Run every kernel's CUDA C on the CPU against the interpreter, building in `dir`.
-pub fn check(gens: &[Generated], dir: &Path) -> Result<Vec<Checked>, String> {
-    let so = build(gens, dir)?;
-    let path = std::ffi::CString::new(so.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
-    // SAFETY: loading a library we just compiled.
-    let lib = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if lib.is_null() {
-        return Err(format!("cannot load {}", so.display()));
-    }
+    let lib = HostLib::build(&src, dir, "kernels_emulated", &CXX)?;
     let mut out = vec![];
-    for (n, g) in gens.iter().enumerate() {
+    for (n, (g, launch)) in gens.iter().zip(&launches).enumerate() {
         let Reference { mut params, want } = reference(g, n)?;
-        let (_, launch) = render::render_function(&g.kernel, &g.name, Dialect::Cuda).map_err(|e| e.to_string())?;
-        let mut ptrs: Vec<*mut libc::c_void> = params.iter_mut().map(|b| b.as_mut_ptr() as *mut libc::c_void).collect();
-        let sym = std::ffi::CString::new(format!("emu_{}", g.name)).map_err(|e| e.to_string())?;
+        let mut ptrs = pointers(&mut params);
+        let f = lib.symbol(&format!("emu_{}", g.name)).map_err(|e| format!("{}: {e}", g.origin))?;
         // SAFETY: `emu_NAME(void **, unsigned, unsigned)` as `wrapper` renders it; each pointer
         // covers its parameter in its storage type.
         unsafe {
-            let f = libc::dlsym(lib, sym.as_ptr());
-            if f.is_null() {
-                return Err(format!("{}: no symbol emu_{}", g.origin, g.name));
-            }
             let f: extern "C" fn(*mut *mut libc::c_void, u32, u32) = std::mem::transmute(f);
             f(ptrs.as_mut_ptr(), launch.grid.min(2) as u32, launch.block as u32);
         }
         out.push(compare(g, &want, &params, false, tolerance));
     }
-    // SAFETY: nothing from the library is used after this.
-    unsafe { libc::dlclose(lib) };
     Ok(out)
 }

@@ -10,7 +10,7 @@ use dlc_language::ir::{Graph, NodeId};
 use dlc_language::passes::fusion::{Kernel, Plan};
 
 /// What one kernel's check found.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Checked {
     pub origin: String,
     pub name: String,

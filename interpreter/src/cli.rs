@@ -164,6 +164,21 @@ fn device_field_at(p: &Program, info: &dlc_language::eval::recipe::RecipeInfo) -
     Some(format!("{name}:{line}:{col}"))
 }
 
+/// One line on what the device executor did: kernels, what ran on the host, bytes copied.
+fn runner_summary(r: &dlc::runner::Report) -> String {
+    let host: Vec<String> = r.host_ops.iter().map(|(op, n)| format!("{op} x{n}")).collect();
+    format!(
+        "{} kernel launches from {} compiled plans ({:.1} s compiling) on {}; on the host: {}; copied {:.1} MB up, {:.1} MB down",
+        r.launches,
+        r.modules,
+        r.compile_s,
+        r.device,
+        if host.is_empty() { "nothing".into() } else { host.join(", ") },
+        r.bytes_up as f64 / 1e6,
+        r.bytes_down as f64 / 1e6
+    )
+}
+
 /// The device for a recipe (`--device` first), probing the machine at most once per process.
 pub(crate) fn device_for(
     info: &dlc_language::eval::recipe::RecipeInfo,
@@ -174,7 +189,7 @@ pub(crate) fn device_for(
         Some(f) => (f.requested(), true),
         None => dlc::device::requested(info),
     };
-    let choice = dlc::device::choose(requested, || PROBE.get_or_init(dlc_jit::cuda::probe).clone())?;
+    let choice = dlc::device::choose(requested, || PROBE.get_or_init(dlc::device::probe).clone())?;
     Ok((choice, explicit))
 }
 
@@ -390,17 +405,25 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
             }
         }
         warn_ignored_fields(&info);
-        match device_for(&info, device) {
-            // Said when asked for, or when a GPU was found and not used.
-            Ok((choice, explicit)) if explicit || choice.gpu.is_some() => eprintln!("device: {}", choice.reason),
-            Ok(_) => {}
+        let on_gpu = match device_for(&info, device) {
+            Ok((choice, explicit)) => {
+                // Said when asked for, or when a GPU was found.
+                if explicit || choice.gpu.is_some() {
+                    eprintln!("device: {}", choice.reason);
+                }
+                let gpu = choice.device == "cuda";
+                if gpu && info.kind != RecipeKind::Train {
+                    eprintln!("device: `{}` recipes run on the CPU in this build (training steps run on the GPU)", info.kind.keyword());
+                }
+                gpu
+            }
             Err(e) => {
                 // Point at the recipe's `device` field when it is what asked for the GPU.
                 let at = if device.is_none() { device_field_at(&p, &info) } else { None };
                 eprintln!("error: {e}{}", at.map(|a| format!("\n  --> {a}")).unwrap_or_default());
                 return 1;
             }
-        }
+        };
         if info.kind == RecipeKind::Evaluate {
             let mut opts = dlc::train::TrainOptions::new(root.clone(), seed);
             opts.echo = true;
@@ -453,7 +476,16 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
         opts.metrics = metrics.clone();
         opts.interrupt = Some(stop.clone());
         opts.progress = std::io::stderr().is_terminal();
-        let result = dlc::train::Trainer::new(&mut p.session, info, opts).and_then(|mut t| t.run());
+        if on_gpu {
+            opts.target = dlc::runner::gpu_target();
+        }
+        let result = dlc::train::Trainer::new(&mut p.session, info, opts).and_then(|mut t| {
+            let r = t.run();
+            if on_gpu {
+                eprintln!("device: {}", runner_summary(&t.runner_report()));
+            }
+            r
+        });
         match result {
             Ok(r) => println!("trained {} steps", r.steps),
             Err(e) => {

@@ -1,10 +1,9 @@
 //! Which device a recipe runs on: the recipe's `device = auto | cpu | cuda` (absent means
 //! `auto`), or `--device`, against what the machine has (`dlc_jit::cuda::probe`).
 //!
-//! What this build can run on a GPU: nothing yet. The CUDA backend's kernels are generated,
-//! compiled by NVRTC and checked (`dlc kernels FILE --check cuda`), but the executor that runs a
-//! step on the device is not written, so a GPU found by `auto` is reported and not used, and
-//! `cuda` is an error that says so, rather than a run that silently stays on the CPU.
+//! On a GPU, training steps run through the device executor (`crate::runner`): the generated
+//! CUDA kernels launched on device-resident values, what has no device kernel yet computed on
+//! the host. `DLC_EMULATE_GPU=1` stands an emulated GPU in for a missing one (tests and CI).
 
 use dlc_jit::cuda::Gpu;
 use dlc_language::eval::recipe::RecipeInfo;
@@ -57,7 +56,16 @@ pub struct Choice {
 }
 
 /// Whether this build can run training, evaluation and inference on a GPU.
-pub const CUDA_EXECUTOR: bool = false;
+pub const CUDA_EXECUTOR: bool = true;
+
+/// What `choose` probes: GPU 0 (`dlc_jit::cuda::probe`), or the emulated GPU when
+/// `DLC_EMULATE_GPU=1` asks for it.
+pub fn probe() -> Result<Gpu, String> {
+    if crate::runner::emulation_requested() {
+        return Ok(Gpu { name: "emulated GPU (DLC_EMULATE_GPU=1)".into(), capability: (9, 0), memory_bytes: 0, driver: 0 });
+    }
+    dlc_jit::cuda::probe()
+}
 
 /// Choose for `requested`, probing the machine only when the answer depends on it.
 pub fn choose(requested: Requested, probe: impl FnOnce() -> Result<Gpu, String>) -> Result<Choice, String> {
@@ -112,11 +120,11 @@ mod tests {
     }
 
     #[test]
-    fn a_gpu_this_build_cannot_use_is_named_not_hidden() {
-        let c = choose(Requested::Auto, h100).expect("auto");
-        assert_eq!(c.device, "cpu");
-        assert!(c.reason.contains("H100") && c.reason.contains("sm_90"), "{}", c.reason);
-        let e = choose(Requested::Cuda, h100).expect_err("no executor");
-        assert!(e.contains("H100") && e.contains("cannot run steps on a GPU yet"), "{e}");
+    fn a_gpu_found_is_chosen_and_named() {
+        for r in [Requested::Auto, Requested::Cuda] {
+            let c = choose(r, h100).expect("a GPU");
+            assert_eq!(c.device, "cuda");
+            assert!(c.reason.contains("H100") && c.reason.contains("sm_90"), "{}", c.reason);
+        }
     }
 }

@@ -7,6 +7,7 @@ pub mod device;
 pub mod exec;
 pub mod kernels;
 pub mod render;
+pub mod runner;
 pub mod runtime;
 pub mod train;
 

@@ -469,3 +469,31 @@ fn tune_saves_choices_that_later_runs_read_and_survives_a_corrupt_file() {
     assert!(serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&file).expect("saved")).is_ok(), "replaced by a whole file");
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// `--device cuda` on the emulated GPU (`DLC_EMULATE_GPU=1`): the steps run through the device
+/// executor, the run ends with a line on what it launched and what ran on the host, and the
+/// epoch's mean loss is the CPU's to the printed digits.
+#[test]
+fn device_cuda_on_the_emulated_gpu_trains_as_the_cpu_does() {
+    let run = |emulate: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_dlc"));
+        c.args(["run", "examples/iris.dl", "--device", if emulate { "cuda" } else { "cpu" }, "--set", "epochs=1"])
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .env("NO_COLOR", "1")
+            .env("DLC_CACHE_DIR", std::env::temp_dir().join(format!("dlc-cli-tests-{}", std::process::id())));
+        if emulate {
+            c.env("DLC_EMULATE_GPU", "1");
+        }
+        c.output().expect("run dlc")
+    };
+    let (gpu, cpu) = (run(true), run(false));
+    assert!(gpu.status.success(), "{}", text(&gpu.stderr));
+    let err = text(&gpu.stderr);
+    assert!(err.contains("device: device = cuda: emulated GPU"), "{err}");
+    assert!(err.contains("kernel launches from") && err.contains("on the host:"), "{err}");
+    let epoch_line = |o: &Output| {
+        text(&o.stdout).lines().find(|l| l.starts_with("epoch 1 done")).map(|l| l.split(" over ").next().unwrap_or("").to_string())
+    };
+    assert_eq!(epoch_line(&gpu), epoch_line(&cpu));
+    assert!(epoch_line(&gpu).is_some(), "{}", text(&gpu.stdout));
+}

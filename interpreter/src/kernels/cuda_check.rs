@@ -53,13 +53,8 @@ pub fn ptxas() -> Result<PathBuf, String> {
 
 /// The translation unit of `gens`: the CUDA prelude once, then every kernel.
 pub fn translation_unit(gens: &[Generated]) -> Result<String, String> {
-    let mut src = render::math::prelude(Dialect::Cuda);
-    for g in gens {
-        let (text, _) = render::render_function(&g.kernel, &g.name, Dialect::Cuda).map_err(|e| format!("{}: {e}", g.origin))?;
-        src += "\n";
-        src += &text;
-    }
-    Ok(src)
+    let named: Vec<(&str, &dlc_jit::kir::Kernel)> = gens.iter().map(|g| (g.name.as_str(), &g.kernel)).collect();
+    render::translation_unit(&named, Dialect::Cuda).map(|(src, _)| src).map_err(|e| e.to_string())
 }
 
 /// Compile and assemble `gens` for every architecture, writing the source and PTX to `dir`.

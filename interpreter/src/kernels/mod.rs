@@ -7,8 +7,9 @@
 pub mod c_check;
 pub mod cuda_check;
 pub mod emu_check;
+pub mod emulation;
 pub mod gpu_check;
-mod host_lib;
+pub mod host_lib;
 pub mod reference;
 
 use crate::train::{TrainOptions, Trainer};

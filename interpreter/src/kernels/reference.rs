@@ -25,7 +25,7 @@ pub struct Checked {
 }
 
 /// The plan kernel's inputs and outputs, in the kernel IR's parameter order.
-fn io(k: &Kernel) -> Vec<(Vec<NodeId>, Vec<NodeId>)> {
+pub(crate) fn io(k: &Kernel) -> Vec<(Vec<NodeId>, Vec<NodeId>)> {
     match k {
         Kernel::Fused(r) => vec![(r.inputs.clone(), r.outputs.clone())],
         Kernel::Group(rs) => rs.iter().map(|r| (r.inputs.clone(), r.outputs.clone())).collect(),

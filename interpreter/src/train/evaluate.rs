@@ -109,7 +109,7 @@ impl<'s> Trainer<'s> {
                 }
                 let eg = &graphs[&key];
                 let n = batch.first().map(|t| t.shape.first().copied().unwrap_or(1)).unwrap_or(1);
-                let mut ex = self.executor();
+                let mut ex = self.executor()?;
                 for (node, t) in &eg.hoisted {
                     ex.preset(*node, t.clone());
                 }
@@ -150,7 +150,8 @@ impl<'s> Trainer<'s> {
         let graph = &self.session.t.graph;
         let pipeline::Planned { plan, memory, frontier, full } = pipeline::compile_eval(graph, &nodes, self.opts.fuse)?;
         let full = full.expect("an evaluation keeps its whole plan");
-        let mut ex = self.executor();
+        let mut ex = self.executor()?;
+        let graph = &self.session.t.graph;
         let values = ex.eval_many(graph, &frontier)?;
         Ok(EvalGraph {
             nodes,
@@ -241,6 +242,7 @@ impl<'s> Trainer<'s> {
             let t = checkpoint::param_from(tensors, &p.path, &cur.shape, cur.dtype, source).map_err(err)?;
             self.store.insert(p.id, t);
         }
+        self.resident = false;
         Ok(())
     }
 }

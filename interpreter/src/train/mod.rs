@@ -23,6 +23,7 @@ pub use overrides::apply_overrides;
 use step::Step;
 
 use crate::exec::Executor;
+use crate::runner::{Runner, Slot};
 use crate::runtime::pipeline::{self, Batches, Element};
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
@@ -86,6 +87,8 @@ pub struct TrainOptions {
     /// Read autotuning's earlier choices from the tuning file and add this run's to it at the
     /// end (`exec::tune_store`; the command line turns it on, embedders and tests leave it off).
     pub tuning_file: bool,
+    /// Where the steps run (the CPU unless the device chosen was `cuda`); see `crate::runner`.
+    pub target: crate::runner::Target,
 }
 
 /// A Rust data source for training: called once per epoch with the epoch number (from 0), it
@@ -111,6 +114,7 @@ impl TrainOptions {
             jit: false,
             profile: None,
             tuning_file: false,
+            target: crate::runner::Target::Cpu,
         }
     }
 }
@@ -199,6 +203,14 @@ pub struct Trainer<'s> {
     prepared: Option<pipeline::Prepared>,
     /// Each evaluation pipeline's batches (they do not change between evaluations), by pipeline.
     eval_batches: Vec<(Rc<dlc_language::eval::value::Pipeline>, Vec<Element>)>,
+    /// Where the steps run: the interpreter, or a GPU's device executor. Parameters, buffers,
+    /// optimiser state and gradient sums live there between steps.
+    runner: Box<dyn Runner>,
+    /// Whether the runner holds `store`, `states` and `grad_sums` (false until the first step
+    /// and after they are set on the host, e.g. by `--resume`).
+    resident: bool,
+    /// Whether the runner's values are newer than the host's (after a step, until `sync_host`).
+    host_stale: bool,
 }
 
 fn zeros_like(t: &Tensor) -> Tensor {
@@ -223,7 +235,20 @@ impl<'s> Trainer<'s> {
         }
         let accumulate = info.field("accumulate").and_then(|v| v.as_int()).unwrap_or(1).max(1) as usize;
         let grad_sums = if accumulate > 1 { params.iter().map(|p| zeros_like(&store[&p.id])).collect() } else { vec![] };
-        let opts_jit = opts.jit;
+        let kernels = std::sync::Arc::new(if opts.tuning_file {
+            crate::exec::fused::KernelCache::new(opts.jit).with_tuning_file()
+        } else {
+            crate::exec::fused::KernelCache::new(opts.jit)
+        });
+        let runner: Box<dyn Runner> = if opts.target == crate::runner::Target::Cpu {
+            let mut ex = Executor::new(opts.seed);
+            ex.fuse = opts.fuse;
+            ex.kernels = kernels.clone();
+            ex.profile = opts.profile.clone();
+            Box::new(crate::runner::host::HostRunner::new(ex))
+        } else {
+            crate::runner::open(opts.target).map_err(|e| err(format!("the GPU could not be used: {e}")))?
+        };
         let precision = precision::low_precision(info.field("precision"));
         let scaler = (precision == Some(DType::F16)).then(precision::LossScaler::default);
         Ok(Trainer {
@@ -247,13 +272,60 @@ impl<'s> Trainer<'s> {
             eval_batches: vec![],
             grad_sums,
             steps: HashMap::new(),
-            kernels: std::sync::Arc::new(if opts.tuning_file {
-                crate::exec::fused::KernelCache::new(opts_jit).with_tuning_file()
-            } else {
-                crate::exec::fused::KernelCache::new(opts_jit)
-            }),
+            runner,
+            resident: false,
+            host_stale: false,
+            kernels,
             opts,
         })
+    }
+
+    /// Upload parameters, buffers, optimiser state and gradient sums to the runner unless it
+    /// holds them already.
+    fn put_resident(&mut self) -> Result<(), RuntimeError> {
+        if self.resident {
+            return Ok(());
+        }
+        for p in self.params.iter().chain(&self.buffers) {
+            self.runner.put(Slot::Param(p.id), &self.store[&p.id])?;
+        }
+        for (k, states) in self.states.iter().enumerate() {
+            for (j, t) in states.iter().enumerate() {
+                self.runner.put(Slot::State(k, j), t)?;
+            }
+        }
+        for (i, t) in self.grad_sums.iter().enumerate() {
+            self.runner.put(Slot::Sum(i), t)?;
+        }
+        self.resident = true;
+        Ok(())
+    }
+
+    /// Bring the runner's parameters, buffers, optimiser state and gradient sums back to the
+    /// host (before a checkpoint, an evaluation, or the end of the run).
+    fn sync_host(&mut self) -> Result<(), RuntimeError> {
+        if !self.host_stale {
+            return Ok(());
+        }
+        for p in self.params.iter().chain(&self.buffers) {
+            let t = self.runner.take(Slot::Param(p.id))?;
+            self.store.insert(p.id, t);
+        }
+        for (k, states) in self.states.iter_mut().enumerate() {
+            for (j, t) in states.iter_mut().enumerate() {
+                *t = self.runner.take(Slot::State(k, j))?;
+            }
+        }
+        for (i, t) in self.grad_sums.iter_mut().enumerate() {
+            *t = self.runner.take(Slot::Sum(i))?;
+        }
+        self.host_stale = false;
+        Ok(())
+    }
+
+    /// What the runner did (its device, kernels compiled and launched, what ran on the host).
+    pub fn runner_report(&self) -> crate::runner::Report {
+        self.runner.report()
     }
 
     fn expr_field(&self, name: &str) -> Option<Expr> {
@@ -304,6 +376,7 @@ impl<'s> Trainer<'s> {
             let t = find(&ck.params, &b.path).ok_or_else(|| err(format!("the checkpoint has no buffer `{}`", b.path)))?;
             self.store.insert(b.id, t);
         }
+        self.resident = false;
         Ok(())
     }
 
@@ -324,7 +397,8 @@ impl<'s> Trainer<'s> {
 
     /// Write a checkpoint (parameters, buffers, optimiser state, and a manifest with `step` and
     /// `epoch`) to `dir`, atomically; `--resume dir` and `load_weights` read it.
-    pub fn save(&self, dir: &std::path::Path, step: usize, epoch: usize) -> Result<(), RuntimeError> {
+    pub fn save(&mut self, dir: &std::path::Path, step: usize, epoch: usize) -> Result<(), RuntimeError> {
+        self.sync_host()?;
         checkpoint::save(dir, &self.checkpoint(step, epoch)).map_err(RuntimeError::Io)?;
         if self.opts.echo {
             println!("checkpoint: {} (step {step})", dir.display());
@@ -338,7 +412,9 @@ impl<'s> Trainer<'s> {
         }
     }
 
-    fn executor(&self) -> Executor {
+    /// An interpreter holding the current parameters (evaluation runs on the host).
+    fn executor(&mut self) -> Result<Executor, RuntimeError> {
+        self.sync_host()?;
         let mut ex = Executor::new(self.opts.seed);
         ex.fuse = self.opts.fuse;
         ex.kernels = self.kernels.clone();
@@ -346,7 +422,7 @@ impl<'s> Trainer<'s> {
         for p in self.params.iter().chain(&self.buffers) {
             ex.set_param(p.id, self.store[&p.id].clone());
         }
-        ex
+        Ok(ex)
     }
 
     /// Compile the step for batches of these shapes unless it is compiled already.
@@ -399,43 +475,47 @@ impl<'s> Trainer<'s> {
     ) -> Result<Vec<(String, f64)>, RuntimeError> {
         let key = shapes_of(&batch);
         self.ensure_step(&key)?;
+        self.put_resident()?;
         let st = &self.steps[&key];
-        let mut ex = self.executor();
+        let run = self.runner.as_mut();
         for (id, t) in st.elem_inputs.iter().zip(batch) {
-            ex.inputs.insert(*id, t);
+            run.put(Slot::Input(*id), &t)?;
         }
         // The optimiser's step count leaves out the steps f16's loss scaling skipped.
         let skipped = self.scaler.as_ref().map(|s| s.skipped).unwrap_or(0);
-        ex.inputs.insert(st.t_input, Tensor::from_f64(DType::F32, vec![], [step.saturating_sub(skipped) as f64]));
+        let scalar = |v: f64| Tensor::from_f64(DType::F32, vec![], [v]);
+        run.put(Slot::Input(st.t_input), &scalar(step.saturating_sub(skipped) as f64))?;
         if let (Some((id, _)), Some(s)) = (st.scale, &self.scaler) {
-            ex.inputs.insert(id, Tensor::from_f64(DType::F32, vec![], [s.scale]));
+            run.put(Slot::Input(id), &scalar(s.scale))?;
         }
-        ex.inputs.insert(st.draw_input, Tensor::from_f64(DType::F32, vec![], [draw as f64]));
+        run.put(Slot::Input(st.draw_input), &scalar(draw as f64))?;
         for (id, lr) in st.lr_inputs.iter().zip(lrs) {
-            ex.inputs.insert(*id, Tensor::from_f64(DType::F32, vec![], [*lr]));
+            run.put(Slot::Input(*id), &scalar(*lr))?;
         }
+        // Optimiser state and gradient sums are read where they live between steps.
         for (k, ids, _) in &st.updates {
-            for (id, s) in ids.iter().zip(&self.states[*k]) {
-                ex.inputs.insert(*id, s.clone());
+            for (j, id) in ids.iter().enumerate() {
+                run.read_input_from(*id, Slot::State(*k, j));
             }
         }
-        for ((id, _), s) in st.accum.iter().zip(&self.grad_sums) {
-            ex.inputs.insert(*id, s.clone());
+        for (i, (id, _)) in st.accum.iter().enumerate() {
+            run.read_input_from(*id, Slot::Sum(i));
         }
         let graph = &self.session.t.graph;
-        if update {
-            ex.run_planned(graph, &st.plan, &st.memory)?;
-        }
+        // The whole step runs even for the first N-1 micro-batches of `accumulate = N`, whose
+        // updates are then dropped: one compiled plan, no second one without the optimiser.
+        run.run(graph, &st.plan, &st.memory)?;
+        self.host_stale = true;
         let mut logged = vec![];
         for (name, n) in &st.logged {
-            let v = ex.eval(graph, *n)?.to_f64();
+            let v = run.fetch(graph, *n)?.to_f64();
             let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
             logged.push((name.clone(), mean));
         }
         // Under f16's loss scaling an overflow skips the step (the scale backs off) instead of
         // ending the run.
         let finite = match (st.scale, update) {
-            (Some((_, flag)), true) => ex.eval(graph, flag)?.to_f64()[0] != 0.0,
+            (Some((_, flag)), true) => run.fetch(graph, flag)?.to_f64()[0] != 0.0,
             _ => true,
         };
         if let Some((name, v)) = logged.iter().find(|(_, v)| !v.is_finite()) {
@@ -443,27 +523,25 @@ impl<'s> Trainer<'s> {
                 return Err(err(format!("`{name}` became {v} at step {step}")));
             }
         }
-        let new_buffers: Vec<(u32, Tensor)> =
-            st.buffer_updates.iter().map(|(id, n)| ex.eval(graph, *n).map(|t| (*id, t))).collect::<Result<_, _>>()?;
+        for (id, n) in &st.buffer_updates {
+            run.keep(graph, *n, Slot::Param(*id))?;
+        }
         if !update {
-            let sums = st.accum.iter().map(|(_, n)| ex.eval(graph, *n)).collect::<Result<Vec<_>, _>>()?;
-            self.grad_sums = sums;
-            self.store.extend(new_buffers);
+            for (i, (_, n)) in st.accum.iter().enumerate() {
+                run.keep(graph, *n, Slot::Sum(i))?;
+            }
             return Ok(logged);
         }
-        let mut new_values = vec![];
         for (k, _, outs) in &st.updates {
-            new_values.push((*k, outs.iter().map(|n| ex.eval(graph, *n)).collect::<Result<Vec<_>, _>>()?));
+            run.keep(graph, outs[0], Slot::Param(self.params[*k].id))?;
+            for (j, n) in outs[1..].iter().enumerate() {
+                run.keep(graph, *n, Slot::State(*k, j))?;
+            }
         }
-        self.store.extend(new_buffers);
-        for (k, mut vals) in new_values {
-            let p = vals.remove(0);
-            self.store.insert(self.params[k].id, p);
-            self.states[k] = vals;
+        for (i, s) in self.grad_sums.iter().enumerate() {
+            run.put(Slot::Sum(i), &zeros_like(s))?;
         }
-        for s in self.grad_sums.iter_mut() {
-            *s = zeros_like(s);
-        }
+
         if let Some(s) = self.scaler.as_mut() {
             s.update(finite);
             if s.in_a_row >= precision::MAX_IN_A_ROW {
@@ -478,8 +556,15 @@ impl<'s> Trainer<'s> {
         Ok(logged)
     }
 
-    /// Run the recipe to the end. Returns the losses and evaluations.
+    /// Run the recipe to the end. Returns the losses and evaluations; the parameters are on the
+    /// host afterwards (`parameters`).
     pub fn run(&mut self) -> Result<TrainReport, RuntimeError> {
+        let report = self.run_steps();
+        self.sync_host()?;
+        report
+    }
+
+    fn run_steps(&mut self) -> Result<TrainReport, RuntimeError> {
         let epochs_field = self.info.field("epochs").and_then(|v| v.as_int());
         let max_steps = self.info.field("steps").and_then(|v| v.as_int()).map(|s| s as usize);
         let log_every = self.info.recipe.entries.iter().find_map(|e| match e {
@@ -746,6 +831,11 @@ impl<'s> Trainer<'s> {
     /// The current value of every trained parameter, by path (for tests and embedders).
     pub fn parameters(&self) -> Vec<(String, Tensor)> {
         self.params.iter().map(|p| (p.path.clone(), self.store[&p.id].clone())).collect()
+    }
+
+    /// The current value of every buffer (batch norm's running statistics), by path.
+    pub fn buffers(&self) -> Vec<(String, Tensor)> {
+        self.buffers.iter().map(|p| (p.path.clone(), self.store[&p.id].clone())).collect()
     }
 }
 

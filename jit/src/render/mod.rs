@@ -68,6 +68,20 @@ pub fn render_function(k: &Kernel, name: &str, d: Dialect) -> Result<(String, La
     kinds::kernel(k, name, d)
 }
 
+/// Many kernels (name, kernel) in one translation unit after one prelude, and each one's launch
+/// shape: what NVRTC compiles for a whole plan.
+pub fn translation_unit(kernels: &[(&str, &Kernel)], d: Dialect) -> Result<(String, Vec<Launch>), RenderError> {
+    let mut src = math::prelude(d);
+    let mut launches = vec![];
+    for (name, k) in kernels {
+        let (text, launch) = kinds::kernel(k, name, d).map_err(|e| RenderError(format!("{name}: {e}")))?;
+        src += "\n";
+        src += &text;
+        launches.push(launch);
+    }
+    Ok((src, launches))
+}
+
 /// The C type a buffer is stored as (for callers that write launch wrappers).
 pub fn ctype_of(t: Ty) -> &'static str {
     ctype(t)

@@ -1,0 +1,135 @@
+//! The CUDA driver: GPU 0 through cudarc (`dlc_jit::cuda::launch::Device`), each plan's kernels
+//! compiled by NVRTC for the device's architecture through the on-disk PTX cache, launched on
+//! one stream without waiting, matrix products through cuBLAS on the same stream; a download
+//! waits for the work queued before it.
+//!
+//! Unverified: no GPU was lent while this was written; it compiles here and its kernels are
+//! checked by NVRTC/ptxas and, emulated, against the interpreter, but no launch has run.
+
+use super::driver::{Driver, ModuleId, Product};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use dlc_jit::cuda::launch::Device;
+use dlc_jit::kir;
+use dlc_jit::kir::Ty;
+use dlc_jit::render::{self, Dialect, Launch};
+
+pub struct Cuda {
+    dev: Device,
+    modules: Vec<Vec<CudaFunction>>,
+    /// cuBLAS on the same stream, created on the first product.
+    blas: Option<CudaBlas>,
+}
+
+impl Cuda {
+    pub fn open() -> Result<Cuda, String> {
+        Ok(Cuda { dev: Device::open()?, modules: vec![], blas: None })
+    }
+}
+
+/// `p` through cuBLAS in element type `T` (f32, or bf16/f16 with f32 accumulation: cuBLAS's
+/// `GemmEx` with a 32-bit compute type).
+fn product<T>(
+    blas: &CudaBlas,
+    p: &Product,
+    one: T,
+    zero: T,
+    a: &CudaSlice<u8>,
+    b: &CudaSlice<u8>,
+    c: &mut CudaSlice<u8>,
+) -> Result<(), String>
+where
+    CudaBlas: Gemm<T>,
+{
+    use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+    let cm = p.column_major();
+    let op = |t: bool| if t { CUBLAS_OP_T } else { CUBLAS_OP_N };
+    let int = |v: usize| i32::try_from(v).map_err(|_| format!("a matrix dimension of {v} is beyond cuBLAS's 32-bit sizes"));
+    let cfg = StridedBatchedConfig {
+        gemm: GemmConfig {
+            transa: op(cm.trans_first),
+            transb: op(cm.trans_second),
+            m: int(cm.m)?,
+            n: int(cm.n)?,
+            k: int(cm.k)?,
+            alpha: one,
+            lda: int(cm.ld_first)?,
+            ldb: int(cm.ld_second)?,
+            beta: zero,
+            ldc: int(cm.ldc)?,
+        },
+        batch_size: int(p.batch)?,
+        stride_a: cm.stride_first as i64,
+        stride_b: cm.stride_second as i64,
+        stride_c: cm.stride_c as i64,
+    };
+    let too_small = || "a product's buffer is smaller than its shape".to_string();
+    // SAFETY: the buffers hold batch x (k x n, m x k, m x n) elements of `T` (checked by the
+    // views' lengths), and the strides and leading dimensions describe exactly that layout.
+    unsafe {
+        let first = b.transmute::<T>(p.batch * p.k * p.n).ok_or_else(too_small)?;
+        let second = a.transmute::<T>(p.batch * p.m * p.k).ok_or_else(too_small)?;
+        let mut out = c.transmute_mut::<T>(p.batch * p.m * p.n).ok_or_else(too_small)?;
+        blas.gemm_strided_batched(cfg, &first, &second, &mut out).map_err(|e| format!("cuBLAS: {e:?}"))
+    }
+}
+
+impl Driver for Cuda {
+    type Buf = CudaSlice<u8>;
+
+    fn describe(&self) -> String {
+        self.dev.gpu.to_string()
+    }
+
+    fn load(&mut self, kernels: &[(&str, &kir::Kernel)]) -> Result<(ModuleId, Vec<Launch>), String> {
+        let (src, launches) = render::translation_unit(kernels, Dialect::Cuda).map_err(|e| e.to_string())?;
+        let (module, _) = self.dev.module(&src)?;
+        let functions = kernels.iter().map(|(name, _)| self.dev.function(&module, name)).collect::<Result<Vec<_>, _>>()?;
+        self.modules.push(functions);
+        Ok((self.modules.len() - 1, launches))
+    }
+
+    fn alloc(&mut self, bytes: usize) -> Result<CudaSlice<u8>, String> {
+        // SAFETY: every output buffer is written whole by its kernel before anything reads it.
+        unsafe { self.dev.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| format!("allocating {bytes} bytes on the GPU: {e:?}"))
+    }
+
+    fn upload(&mut self, bytes: &[u8]) -> Result<CudaSlice<u8>, String> {
+        self.dev.upload(bytes)
+    }
+
+    fn download(&mut self, buf: &CudaSlice<u8>, bytes: usize) -> Result<Vec<u8>, String> {
+        let mut v = self.dev.download(buf)?;
+        v.truncate(bytes);
+        Ok(v)
+    }
+
+    fn gemm(&mut self, p: &Product, a: &CudaSlice<u8>, b: &CudaSlice<u8>, c: &mut CudaSlice<u8>) -> Result<(), String> {
+        if self.blas.is_none() {
+            self.blas = Some(CudaBlas::new(self.dev.stream.clone()).map_err(|e| format!("cuBLAS could not start: {e:?}"))?);
+        }
+        let blas = self.blas.as_ref().expect("created above");
+        match p.ty {
+            Ty::F32 => product(blas, p, 1f32, 0f32, a, b, c),
+            Ty::BF16 => product(blas, p, half::bf16::ONE, half::bf16::ZERO, a, b, c),
+            Ty::F16 => product(blas, p, half::f16::ONE, half::f16::ZERO, a, b, c),
+            other => Err(format!("no cuBLAS product in {other:?}")),
+        }
+    }
+
+    fn launch(&mut self, module: ModuleId, index: usize, launch: &Launch, params: &[&CudaSlice<u8>]) -> Result<(), String> {
+        let f = self.modules.get(module).and_then(|m| m.get(index)).ok_or_else(|| format!("no kernel {index} in module {module}"))?;
+        let cfg = LaunchConfig {
+            grid_dim: (launch.grid as u32, 1, 1),
+            block_dim: (launch.block as u32, 1, 1),
+            shared_mem_bytes: launch.shared_bytes as u32,
+        };
+        let mut b = self.dev.stream.launch_builder(f);
+        for p in params {
+            b.arg(*p);
+        }
+        // SAFETY: the parameters are buffers of the kernel IR's parameter types and lengths, in
+        // its order, allocated by the executor.
+        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| format!("launching a kernel: {e:?}"))
+    }
+}

@@ -1,0 +1,79 @@
+//! What the device executor needs of a GPU: buffers, copies both ways, a plan's kernels loaded as
+//! one module, and launches. Two drivers implement it: CUDA through cudarc (cuda.rs), and the
+//! same CUDA C compiled for the CPU with the emulation header (emulated.rs), which is how the
+//! executor above it (buffers, bindings, launches, the host fallback) is tested on a machine
+//! without a GPU.
+
+use dlc_jit::kir::{self, Ty};
+use dlc_jit::render::Launch;
+
+/// One loaded module's kernels, by position in the list `load` was given.
+pub type ModuleId = usize;
+
+pub trait Driver {
+    /// A device buffer. Dropping it frees the memory.
+    type Buf;
+    /// The device in words (`NVIDIA H100 80GB HBM3 (sm_90, ...)`, `emulated on the CPU`).
+    fn describe(&self) -> String;
+    /// Compile and load these kernels (name, kernel IR) as one module; each gets its launch.
+    fn load(&mut self, kernels: &[(&str, &kir::Kernel)]) -> Result<(ModuleId, Vec<Launch>), String>;
+    /// A buffer of `bytes` (at least one byte), contents undefined.
+    fn alloc(&mut self, bytes: usize) -> Result<Self::Buf, String>;
+    fn upload(&mut self, bytes: &[u8]) -> Result<Self::Buf, String>;
+    /// The first `bytes` bytes of `buf` (waits for the work queued before it).
+    fn download(&mut self, buf: &Self::Buf, bytes: usize) -> Result<Vec<u8>, String>;
+    /// Queue kernel `index` of `module` on `params` (in `Kernel::params` order).
+    fn launch(&mut self, module: ModuleId, index: usize, launch: &Launch, params: &[&Self::Buf]) -> Result<(), String>;
+    /// Queue the matrix product `p` of `a` and `b` into `c` (cuBLAS on the GPU).
+    fn gemm(&mut self, p: &Product, a: &Self::Buf, b: &Self::Buf, c: &mut Self::Buf) -> Result<(), String>;
+}
+
+/// A batch of row-major products as the interpreter computes them: `c[i] = op(a[i]) @ op(b[i])`,
+/// `c[i]` m x n, `op(a[i])` m x k (stored k x m when `a_t`), `op(b[i])` k x n (stored n x k when
+/// `b_t`), in storage `ty` with f32 accumulation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Product {
+    pub batch: usize,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a_t: bool,
+    pub b_t: bool,
+    pub ty: Ty,
+}
+
+/// The same product as a column-major (BLAS) call. A row-major matrix is its transpose in
+/// column-major terms, so the call computes `c^T = op(b)^T op(a)^T`: its first operand is `b`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColumnMajor {
+    pub trans_first: bool,
+    pub trans_second: bool,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub ld_first: usize,
+    pub ld_second: usize,
+    pub ldc: usize,
+    pub stride_first: usize,
+    pub stride_second: usize,
+    pub stride_c: usize,
+}
+
+impl Product {
+    pub fn column_major(&self) -> ColumnMajor {
+        let Product { m, n, k, a_t, b_t, .. } = *self;
+        ColumnMajor {
+            trans_first: b_t,
+            trans_second: a_t,
+            m: n,
+            n: m,
+            k,
+            ld_first: if b_t { k } else { n },
+            ld_second: if a_t { m } else { k },
+            ldc: n,
+            stride_first: k * n,
+            stride_second: m * k,
+            stride_c: m * n,
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The emulated device: buffers in host memory, and each plan's kernels as the CUDA C the GPU
+//! would get, compiled by the system C++ compiler after the emulation header
+//! (`kernels::emulation`) and called through their host entries. Not a way to run fast: it is
+//! how the device executor is exercised end to end (and in CI) where there is no GPU. Selected
+//! by `DLC_EMULATE_GPU=1` with `--device cuda`.
+
+use super::driver::{Driver, ModuleId, Product};
+use crate::kernels::emulation::{self, Entry, CXX};
+use crate::kernels::host_lib::HostLib;
+use dlc_jit::kir;
+use dlc_jit::kir::Ty;
+use dlc_jit::render::Launch;
+use std::cell::UnsafeCell;
+use std::path::PathBuf;
+
+/// A buffer of host memory the kernels write through a pointer.
+pub struct HostBuf(UnsafeCell<Vec<u8>>);
+
+impl HostBuf {
+    fn ptr(&self) -> *mut libc::c_void {
+        // SAFETY: the executor never holds a reference into the bytes while a kernel runs.
+        unsafe { (*self.0.get()).as_mut_ptr() as *mut libc::c_void }
+    }
+}
+
+pub struct Emulated {
+    dir: PathBuf,
+    modules: Vec<(HostLib, Vec<Entry>)>,
+}
+
+impl Emulated {
+    pub fn new() -> Emulated {
+        let dir = std::env::temp_dir().join(format!("dlc-emulated-gpu-{}", std::process::id()));
+        Emulated { dir, modules: vec![] }
+    }
+}
+
+impl Default for Emulated {
+    fn default() -> Self {
+        Emulated::new()
+    }
+}
+
+impl Drop for Emulated {
+    fn drop(&mut self) {
+        self.modules.clear();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Driver for Emulated {
+    type Buf = HostBuf;
+
+    fn describe(&self) -> String {
+        "a GPU emulated on the CPU (DLC_EMULATE_GPU=1: the CUDA C kernels compiled by the system C++ compiler)".into()
+    }
+
+    fn load(&mut self, kernels: &[(&str, &kir::Kernel)]) -> Result<(ModuleId, Vec<Launch>), String> {
+        let (src, launches) = emulation::translation_unit(kernels)?;
+        let lib = HostLib::build(&src, &self.dir, "device_module", &CXX)?;
+        let mut entries = vec![];
+        for (name, _) in kernels {
+            let f = lib.symbol(&format!("emu_{name}"))?;
+            // SAFETY: `emu_NAME` as `emulation::translation_unit` renders it.
+            entries.push(unsafe { std::mem::transmute::<*mut libc::c_void, Entry>(f) });
+        }
+        self.modules.push((lib, entries));
+        Ok((self.modules.len() - 1, launches))
+    }
+
+    fn alloc(&mut self, bytes: usize) -> Result<HostBuf, String> {
+        Ok(HostBuf(UnsafeCell::new(vec![0u8; bytes.max(1)])))
+    }
+
+    fn upload(&mut self, bytes: &[u8]) -> Result<HostBuf, String> {
+        let mut v = bytes.to_vec();
+        if v.is_empty() {
+            v.push(0);
+        }
+        Ok(HostBuf(UnsafeCell::new(v)))
+    }
+
+    fn download(&mut self, buf: &HostBuf, bytes: usize) -> Result<Vec<u8>, String> {
+        // SAFETY: no kernel runs while the executor downloads (launches return when done).
+        let v = unsafe { &*buf.0.get() };
+        Ok(v[..bytes.min(v.len())].to_vec())
+    }
+
+    fn gemm(&mut self, p: &Product, a: &HostBuf, b: &HostBuf, c: &mut HostBuf) -> Result<(), String> {
+        let cm = p.column_major();
+        let widen = |buf: &HostBuf| -> Vec<f32> {
+            // SAFETY: nothing writes the operands during the product.
+            let v = unsafe { &*buf.0.get() };
+            match p.ty {
+                Ty::F32 => v.chunks_exact(4).map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]])).collect(),
+                Ty::BF16 => v.chunks_exact(2).map(|x| f32::from_bits((u16::from_le_bytes([x[0], x[1]]) as u32) << 16)).collect(),
+                _ => v.chunks_exact(2).map(|x| dlc_jit::kir::f16_to_f32(u16::from_le_bytes([x[0], x[1]]))).collect(),
+            }
+        };
+        let (first, second) = (widen(b), widen(a));
+        let out = c.0.get_mut();
+        // A column-major gemm exactly as BLAS defines it: element (r, c) of a stored matrix is
+        // at r + c * ld, op(X)(i, l) is X(l, i) when transposed; f32 accumulation.
+        for batch in 0..p.batch {
+            let (f0, s0, c0) = (batch * cm.stride_first, batch * cm.stride_second, batch * cm.stride_c);
+            for j in 0..cm.n {
+                for i in 0..cm.m {
+                    let mut acc = 0f32;
+                    for l in 0..cm.k {
+                        let x = if cm.trans_first { first[f0 + l + i * cm.ld_first] } else { first[f0 + i + l * cm.ld_first] };
+                        let y = if cm.trans_second { second[s0 + j + l * cm.ld_second] } else { second[s0 + l + j * cm.ld_second] };
+                        acc += x * y;
+                    }
+                    let at = c0 + i + j * cm.ldc;
+                    match p.ty {
+                        Ty::F32 => out[at * 4..at * 4 + 4].copy_from_slice(&acc.to_le_bytes()),
+                        Ty::BF16 => {
+                            let r = crate::runtime::tensor::round_bf16(acc);
+                            out[at * 2..at * 2 + 2].copy_from_slice(&((r.to_bits() >> 16) as u16).to_le_bytes())
+                        }
+                        _ => out[at * 2..at * 2 + 2].copy_from_slice(&dlc_jit::kir::f32_to_f16(acc).to_le_bytes()),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn launch(&mut self, module: ModuleId, index: usize, launch: &Launch, params: &[&HostBuf]) -> Result<(), String> {
+        let f = self.modules.get(module).and_then(|m| m.1.get(index)).ok_or_else(|| format!("no kernel {index} in module {module}"))?;
+        let mut ptrs: Vec<*mut libc::c_void> = params.iter().map(|b| b.ptr()).collect();
+        // Every kind walks its index space in grid-stride loops, so two blocks compute what the
+        // whole grid would (and keep the emulation's OS threads few).
+        f(ptrs.as_mut_ptr(), launch.grid.clamp(1, 2) as u32, launch.block as u32);
+        Ok(())
+    }
+}

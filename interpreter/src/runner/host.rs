@@ -1,0 +1,80 @@
+//! The CPU's runner: the interpreter (with its fused, native and autotuned kernels) behind the
+//! same interface as a device. "Resident" values are host tensors shared by reference, so
+//! keeping a step's result for the next one copies nothing.
+
+use super::{Report, Runner, Slot};
+use crate::exec::Executor;
+use crate::runtime::tensor::Tensor;
+use crate::runtime::RuntimeError;
+use dlc_language::ir::{Graph, NodeId};
+use dlc_language::passes::fusion::Plan;
+use dlc_language::passes::memory::MemoryPlan;
+use std::collections::HashMap;
+
+pub struct HostRunner {
+    ex: Executor,
+    slots: HashMap<Slot, Tensor>,
+    input_slots: HashMap<u32, Slot>,
+    runs: usize,
+}
+
+impl HostRunner {
+    /// Over `ex` (its seed, fusion setting, kernel cache and profile as the caller set them).
+    pub fn new(ex: Executor) -> HostRunner {
+        HostRunner { ex, slots: HashMap::new(), input_slots: HashMap::new(), runs: 0 }
+    }
+}
+
+fn missing(what: String) -> RuntimeError {
+    RuntimeError::Unsupported(what)
+}
+
+impl Runner for HostRunner {
+    fn report(&self) -> Report {
+        Report { device: "the CPU".into(), modules: self.runs.min(1), ..Default::default() }
+    }
+
+    fn put(&mut self, slot: Slot, t: &Tensor) -> Result<(), RuntimeError> {
+        self.slots.insert(slot, t.clone());
+        Ok(())
+    }
+
+    fn read_input_from(&mut self, input: u32, slot: Slot) {
+        self.input_slots.insert(input, slot);
+    }
+
+    fn run(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan) -> Result<(), RuntimeError> {
+        self.ex.clear_values();
+        for (slot, t) in &self.slots {
+            match slot {
+                Slot::Param(id) => self.ex.set_param(*id, t.clone()),
+                Slot::Input(id) => {
+                    self.ex.inputs.insert(*id, t.clone());
+                }
+                Slot::State(..) | Slot::Sum(_) => {}
+            }
+        }
+        for (input, slot) in &self.input_slots {
+            if let Some(t) = self.slots.get(slot) {
+                self.ex.inputs.insert(*input, t.clone());
+            }
+        }
+        self.runs += 1;
+        self.ex.run_planned(g, plan, memory)
+    }
+
+    fn fetch(&mut self, g: &Graph, node: NodeId) -> Result<Tensor, RuntimeError> {
+        // A root of the last run: a lookup (anything else is computed on demand).
+        self.ex.eval(g, node)
+    }
+
+    fn keep(&mut self, g: &Graph, node: NodeId, slot: Slot) -> Result<(), RuntimeError> {
+        let t = self.ex.eval(g, node)?;
+        self.slots.insert(slot, t);
+        Ok(())
+    }
+
+    fn take(&mut self, slot: Slot) -> Result<Tensor, RuntimeError> {
+        self.slots.get(&slot).cloned().ok_or_else(|| missing(format!("nothing is resident in {slot:?}")))
+    }
+}

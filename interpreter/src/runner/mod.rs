@@ -1,0 +1,98 @@
+//! Where a training step runs: a `Runner` holds values on its device and runs kernel plans
+//! there, with what must outlive a step (parameters, optimiser state, gradient sums) resident in
+//! slots that a step's results move into without a copy. The trainer's steps go through it on
+//! every device: the CPU's runner is the interpreter (host.rs); a GPU's is the device executor
+//! (device_executor.rs) over a driver (driver.rs): CUDA through cudarc (cuda.rs), or the same
+//! CUDA C compiled for the CPU (emulated.rs, `DLC_EMULATE_GPU=1`), which is how the device
+//! executor is tested without a GPU.
+
+pub mod cuda;
+pub mod device_executor;
+pub mod driver;
+pub mod emulated;
+pub mod host;
+pub mod storage;
+
+use crate::runtime::tensor::Tensor;
+use crate::runtime::RuntimeError;
+use dlc_language::ir::{Graph, NodeId};
+use dlc_language::passes::fusion::Plan;
+use dlc_language::passes::memory::MemoryPlan;
+use std::collections::BTreeMap;
+
+/// A resident value's name: a parameter or buffer (by parameter id), the `j`th optimiser state
+/// of trainer parameter `k`, gradient sum `k` of `accumulate`, or a bound input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Slot {
+    Param(u32),
+    State(usize, usize),
+    Sum(usize),
+    Input(u32),
+}
+
+/// What a runner did, for `explain`, `bench` and the end-of-run line.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Report {
+    pub device: String,
+    /// Modules compiled (one per plan) and the seconds spent lowering, compiling and loading.
+    pub modules: usize,
+    pub compile_s: f64,
+    /// Generated kernels launched, and by kind (elementwise, group, rows, sum).
+    pub launches: usize,
+    pub launches_by_kind: BTreeMap<String, usize>,
+    /// Ops computed on the host for want of a device kernel, by op.
+    pub host_ops: BTreeMap<String, usize>,
+    /// Kernels the kernel IR could not express (they ran on the host), and why.
+    pub not_lowered: Vec<String>,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+}
+
+pub trait Runner {
+    fn report(&self) -> Report;
+    /// Upload `t` into `slot` (replacing what was there).
+    fn put(&mut self, slot: Slot, t: &Tensor) -> Result<(), RuntimeError>;
+    /// Make input node `input` read `slot` in the runs that follow.
+    fn read_input_from(&mut self, input: u32, slot: Slot);
+    /// Run `plan` on the device; its roots stay available until the next run.
+    fn run(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan) -> Result<(), RuntimeError>;
+    /// A root of the last run, downloaded.
+    fn fetch(&mut self, g: &Graph, node: NodeId) -> Result<Tensor, RuntimeError>;
+    /// Make a root of the last run the value of `slot`, without a copy.
+    fn keep(&mut self, g: &Graph, node: NodeId, slot: Slot) -> Result<(), RuntimeError>;
+    /// A slot's value, downloaded.
+    fn take(&mut self, slot: Slot) -> Result<Tensor, RuntimeError>;
+}
+
+/// Where a run's steps go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Cpu,
+    /// GPU 0 through CUDA.
+    Cuda,
+    /// The device executor over the emulated GPU (`DLC_EMULATE_GPU=1`; tests).
+    Emulated,
+}
+
+/// Whether `DLC_EMULATE_GPU=1` asks for the emulated device (tests and CI, without a GPU).
+pub fn emulation_requested() -> bool {
+    std::env::var("DLC_EMULATE_GPU").is_ok_and(|v| v == "1")
+}
+
+/// The GPU target a run that chose `cuda` gets: emulated when asked for.
+pub fn gpu_target() -> Target {
+    if emulation_requested() {
+        Target::Emulated
+    } else {
+        Target::Cuda
+    }
+}
+
+/// The device executor for a GPU target (the CPU's runner is `host::HostRunner`).
+pub fn open(target: Target) -> Result<Box<dyn Runner>, String> {
+    match target {
+        Target::Emulated => Ok(Box::new(device_executor::DeviceExecutor::new(emulated::Emulated::new()))),
+        Target::Cuda => Ok(Box::new(device_executor::DeviceExecutor::new(cuda::Cuda::open()?))),
+        Target::Cpu => Err("the CPU runs plans in the interpreter (runner::host::HostRunner)".into()),
+    }
+}

@@ -1,0 +1,128 @@
+//! The device executor (`dlc::runner`) trains as the CPU does. Without a GPU it runs over the
+//! emulated GPU: the CUDA C of every generated kernel compiled for the CPU, launched on
+//! device-resident buffers, with parameters, optimiser state, buffers and gradient sums kept in
+//! the device's slots between steps and what has no device kernel computed on the host. Only the
+//! cudarc driver underneath (runner/cuda.rs) is left out. Sums run in another order than the
+//! CPU's (a block's tree against the interpreter's chunks, f64 in axis sums), so results are
+//! compared within tolerances, not bit for bit.
+
+use dlc::runner::Target;
+use dlc::train::{TrainOptions, Trainer};
+
+struct Run {
+    losses: Vec<f64>,
+    params: Vec<(String, Vec<f64>)>,
+    report: dlc::runner::Report,
+}
+
+fn train(src: &str, target: Target, setup: impl FnOnce(&mut TrainOptions)) -> Run {
+    let mut p = dlc::Program::run("device_test.dl", src, None, false);
+    assert!(p.ok, "{:?}", p.diagnostics());
+    let info = p.session.t.recipes[0].clone();
+    let mut opts = TrainOptions::new(std::env::temp_dir(), 0);
+    opts.target = target;
+    setup(&mut opts);
+    let mut t = Trainer::new(&mut p.session, info, opts).expect("trainer");
+    let r = t.run().expect("training");
+    Run {
+        losses: r.losses.iter().map(|l| l.1).collect(),
+        params: t.parameters().into_iter().chain(t.buffers()).map(|(n, v)| (n, v.to_f64())).collect(),
+        report: t.runner_report(),
+    }
+}
+
+/// The largest difference relative to the value's scale (at least `floor`).
+fn worst(a: &[f64], b: &[f64], floor: f64) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs() / x.abs().max(floor)).fold(0.0, f64::max)
+}
+
+fn assert_close(cpu: &Run, gpu: &Run, tol: f64) {
+    assert_eq!(cpu.losses.len(), gpu.losses.len());
+    let l = worst(&cpu.losses, &gpu.losses, 1e-3);
+    assert!(l <= tol, "losses differ by {l:e}: cpu {:?} gpu {:?}", cpu.losses, gpu.losses);
+    for ((name, a), (_, b)) in cpu.params.iter().zip(&gpu.params) {
+        let d = worst(a, b, 1e-2);
+        assert!(d <= tol, "`{name}` differs by {d:e} after training");
+    }
+}
+
+const MLP: &str = "use std.nn\nuse std.data\nuse std.optim\n\
+    model M() {\n  a = Linear(24, 32)\n  n = LayerNorm(32)\n  b = Linear(32, 5)\n  \
+    forward(x: f32[B, 24]) -> f32[B, 5] = x |> a |> gelu |> n |> b\n}\n\
+    let xs = randn(f32[80, 24], seed: 1)\nlet ys = cast(abs(randn(f32[80], seed: 2)) * 2.0, i64)\n\
+    data d = tensors(xs, ys) |> batch(16)\n\
+    train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = adamw(lr: 1e-2)\n  epochs = 2\n  PRECISION\n  log every 1 steps\n}\n";
+
+/// An MLP with GELU, layer norm and cross-entropy under AdamW: elementwise regions, row kernels
+/// (layer norm, log-softmax and their gradients), the optimiser's group over every parameter,
+/// sums over the batch for the biases' gradients, products through the device's gemm; 10 steps
+/// of f32 on the device follow the CPU.
+#[test]
+fn an_mlp_trains_on_the_device_as_on_the_cpu() {
+    let src = MLP.replace("PRECISION", "");
+    let cpu = train(&src, Target::Cpu, |_| {});
+    let gpu = train(&src, Target::Emulated, |_| {});
+    assert_close(&cpu, &gpu, 1e-4);
+    let kinds = &gpu.report.launches_by_kind;
+    for kind in ["elementwise", "rows", "sum"] {
+        assert!(kinds.get(kind).copied().unwrap_or(0) >= 10, "{kind} kernels launched every step: {kinds:?}");
+    }
+    assert!(kinds.contains_key("group"), "the optimiser's update is one launch: {kinds:?}");
+    // One batch shape (80 = 5 x 16), one plan; the matrix products (forward, and both
+    // gradients through transposed views) on the device's gemm, none on the host.
+    assert_eq!(gpu.report.modules, 1, "{:?}", gpu.report);
+    // Per step: two forward, two weight gradients, one input gradient (x needs none).
+    assert_eq!(kinds.get("matmul").copied(), Some(10 * 5), "{kinds:?}");
+    assert!(!gpu.report.host_ops.contains_key("matmul"), "{:?}", gpu.report.host_ops);
+    assert!(gpu.report.not_lowered.is_empty(), "{:?}", gpu.report.not_lowered);
+}
+
+/// In bf16 (autocast: products and their neighbours in bf16, stored in two bytes on the
+/// device) the device follows the CPU within bf16's rounding.
+#[test]
+fn a_bf16_mlp_trains_on_the_device_as_on_the_cpu() {
+    let src = MLP.replace("PRECISION", "precision = bf16");
+    let cpu = train(&src, Target::Cpu, |_| {});
+    let gpu = train(&src, Target::Emulated, |_| {});
+    assert_close(&cpu, &gpu, 2e-2);
+}
+
+/// Convolution, batch norm (sums over N, H, W with their prologues, running statistics kept as
+/// device-resident buffers) and momentum SGD with `accumulate = 2` (gradient sums resident
+/// between micro-batches).
+#[test]
+fn a_conv_bn_net_with_accumulation_trains_on_the_device_as_on_the_cpu() {
+    let src = "use std.nn\nuse std.data\nuse std.optim\n\
+        model M() {\n  conv = Conv2d(3, 8, 3, padding: 1, bias: false)\n  bn = BatchNorm2d(8)\n  fc = Linear(512, 4)\n  \
+        forward(x: f32[B, 3, 8, 8]) -> f32[B, 4] = x |> conv |> bn |> relu |> flatten(start: 1) |> fc\n}\n\
+        let xs = randn(f32[48, 3, 8, 8], seed: 1)\nlet ys = cast(abs(randn(f32[48], seed: 2)) * 2.0, i64)\n\
+        data d = tensors(xs, ys) |> batch(8, drop_last: true)\n\
+        train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = sgd(lr: 0.05, momentum: 0.9)\n  accumulate = 2\n  epochs = 1\n  log every 1 steps\n}\n";
+    let cpu = train(src, Target::Cpu, |_| {});
+    let gpu = train(src, Target::Emulated, |_| {});
+    assert_close(&cpu, &gpu, 1e-4);
+    let bn_mean = |r: &Run| r.params.iter().find(|(n, _)| n.contains("running_mean")).map(|p| p.1.clone()).expect("running mean");
+    assert!(bn_mean(&gpu).iter().any(|v| *v != 0.0), "batch norm's running mean was updated on the device");
+    assert!(gpu.report.launches_by_kind.contains_key("sum"), "{:?}", gpu.report.launches_by_kind);
+}
+
+/// A checkpoint written by a run on the device is the CPU's format: resumed on the CPU, the run
+/// goes on to what a run on the CPU alone reaches.
+#[test]
+fn a_checkpoint_from_the_device_resumes_on_the_cpu() {
+    let dir = std::env::temp_dir().join(format!("dlc-device-ck-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let src = MLP
+        .replace("PRECISION", "")
+        .replace("log every 1 steps", &format!("log every 1 steps\n  checkpoint \"{}\" every 1 epochs", dir.display()));
+    let one_epoch = src.replace("epochs = 2", "epochs = 1");
+    train(&one_epoch, Target::Emulated, |_| {});
+    let resumed = train(&src, Target::Cpu, |o| o.resume = Some(dir.clone()));
+    let cpu = train(&src.replace(&format!("checkpoint \"{}\" every 1 epochs", dir.display()), ""), Target::Cpu, |_| {});
+    let _ = std::fs::remove_dir_all(&dir);
+    for ((name, a), (_, b)) in cpu.params.iter().zip(&resumed.params) {
+        let d = worst(a, b, 1e-2);
+        assert!(d <= 1e-4, "`{name}` differs by {d:e} after resuming on the CPU");
+    }
+}

@@ -412,8 +412,8 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
                     eprintln!("device: {}", choice.reason);
                 }
                 let gpu = choice.device == "cuda";
-                if gpu && info.kind != RecipeKind::Train {
-                    eprintln!("device: `{}` recipes run on the CPU in this build (training steps run on the GPU)", info.kind.keyword());
+                if gpu && info.kind == RecipeKind::Infer {
+                    eprintln!("device: `infer` recipes run on the CPU in this build (training and evaluation run on the GPU)");
                 }
                 gpu
             }
@@ -427,6 +427,9 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
         if info.kind == RecipeKind::Evaluate {
             let mut opts = dlc::train::TrainOptions::new(root.clone(), seed);
             opts.echo = true;
+            if on_gpu {
+                opts.target = dlc::runner::gpu_target();
+            }
             match dlc::train::Trainer::new(&mut p.session, info, opts).and_then(|mut t| t.evaluate_recipe()) {
                 Ok(_) => continue,
                 Err(e) => {

@@ -497,3 +497,29 @@ fn device_cuda_on_the_emulated_gpu_trains_as_the_cpu_does() {
     assert_eq!(epoch_line(&gpu), epoch_line(&cpu));
     assert!(epoch_line(&gpu).is_some(), "{}", text(&gpu.stdout));
 }
+
+/// `dlc explain` on a GPU says where each kernel of the step and the evaluation runs: generated
+/// kernels, products on cuBLAS, and what goes through the host.
+#[test]
+fn explain_shows_the_device_plan_on_a_gpu() {
+    let o = Command::new(env!("CARGO_BIN_EXE_dlc"))
+        .args(["explain", "examples/mnist_mlp.dl", "--json"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .env("NO_COLOR", "1")
+        .env("DLC_EMULATE_GPU", "1")
+        .output()
+        .expect("run dlc");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let items = report["items"].as_array().or(report.as_array()).expect("items");
+    let step = items.iter().find(|i| i["what"] == "train").expect("a train item");
+    let plan = &step["device_plan"];
+    assert_eq!(step["device"]["device"], "cuda", "{step}");
+    for kind in ["elementwise", "rows", "group"] {
+        assert!(plan["generated"][kind].as_u64().unwrap_or(0) >= 1, "{plan}");
+    }
+    // Three linear layers: three products forward, three weight gradients, two input gradients.
+    assert_eq!(plan["gemm"], 8, "{plan}");
+    let eval = items.iter().find(|i| i["what"] == "evaluate").expect("an evaluate item");
+    assert_eq!(eval["device_plan"]["gemm"], 3, "{}", eval["device_plan"]);
+}

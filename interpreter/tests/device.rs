@@ -11,6 +11,8 @@ use dlc::train::{TrainOptions, Trainer};
 
 struct Run {
     losses: Vec<f64>,
+    /// Every evaluation's metric values, in order.
+    evals: Vec<Vec<f64>>,
     params: Vec<(String, Vec<f64>)>,
     report: dlc::runner::Report,
 }
@@ -26,6 +28,7 @@ fn train(src: &str, target: Target, setup: impl FnOnce(&mut TrainOptions)) -> Ru
     let r = t.run().expect("training");
     Run {
         losses: r.losses.iter().map(|l| l.1).collect(),
+        evals: r.evals.iter().map(|e| e.values.clone()).collect(),
         params: t.parameters().into_iter().chain(t.buffers()).map(|(n, v)| (n, v.to_f64())).collect(),
         report: t.runner_report(),
     }
@@ -52,7 +55,8 @@ const MLP: &str = "use std.nn\nuse std.data\nuse std.optim\n\
     forward(x: f32[B, 24]) -> f32[B, 5] = x |> a |> gelu |> n |> b\n}\n\
     let xs = randn(f32[80, 24], seed: 1)\nlet ys = cast(abs(randn(f32[80], seed: 2)) * 2.0, i64)\n\
     data d = tensors(xs, ys) |> batch(16)\n\
-    train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = adamw(lr: 1e-2)\n  epochs = 2\n  PRECISION\n  log every 1 steps\n}\n";
+    train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = adamw(lr: 1e-2)\n  epochs = 2\n  PRECISION\n  \
+    evaluate d every epoch { (acc: accuracy(model(x), y), ce: cross_entropy(model(x), y)) }\n  log every 1 steps\n}\n";
 
 /// An MLP with GELU, layer norm and cross-entropy under AdamW: elementwise regions, row kernels
 /// (layer norm, log-softmax and their gradients), the optimiser's group over every parameter,
@@ -64,16 +68,24 @@ fn an_mlp_trains_on_the_device_as_on_the_cpu() {
     let cpu = train(&src, Target::Cpu, |_| {});
     let gpu = train(&src, Target::Emulated, |_| {});
     assert_close(&cpu, &gpu, 1e-4);
+    // The evaluations run on the device too: the accuracy exactly, the loss within 1e-4.
+    assert_eq!(cpu.evals.len(), 2);
+    for (c, g) in cpu.evals.iter().zip(&gpu.evals) {
+        assert_eq!(c[0], g[0], "accuracy");
+        assert!((c[1] - g[1]).abs() <= 1e-4 * c[1].abs(), "evaluation loss {} on the CPU, {} on the device", c[1], g[1]);
+    }
     let kinds = &gpu.report.launches_by_kind;
     for kind in ["elementwise", "rows", "sum"] {
         assert!(kinds.get(kind).copied().unwrap_or(0) >= 10, "{kind} kernels launched every step: {kinds:?}");
     }
     assert!(kinds.contains_key("group"), "the optimiser's update is one launch: {kinds:?}");
-    // One batch shape (80 = 5 x 16), one plan; the matrix products (forward, and both
-    // gradients through transposed views) on the device's gemm, none on the host.
-    assert_eq!(gpu.report.modules, 1, "{:?}", gpu.report);
-    // Per step: two forward, two weight gradients, one input gradient (x needs none).
-    assert_eq!(kinds.get("matmul").copied(), Some(10 * 5), "{kinds:?}");
+    // Plans are compiled once: the second epoch's evaluation reuses the first one's module.
+    let one_epoch = train(&src.replace("epochs = 2", "epochs = 1"), Target::Emulated, |_| {});
+    assert_eq!(gpu.report.modules, one_epoch.report.modules, "{:?}", gpu.report);
+    // The matrix products (forward, and both gradients through transposed views) run on the
+    // device's gemm, none on the host. Per step: two forward, two weight gradients, one input
+    // gradient (x needs none); per evaluated batch, two.
+    assert_eq!(kinds.get("matmul").copied(), Some(10 * 5 + 2 * 5 * 2), "{kinds:?}");
     assert!(!gpu.report.host_ops.contains_key("matmul"), "{:?}", gpu.report.host_ops);
     assert!(gpu.report.not_lowered.is_empty(), "{:?}", gpu.report.not_lowered);
 }

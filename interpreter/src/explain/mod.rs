@@ -216,6 +216,7 @@ pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
             }
             Err(e) => json!({"device": null, "error": e}),
         };
+        let on_gpu = device["device"] == "cuda";
         let mut trainer = match Trainer::new(&mut p.session, info, TrainOptions::new(root.clone(), 0)) {
             Ok(t) => t,
             Err(e) => {
@@ -240,6 +241,9 @@ pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
                 item = merge(item, describe(&p, &g, &plan));
                 item["what"] = json!("train");
                 item["name"] = json!(name);
+                if device["device"] == "cuda" {
+                    item["device_plan"] = device_plan(&g, &plan);
+                }
                 item["device"] = device;
                 item["batch"] = json!(shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
                 item["graph_nodes"] = json!(nodes);
@@ -261,6 +265,9 @@ pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
                             e["name"] = json!(data);
                             e["batch"] = json!(shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
                             e["hoisted_kernels"] = json!(eg.once);
+                            if on_gpu {
+                                e["device_plan"] = device_plan(&g, &eg.plan);
+                            }
                             e["memory"] = memory_report(&eg.memory);
                             e["eval_reason"] = json!(EVAL_REASON);
                             e["folded_batch_norms"] = json!({
@@ -389,6 +396,20 @@ fn mib(b: usize) -> f64 {
 }
 
 /// The memory plan of a step, in MiB.
+/// Where a plan's kernels run on the GPU: generated kernels, products on cuBLAS, and the ops that
+/// go through the host for want of a device kernel (each a download, the interpreter, an upload).
+fn device_plan(g: &dlc_language::ir::Graph, plan: &dlc_language::passes::fusion::Plan) -> Json {
+    let p = dlc::runner::device_executor::placement(g, plan);
+    json!({
+        "generated": p.generated,
+        "gemm": p.gemm,
+        "host": p.host,
+        "reason": DEVICE_REASON,
+    })
+}
+
+const DEVICE_REASON: &str = "on a GPU each generated kernel is one launch on device-resident buffers and each matrix product one cuBLAS call; an op with no device kernel yet is computed by the interpreter, its inputs copied to the host and its output back";
+
 pub fn memory_report(m: &dlc_language::passes::memory::MemoryPlan) -> Json {
     json!({
         "parameters_mib": mib(m.parameters),

@@ -36,6 +36,23 @@ pub fn print(r: &Json) {
                 None => println!("    device: {}", d["error"].as_str().unwrap_or("")),
             }
         }
+        if let Some(d) = item.get("device_plan") {
+            let list = |v: &serde_json::Value| {
+                let parts: Vec<String> = v.as_object().into_iter().flatten().map(|(k, n)| format!("{n} {k}")).collect();
+                if parts.is_empty() {
+                    "none".to_string()
+                } else {
+                    parts.join(", ")
+                }
+            };
+            println!(
+                "    on the GPU: generated kernels {}; {} products on cuBLAS; through the host: {}",
+                list(&d["generated"]),
+                d["gemm"],
+                list(&d["host"])
+            );
+            println!("      why: {}", d["reason"].as_str().unwrap_or(""));
+        }
         for reg in item["regions"].as_array().into_iter().flatten().filter(|r| r["ops"].as_u64().unwrap_or(0) > 1) {
             let lines: Vec<&str> = reg["lines"].as_array().into_iter().flatten().filter_map(|l| l.as_str()).collect();
             println!(

@@ -82,6 +82,8 @@ pub struct DeviceExecutor<D: Driver> {
     input_slots: HashMap<u32, Slot>,
     /// The current run's values.
     values: HashMap<NodeId, Value<D::Buf>>,
+    /// Values every run starts with (`Runner::pin`).
+    pinned: HashMap<NodeId, Value<D::Buf>>,
     /// Constants and literals, uploaded once (the graph is hash-consed: a node never changes).
     constants: HashMap<NodeId, Value<D::Buf>>,
     /// Compiled plans, by their roots and length.
@@ -105,6 +107,7 @@ impl<D: Driver> DeviceExecutor<D> {
             slots: HashMap::new(),
             input_slots: HashMap::new(),
             values: HashMap::new(),
+            pinned: HashMap::new(),
             constants: HashMap::new(),
             plans: HashMap::new(),
             report,
@@ -161,9 +164,9 @@ impl<D: Driver> DeviceExecutor<D> {
             for (index, ((_, i, k), launch)) in lowered.iter().zip(launches).enumerate() {
                 kernels[*i] = Some(Loaded { index, launch, params: k.params(), kind: k.kind() });
             }
+            self.report.modules += 1;
             Some(module)
         };
-        self.report.modules += 1;
         self.report.compile_s += started.elapsed().as_secs_f64();
         self.plans.insert(key, Compiled { module, kernels });
         Ok(())
@@ -262,10 +265,7 @@ impl<D: Driver> DeviceExecutor<D> {
         let node = g.node(n);
         let shape = shape_of(g, n);
         let r = shape.len();
-        let Some(ty) = storage::device_type(node.dtype).filter(|t| matches!(t, Ty::F32 | Ty::BF16 | Ty::F16)) else { return Ok(None) };
-        if r < 2 {
-            return Ok(None);
-        }
+        let Some(ty) = gemm_type(g, n) else { return Ok(None) };
         let (Some((a, a_t)), Some((b, b_t))) = (self.operand(g, node.src[0])?, self.operand(g, node.src[1])?) else { return Ok(None) };
         let (m, n_cols) = (shape[r - 2], shape[r - 1]);
         if a.shape.len() != r || b.shape.len() != r {
@@ -331,6 +331,39 @@ impl<D: Driver> DeviceExecutor<D> {
     }
 }
 
+/// The storage a matrix product runs in on the device's gemm, if it can: f32, bf16 or f16, of
+/// rank 2 or more.
+fn gemm_type(g: &Graph, n: NodeId) -> Option<Ty> {
+    let node = g.node(n);
+    let ty = storage::device_type(node.dtype).filter(|t| matches!(t, Ty::F32 | Ty::BF16 | Ty::F16))?;
+    (matches!(node.op, Op::MatMul) && node.shape.len() >= 2).then_some(ty)
+}
+
+/// Where each kernel of `plan` runs on a GPU (`dlc explain`): generated kernels by kind, matrix
+/// products on the device's gemm, and what goes through the host, by op.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Placement {
+    pub generated: std::collections::BTreeMap<String, usize>,
+    pub gemm: usize,
+    pub host: std::collections::BTreeMap<String, usize>,
+}
+
+pub fn placement(g: &Graph, plan: &Plan) -> Placement {
+    let mut p = Placement::default();
+    for k in &plan.kernels {
+        match k {
+            Kernel::View(_) | Kernel::Free(_) => {}
+            Kernel::Library(n) if gemm_type(g, *n).is_some() => p.gemm += 1,
+            Kernel::Library(n) => *p.host.entry(g.node(*n).op.kind_name()).or_insert(0) += 1,
+            other => match kir::lower_kernel(g, other) {
+                Ok(Some(kernel)) => *p.generated.entry(kernel.kind().to_string()).or_insert(0) += 1,
+                _ => *p.host.entry(format!("fused {}", kind_of(other))).or_insert(0) += 1,
+            },
+        }
+    }
+    p
+}
+
 fn kind_of(k: &Kernel) -> &'static str {
     match k {
         Kernel::Fused(_) => "elementwise",
@@ -357,7 +390,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
     }
 
     fn run(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan) -> Result<(), RuntimeError> {
-        self.values.clear();
+        self.values = self.pinned.clone();
         self.compile(g, plan)?;
         let key = (plan.roots.clone(), plan.kernels.len());
         for (i, k) in plan.kernels.iter().enumerate() {
@@ -412,6 +445,16 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
         let v = self.values.get(&node).cloned().ok_or_else(|| fail(format!("{node:?} is not a result of the last run")))?;
         self.slots.insert(slot, v);
         Ok(())
+    }
+
+    fn pin(&mut self, _g: &Graph, node: NodeId) -> Result<(), RuntimeError> {
+        let v = self.values.get(&node).cloned().ok_or_else(|| fail(format!("{node:?} is not a result of the last run")))?;
+        self.pinned.insert(node, v);
+        Ok(())
+    }
+
+    fn unpin_all(&mut self) {
+        self.pinned.clear();
     }
 
     fn take(&mut self, slot: Slot) -> Result<Tensor, RuntimeError> {

@@ -30,7 +30,10 @@ pub struct Emulated {
 
 impl Emulated {
     pub fn new() -> Emulated {
-        let dir = std::env::temp_dir().join(format!("dlc-emulated-gpu-{}", std::process::id()));
+        // One directory per device: each removes its own when dropped.
+        static DEVICES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = DEVICES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("dlc-emulated-gpu-{}-{n}", std::process::id()));
         Emulated { dir, modules: vec![] }
     }
 }

@@ -15,13 +15,14 @@ pub struct HostRunner {
     ex: Executor,
     slots: HashMap<Slot, Tensor>,
     input_slots: HashMap<u32, Slot>,
+    pinned: HashMap<NodeId, Tensor>,
     runs: usize,
 }
 
 impl HostRunner {
     /// Over `ex` (its seed, fusion setting, kernel cache and profile as the caller set them).
     pub fn new(ex: Executor) -> HostRunner {
-        HostRunner { ex, slots: HashMap::new(), input_slots: HashMap::new(), runs: 0 }
+        HostRunner { ex, slots: HashMap::new(), input_slots: HashMap::new(), pinned: HashMap::new(), runs: 0 }
     }
 }
 
@@ -45,6 +46,9 @@ impl Runner for HostRunner {
 
     fn run(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan) -> Result<(), RuntimeError> {
         self.ex.clear_values();
+        for (n, t) in &self.pinned {
+            self.ex.preset(*n, t.clone());
+        }
         for (slot, t) in &self.slots {
             match slot {
                 Slot::Param(id) => self.ex.set_param(*id, t.clone()),
@@ -72,6 +76,16 @@ impl Runner for HostRunner {
         let t = self.ex.eval(g, node)?;
         self.slots.insert(slot, t);
         Ok(())
+    }
+
+    fn pin(&mut self, g: &Graph, node: NodeId) -> Result<(), RuntimeError> {
+        let t = self.ex.eval(g, node)?;
+        self.pinned.insert(node, t);
+        Ok(())
+    }
+
+    fn unpin_all(&mut self) {
+        self.pinned.clear();
     }
 
     fn take(&mut self, slot: Slot) -> Result<Tensor, RuntimeError> {

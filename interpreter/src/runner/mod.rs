@@ -34,7 +34,8 @@ pub enum Slot {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Report {
     pub device: String,
-    /// Modules compiled (one per plan) and the seconds spent lowering, compiling and loading.
+    /// Modules compiled (one per plan with generated kernels) and the seconds spent lowering,
+    /// compiling and loading plans.
     pub modules: usize,
     pub compile_s: f64,
     /// Generated kernels launched, and by kind (elementwise, group, rows, sum).
@@ -62,6 +63,10 @@ pub trait Runner {
     fn keep(&mut self, g: &Graph, node: NodeId, slot: Slot) -> Result<(), RuntimeError>;
     /// A slot's value, downloaded.
     fn take(&mut self, slot: Slot) -> Result<Tensor, RuntimeError>;
+    /// Keep a root of the last run as the value of its node in the runs that follow (an
+    /// evaluation's values that depend on the parameters alone), until `unpin_all`.
+    fn pin(&mut self, g: &Graph, node: NodeId) -> Result<(), RuntimeError>;
+    fn unpin_all(&mut self);
 }
 
 /// Where a run's steps go.

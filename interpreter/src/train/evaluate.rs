@@ -12,7 +12,6 @@ use dlc_language::eval::Value;
 use dlc_language::ir::NodeId;
 use dlc_language::syntax::ast::{Expr, RecipeEntry};
 use dlc_language::types::DType;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 /// An evaluation compiled for one batch shape.
@@ -21,8 +20,10 @@ pub struct EvalGraph {
     pub nodes: Vec<NodeId>,
     /// The batch's input ids.
     pub ids: Vec<u32>,
-    /// Values that depend on the parameters alone, computed once for the whole evaluation.
-    pub hoisted: Vec<(NodeId, crate::runtime::tensor::Tensor)>,
+    /// Values that depend on the parameters alone, computed once per evaluation (by
+    /// `frontier_plan`) and kept for every batch.
+    pub frontier: Vec<NodeId>,
+    pub frontier_plan: dlc_language::passes::pipeline::Planned,
     /// How many kernels those took (run once, not per batch).
     pub once: usize,
     /// The kernels each batch runs.
@@ -100,33 +101,47 @@ impl<'s> Trainer<'s> {
             let saved = std::mem::replace(&mut self.pipeline, p);
             let mut sums: Vec<f64> = vec![];
             let mut count = 0usize;
-            let mut graphs: HashMap<Vec<(DType, Vec<usize>)>, EvalGraph> = HashMap::new();
-            for batch in batches {
-                let key = shapes_of(&batch);
-                if !graphs.contains_key(&key) {
-                    let g = self.compile_evaluation(body, &key)?;
-                    graphs.insert(key.clone(), g);
+            // The batches run where the steps do, on the parameters resident there.
+            self.put_resident()?;
+            let mut frontier_done = std::collections::HashSet::new();
+            let result = (|| {
+                for batch in batches {
+                    let key = (Rc::as_ptr(&self.pipeline) as usize, body.span, shapes_of(&batch));
+                    // Compiled once per run (a new trace would make new input nodes, and so new
+                    // plans for the device to compile).
+                    if !self.eval_graphs.contains_key(&key) {
+                        let eg = self.compile_evaluation(body, &key.2)?;
+                        self.eval_graphs.insert(key.clone(), eg);
+                    }
+                    let eg = &self.eval_graphs[&key];
+                    let graph = &self.session.t.graph;
+                    // What depends on the parameters alone: computed once per evaluation, kept
+                    // for every batch.
+                    if frontier_done.insert(key.clone()) && !eg.frontier.is_empty() {
+                        self.runner.run(graph, &eg.frontier_plan.plan, &eg.frontier_plan.memory)?;
+                        for n in &eg.frontier {
+                            self.runner.pin(graph, *n)?;
+                        }
+                    }
+                    let n = batch.first().map(|t| t.shape.first().copied().unwrap_or(1)).unwrap_or(1);
+                    for (id, t) in eg.ids.iter().zip(batch) {
+                        self.runner.put(crate::runner::Slot::Input(*id), &t)?;
+                    }
+                    self.runner.run(graph, &eg.plan, &eg.memory)?;
+                    let vals: Vec<f64> =
+                        eg.nodes.iter().map(|r| self.runner.fetch(graph, *r).map(|t| t.to_f64()[0])).collect::<Result<_, _>>()?;
+                    if sums.is_empty() {
+                        sums = vec![0.0; vals.len()];
+                    }
+                    for (s, v) in sums.iter_mut().zip(vals) {
+                        *s += v * n as f64;
+                    }
+                    count += n;
                 }
-                let eg = &graphs[&key];
-                let n = batch.first().map(|t| t.shape.first().copied().unwrap_or(1)).unwrap_or(1);
-                let mut ex = self.executor()?;
-                for (node, t) in &eg.hoisted {
-                    ex.preset(*node, t.clone());
-                }
-                for (id, t) in eg.ids.iter().zip(batch) {
-                    ex.inputs.insert(*id, t);
-                }
-                let graph = &self.session.t.graph;
-                ex.run_planned(graph, &eg.plan, &eg.memory)?;
-                let vals: Vec<f64> = eg.nodes.iter().map(|r| ex.eval(graph, *r).map(|t| t.to_f64()[0])).collect::<Result<_, _>>()?;
-                if sums.is_empty() {
-                    sums = vec![0.0; vals.len()];
-                }
-                for (s, v) in sums.iter_mut().zip(vals) {
-                    *s += v * n as f64;
-                }
-                count += n;
-            }
+                Ok::<(), RuntimeError>(())
+            })();
+            self.runner.unpin_all();
+            result?;
             self.pipeline = saved;
             let means: Vec<f64> = sums.iter().map(|s| s / count.max(1) as f64).collect();
             Ok((means, count))
@@ -150,13 +165,12 @@ impl<'s> Trainer<'s> {
         let graph = &self.session.t.graph;
         let pipeline::Planned { plan, memory, frontier, full } = pipeline::compile_eval(graph, &nodes, self.opts.fuse)?;
         let full = full.expect("an evaluation keeps its whole plan");
-        let mut ex = self.executor()?;
-        let graph = &self.session.t.graph;
-        let values = ex.eval_many(graph, &frontier)?;
+        let frontier_plan = pipeline::plan(graph, &frontier, self.opts.fuse)?;
         Ok(EvalGraph {
             nodes,
             ids,
-            hoisted: frontier.into_iter().zip(values).collect(),
+            frontier,
+            frontier_plan,
             once: full.kernel_count() - plan.kernel_count(),
             memory,
             plan,

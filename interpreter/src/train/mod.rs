@@ -203,6 +203,8 @@ pub struct Trainer<'s> {
     prepared: Option<pipeline::Prepared>,
     /// Each evaluation pipeline's batches (they do not change between evaluations), by pipeline.
     eval_batches: Vec<(Rc<dlc_language::eval::value::Pipeline>, Vec<Element>)>,
+    /// Each evaluation's compiled metrics, by (pipeline, metrics expression, batch shapes).
+    eval_graphs: HashMap<(usize, dlc_language::span::Span, Vec<(DType, Vec<usize>)>), EvalGraph>,
     /// Where the steps run: the interpreter, or a GPU's device executor. Parameters, buffers,
     /// optimiser state and gradient sums live there between steps.
     runner: Box<dyn Runner>,
@@ -272,6 +274,7 @@ impl<'s> Trainer<'s> {
             eval_batches: vec![],
             grad_sums,
             steps: HashMap::new(),
+            eval_graphs: HashMap::new(),
             runner,
             resident: false,
             host_stale: false,
@@ -410,19 +413,6 @@ impl<'s> Trainer<'s> {
         if self.opts.progress {
             eprint!("\r\x1b[2K");
         }
-    }
-
-    /// An interpreter holding the current parameters (evaluation runs on the host).
-    fn executor(&mut self) -> Result<Executor, RuntimeError> {
-        self.sync_host()?;
-        let mut ex = Executor::new(self.opts.seed);
-        ex.fuse = self.opts.fuse;
-        ex.kernels = self.kernels.clone();
-        ex.profile = self.opts.profile.clone();
-        for p in self.params.iter().chain(&self.buffers) {
-            ex.set_param(p.id, self.store[&p.id].clone());
-        }
-        Ok(ex)
     }
 
     /// Compile the step for batches of these shapes unless it is compiled already.

@@ -61,6 +61,8 @@ pub struct Options {
     pub profile: bool,
     /// The `train` recipe (or `infer` block) to time, by name; the first one when `None`.
     pub recipe: Option<String>,
+    /// `--device`: where to run the training steps (the recipe's `device` when `None`).
+    pub device: Option<crate::cli::DeviceFlag>,
 }
 
 pub fn main(file: &Path, o: Options) -> i32 {
@@ -109,6 +111,9 @@ pub fn main(file: &Path, o: Options) -> i32 {
     if as_json {
         println!("{report}");
     } else {
+        if let Ok(Some(r)) = serde_json::from_value::<Option<dlc::runner::Report>>(report["device_report"].clone()) {
+            println!("device: {}", crate::cli::runner_summary(&r));
+        }
         println!(
             "{}: {} {} steps after {} warm-up ({}): median {:.3} ms, min {:.3} ms, max {:.3} ms; {:.0} samples/s; {} kernels a step (eager {}); compiled in {:.1} ms; peak RSS {:.0} MiB{}",
             report["file"].as_str().unwrap_or(""),
@@ -158,6 +163,10 @@ fn bench_train(
     opts.remat = remat;
     opts.jit = jit;
     opts.tuning_file = true;
+    let choice = crate::cli::device_for(&info, o.device).map(|c| c.0)?;
+    if choice.device == "cuda" {
+        opts.target = dlc::runner::gpu_target();
+    }
     let prof: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, (usize, f64)>>> = Default::default();
     if profile {
         opts.profile = Some(prof.clone());
@@ -209,6 +218,8 @@ fn bench_train(
         "page_faults_per_step": faults_per_step,
         "planned_peak_mib": crate::explain::memory_report(&dlc_language::passes::memory::plan_memory(trainer.graph(), &plan))["peak_mib"],
         "tuning": tuning_report(trainer.kernels()),
+        "device": choice.device,
+        "device_report": (choice.device == "cuda").then(|| trainer.runner_report()),
     }))
 }
 

@@ -106,6 +106,9 @@ enum Cmd {
         /// The `train` recipe (or `infer` block) to time, by name (default: the first).
         #[arg(long)]
         recipe: Option<String>,
+        /// Run the timed training steps on this device (default: the recipe's `device`).
+        #[arg(long, value_enum)]
+        device: Option<DeviceFlag>,
     },
     /// List the generated kernels of every training step, evaluation, `infer` block and printed
     /// value in the kernel IR; write them as CUDA C or C; check them (NVRTC and ptxas for
@@ -165,7 +168,7 @@ fn device_field_at(p: &Program, info: &dlc_language::eval::recipe::RecipeInfo) -
 }
 
 /// One line on what the device executor did: kernels, what ran on the host, bytes copied.
-fn runner_summary(r: &dlc::runner::Report) -> String {
+pub(crate) fn runner_summary(r: &dlc::runner::Report) -> String {
     let host: Vec<String> = r.host_ops.iter().map(|(op, n)| format!("{op} x{n}")).collect();
     format!(
         "{} kernel launches from {} compiled plans ({:.1} s compiling) on {}; on the host: {}; copied {:.1} MB up, {:.1} MB down",
@@ -208,9 +211,10 @@ pub fn main() -> i32 {
             run(&file, dump, seed, &set, RunFlags { resume, metrics, fuse: !no_fuse, remat: !no_remat, jit, device })
         }
         Cmd::Explain { file, json, dump } => crate::explain::main(&file, json, dump),
-        Cmd::Bench { file, steps, warmup, no_fuse, no_remat, jit, json, profile, recipe } => {
-            crate::bench::main(&file, crate::bench::Options { steps, warmup, fuse: !no_fuse, remat: !no_remat, jit, json, profile, recipe })
-        }
+        Cmd::Bench { file, steps, warmup, no_fuse, no_remat, jit, json, profile, recipe, device } => crate::bench::main(
+            &file,
+            crate::bench::Options { steps, warmup, fuse: !no_fuse, remat: !no_remat, jit, json, profile, recipe, device },
+        ),
         Cmd::Kernels { file, emit, check, out, json } => crate::kernels_cmd::main(&file, emit, &check, out, json),
         Cmd::Tune { file } => crate::bench::tune(&file),
         Cmd::Repl => crate::repl::run(),

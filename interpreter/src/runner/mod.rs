@@ -31,7 +31,7 @@ pub enum Slot {
 }
 
 /// What a runner did, for `explain`, `bench` and the end-of-run line.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Report {
     pub device: String,
     /// Modules compiled (one per plan with generated kernels) and the seconds spent lowering,

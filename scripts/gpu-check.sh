@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs the GPU checks on a machine with an NVIDIA GPU and writes their results to OUT_DIR
 # (default gpu-results/): every generated kernel of every example and bench program launched on
-# GPU 0 and compared with the interpreter (`dlc kernels FILE --check gpu`), and the GPU's
-# identity. The GPU machines have no Rust toolchain: build here with
+# GPU 0 and compared with the interpreter (`dlc kernels FILE --check gpu`); one epoch of small
+# examples trained with `--device cuda` against `--device cpu` (the epoch's mean loss and the
+# evaluations must agree to the printed digits); `dlc bench --device cuda` of the MNIST MLP; and
+# the GPU's identity. The GPU machines have no Rust toolchain: build here with
 #   cargo build --release -p dlc && strip -o dlc-gpu target/release/dlc
 # and carry the binary; this script uses $DLC (default ./dlc-gpu, else target/release/dlc).
 # Without a GPU every check reports itself as skipped, not passed, and the script exits 2.
@@ -64,5 +66,21 @@ worst = max([k["max_rel"] for k in ks] or [0])
 print(f'{sys.argv[2]}: {len(ks) - len(bad)}/{len(ks)} kernels agree, max rel {worst:.2e}, module {g["module"]}{"; FAILED: " + ", ".join(bad) if bad else ""}')
 PY
 done
+# Whole runs on the device executor against the CPU.
+for f in examples/iris.dl examples/digits.dl examples/mnist_mlp.dl; do
+  name=$(basename "$f" .dl)
+  for dev in cuda cpu; do
+    "$dlc" run "$f" --device "$dev" --set epochs=1 > "$out/$name.run-$dev.out" 2> "$out/$name.run-$dev.err" || status=1
+  done
+  if diff <(grep -E "^epoch 1 (done|evaluate)" "$out/$name.run-cuda.out" | sed 's/ in [0-9.]* s.*//') \
+          <(grep -E "^epoch 1 (done|evaluate)" "$out/$name.run-cpu.out" | sed 's/ in [0-9.]* s.*//') > "$out/$name.run-diff.txt"; then
+    echo "$f: one epoch on the GPU agrees with the CPU ($(grep -E '^device: [0-9]+ kernel' "$out/$name.run-cuda.err" | head -1))" >> "$out/summary.txt"
+  else
+    echo "$f: one epoch on the GPU DIFFERS from the CPU (see $name.run-diff.txt)" >> "$out/summary.txt"
+    status=1
+  fi
+done
+"$dlc" bench examples/mnist_mlp.dl --device cuda --json > "$out/bench-mnist_mlp-cuda.json" 2> "$out/bench-mnist_mlp-cuda.err" || status=1
+"$dlc" bench examples/mnist_mlp.dl --device cpu --json > "$out/bench-mnist_mlp-cpu.json" 2> "$out/bench-mnist_mlp-cpu.err" || status=1
 cat "$out/summary.txt"
 exit $status

@@ -382,7 +382,32 @@ fn run(file: &std::path::Path, dump: Option<Dump>, seed: u64, set: &[String], fl
 
 /// Execute the program's recipes in order: `train` recipes train; the rest are reported as not
 /// executable yet (exit status 2), so nothing pretends to have run.
-fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(String, String)], flags: RunFlags) -> i32 {
+fn run_recipes(p: Program, file: &std::path::Path, seed: u64, overrides: &[(String, String)], flags: RunFlags) -> i32 {
+    // A rank of an MPI job (`mpirun -n 4 dlc run ...`), or one process.
+    let world = match dlc::parallel::World::from_environment() {
+        Ok(w) => std::rc::Rc::new(w),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    let code = run_recipes_as(p, file, seed, overrides, flags, &world);
+    if code != 0 && code != 130 && world.size() > 1 {
+        // The other ranks may be waiting for this one in a collective: end the whole job.
+        eprintln!("error: rank {} of {} failed (exit status {code}); ending the job", world.rank(), world.size());
+        world.abort(code);
+    }
+    code
+}
+
+fn run_recipes_as(
+    mut p: Program,
+    file: &std::path::Path,
+    seed: u64,
+    overrides: &[(String, String)],
+    flags: RunFlags,
+    world: &std::rc::Rc<dlc::parallel::World>,
+) -> i32 {
     let RunFlags { resume, metrics, fuse, remat, jit, device } = flags;
     use dlc_language::syntax::ast::RecipeKind;
     let root = file.parent().map(|d| d.to_path_buf()).unwrap_or_default();
@@ -428,9 +453,14 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
                 return 1;
             }
         };
+        if info.kind == RecipeKind::Infer && !world.is_root() {
+            // Rank 0 alone runs `infer` blocks (their outputs are files and printed values).
+            continue;
+        }
         if info.kind == RecipeKind::Evaluate {
             let mut opts = dlc::train::TrainOptions::new(root.clone(), seed);
             opts.echo = true;
+            opts.world = Some(world.clone());
             if on_gpu {
                 opts.target = dlc::runner::gpu_target();
             }
@@ -483,6 +513,7 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
         opts.metrics = metrics.clone();
         opts.interrupt = Some(stop.clone());
         opts.progress = std::io::stderr().is_terminal();
+        opts.world = Some(world.clone());
         if on_gpu {
             opts.target = dlc::runner::gpu_target();
         }
@@ -494,7 +525,21 @@ fn run_recipes(mut p: Program, file: &std::path::Path, seed: u64, overrides: &[(
             r
         });
         match result {
-            Ok(r) => println!("trained {} steps", r.steps),
+            Ok(r) if world.is_root() => {
+                let ranks = if world.size() > 1 { format!(" on {} ranks", world.size()) } else { String::new() };
+                println!("trained {} steps{ranks}", r.steps);
+                if world.size() > 1 {
+                    let t = world.traffic();
+                    eprintln!(
+                        "parallel: {} gradient all-reduces ({:.1} MB, {:.2} s) over {} ranks",
+                        t.gradient_allreduces,
+                        t.gradient_bytes as f64 / 1e6,
+                        t.gradient_s,
+                        world.size()
+                    );
+                }
+            }
+            Ok(_) => {}
             Err(e) => {
                 let msg = e.to_string();
                 if msg == dlc::train::INTERRUPTED {
@@ -545,7 +590,7 @@ fn warn_ignored_fields(info: &dlc_language::eval::recipe::RecipeInfo) {
     if !ignored.is_empty() {
         let shown: Vec<String> = ignored.iter().map(|f| format!("`{f}`")).collect();
         eprintln!(
-            "warning: this `{}` does not act on {}: this version runs on the CPU, in one process, with f32, bf16 or f16 products",
+            "warning: this `{}` does not act on {}: this version computes products in f32, bf16 or f16 (tf32 runs as f32)",
             info.kind.keyword(),
             shown.join(", ")
         );

@@ -6,6 +6,7 @@ pub mod backend;
 pub mod device;
 pub mod exec;
 pub mod kernels;
+pub mod parallel;
 pub mod render;
 pub mod runner;
 pub mod runtime;

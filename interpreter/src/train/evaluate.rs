@@ -93,7 +93,9 @@ impl<'s> Trainer<'s> {
             let batches = match self.eval_batches.iter().find(|(q, _)| Rc::ptr_eq(q, &p)) {
                 Some((_, b)) => b.clone(),
                 None => {
+                    // Each rank evaluates its share; the sums are added up below.
                     let b = pipeline::run(&p, &self.opts.root, &self.session.t.graph, 0)?;
+                    let b = super::replicas::eval_share(b, self.world.rank(), self.world.size());
                     self.eval_batches.push((p.clone(), b.clone()));
                     b
                 }
@@ -142,6 +144,20 @@ impl<'s> Trainer<'s> {
             })();
             self.runner.unpin_all();
             result?;
+            if self.world.size() > 1 {
+                // Sums of (metric x examples) and the examples, over every rank's share: the
+                // means over the whole data set, not means of the ranks' means.
+                // (A rank whose share is empty learns how many metrics there are from the rest.)
+                let mut shape = [sums.len() as f64, !sums.is_empty() as u8 as f64];
+                self.world.sum_f64(&mut shape);
+                let metrics = (shape[0] / shape[1].max(1.0)) as usize;
+                let mut v = sums.clone();
+                v.resize(metrics, 0.0);
+                v.push(count as f64);
+                self.world.sum_f64(&mut v);
+                count = v.pop().unwrap_or(0.0) as usize;
+                sums = v;
+            }
             self.pipeline = saved;
             let means: Vec<f64> = sums.iter().map(|s| s / count.max(1) as f64).collect();
             Ok((means, count))

@@ -12,6 +12,7 @@ mod metrics;
 mod overrides;
 pub mod png;
 pub mod precision;
+mod replicas;
 pub mod schedule;
 mod step;
 
@@ -89,6 +90,8 @@ pub struct TrainOptions {
     pub tuning_file: bool,
     /// Where the steps run (the CPU unless the device chosen was `cuda`); see `crate::runner`.
     pub target: crate::runner::Target,
+    /// The data-parallel job this process is a rank of (`None`: one process).
+    pub world: Option<Rc<crate::parallel::World>>,
 }
 
 /// A Rust data source for training: called once per epoch with the epoch number (from 0), it
@@ -115,6 +118,7 @@ impl TrainOptions {
             profile: None,
             tuning_file: false,
             target: crate::runner::Target::Cpu,
+            world: None,
         }
     }
 }
@@ -213,6 +217,12 @@ pub struct Trainer<'s> {
     resident: bool,
     /// Whether the runner's values are newer than the host's (after a step, until `sync_host`).
     host_stale: bool,
+    /// The ranks of a data-parallel job (one, without a launcher).
+    world: Rc<crate::parallel::World>,
+    /// While a step is traced: the gradients to average across ranks (see `Step::reduce`).
+    reduce: Vec<(dlc_language::ir::NodeId, u32)>,
+    /// Gradient buckets' size cap (`data_parallel(bucket_mb: ...)`).
+    bucket_cap: usize,
 }
 
 fn zeros_like(t: &Tensor) -> Tensor {
@@ -220,7 +230,28 @@ fn zeros_like(t: &Tensor) -> Tensor {
 }
 
 impl<'s> Trainer<'s> {
-    pub fn new(session: &'s mut Session, info: RecipeInfo, opts: TrainOptions) -> Result<Trainer<'s>, RuntimeError> {
+    pub fn new(session: &'s mut Session, info: RecipeInfo, mut opts: TrainOptions) -> Result<Trainer<'s>, RuntimeError> {
+        let world = opts.world.clone().unwrap_or_else(|| Rc::new(crate::parallel::World::single()));
+        let parallel = info.field("parallel");
+        if let Some(want) = parallel.and_then(|p| p.field("ranks")).and_then(|r| r.as_int()) {
+            if want as usize != world.size() {
+                return Err(err(format!(
+                    "the recipe asks for `data_parallel(ranks: {want})`, but this job has {} rank(s); launch it with `mpirun -n {want} dlc run ...` or write `ranks: auto`",
+                    world.size()
+                )));
+            }
+        }
+        let bucket_cap = parallel
+            .and_then(|p| p.field("bucket_mb"))
+            .and_then(|b| b.as_float())
+            .map(|mb| (mb * 1024.0 * 1024.0) as usize)
+            .unwrap_or(crate::parallel::buckets::DEFAULT_CAP_BYTES)
+            .max(4);
+        // Rank 0 alone prints, draws progress and writes metrics and checkpoints.
+        if !world.is_root() {
+            opts.echo = false;
+            opts.progress = false;
+        }
         let Some(Value::Pipeline(pipeline)) = info.field("data").cloned() else { return Err(err("the recipe has no data pipeline")) };
         let groups = groups::groups_of(&info)?;
         let (params, buffers) = groups::params_of(&session.t, &groups);
@@ -275,6 +306,9 @@ impl<'s> Trainer<'s> {
             grad_sums,
             steps: HashMap::new(),
             eval_graphs: HashMap::new(),
+            world,
+            reduce: vec![],
+            bucket_cap,
             runner,
             resident: false,
             host_stale: false,
@@ -402,6 +436,9 @@ impl<'s> Trainer<'s> {
     /// `epoch`) to `dir`, atomically; `--resume dir` and `load_weights` read it.
     pub fn save(&mut self, dir: &std::path::Path, step: usize, epoch: usize) -> Result<(), RuntimeError> {
         self.sync_host()?;
+        if !self.world.is_root() {
+            return Ok(());
+        }
         checkpoint::save(dir, &self.checkpoint(step, epoch)).map_err(RuntimeError::Io)?;
         if self.opts.echo {
             println!("checkpoint: {} (step {step})", dir.display());
@@ -426,8 +463,10 @@ impl<'s> Trainer<'s> {
 
     /// One epoch of training batches: from the Rust source when one is bound, else the pipeline.
     fn epoch_batches(&mut self, epoch: u64) -> Result<Batches, RuntimeError> {
+        let (rank, size) = (self.world.rank(), self.world.size());
         let Some(source) = self.opts.batches.as_mut() else {
-            return pipeline::run_cached(&self.pipeline, &self.opts.root, &self.session.t.graph, epoch, &mut self.prepared);
+            let all = pipeline::run_cached(&self.pipeline, &self.opts.root, &self.session.t.graph, epoch, &mut self.prepared)?;
+            return Ok(replicas::shard(all, rank, size));
         };
         let batches = source(epoch).map_err(|e| err(format!("the Rust data source failed: {e}")))?;
         let mut leaves = vec![];
@@ -450,7 +489,7 @@ impl<'s> Trainer<'s> {
                 )));
             }
         }
-        Ok(Batches::Ready(batches))
+        Ok(replicas::shard(Batches::Ready(batches), rank, size))
     }
 
     /// Run one batch through its compiled step. `update` is false for the first N-1 micro-batches
@@ -522,6 +561,18 @@ impl<'s> Trainer<'s> {
             }
             return Ok(logged);
         }
+        if st.update.is_some() {
+            // Data parallel: the gradients averaged across ranks, then the update from them;
+            // running statistics are rank 0's, as DDP broadcasts buffers.
+            self.average_gradients(&key)?;
+            self.broadcast_buffers()?;
+            let st = &self.steps[&key];
+            let (plan, memory) = st.update.as_ref().expect("checked above");
+            self.runner.run(&self.session.t.graph, plan, memory)?;
+        }
+        let st = &self.steps[&key];
+        let run = self.runner.as_mut();
+        let graph = &self.session.t.graph;
         for (k, _, outs) in &st.updates {
             run.keep(graph, outs[0], Slot::Param(self.params[*k].id))?;
             for (j, n) in outs[1..].iter().enumerate() {
@@ -551,6 +602,9 @@ impl<'s> Trainer<'s> {
     pub fn run(&mut self) -> Result<TrainReport, RuntimeError> {
         let report = self.run_steps();
         self.sync_host()?;
+        if report.is_ok() {
+            self.check_replicas()?;
+        }
         report
     }
 
@@ -575,6 +629,8 @@ impl<'s> Trainer<'s> {
                 println!("resumed from {} at step {step}", dir.display());
             }
         }
+        // Every rank starts from rank 0's parameters and state (its init, or what it resumed).
+        self.broadcast_replicas()?;
         let ck_clause = self.checkpoint_clause();
         let epochs = epochs_field.map(|e| e as usize).unwrap_or(usize::MAX);
         let data_started = Instant::now();
@@ -585,7 +641,8 @@ impl<'s> Trainer<'s> {
         }
         // Opened once the data have loaded: a run that cannot start writes nothing.
         let metrics_path = self.opts.metrics.clone().or_else(|| ck_clause.as_ref().map(|c| c.0.join("metrics.jsonl")));
-        let mut metrics = Metrics::open(metrics_path)?;
+        // Written once, by rank 0.
+        let mut metrics = Metrics::open(metrics_path.filter(|_| self.world.is_root()))?;
         // Optimiser steps per epoch: with `accumulate = N`, N batches make one step and a
         // last incomplete group of batches is dropped (like `batch(drop_last: true)`).
         let n_acc = self.accumulate;
@@ -630,7 +687,8 @@ impl<'s> Trainer<'s> {
                 for micro in 0..n_acc {
                     let batch = data.next().ok_or_else(|| err("the data pipeline yielded fewer batches than in epoch 1"))?;
                     samples += batch.first().map(|t| t.shape.first().copied().unwrap_or(1)).unwrap_or(1);
-                    let draw = (step - 1) * n_acc + micro + 1;
+                    // Each rank draws its own random streams (dropout masks) for its examples.
+                    let draw = ((step - 1) * n_acc + micro) * self.world.size() + self.world.rank() + 1;
                     let vals = self.run_batch(batch, step, draw, &rates, micro + 1 == n_acc)?;
                     if logged.is_empty() {
                         logged = vals.into_iter().map(|(n, v)| (n, v / n_acc as f64)).collect();
@@ -638,6 +696,10 @@ impl<'s> Trainer<'s> {
                         logged.iter_mut().zip(vals).for_each(|(l, (_, v))| l.1 += v / n_acc as f64);
                     }
                 }
+                // Across ranks: the logged values are the job's means, and a Ctrl-C on any rank
+                // stops every rank after this same step.
+                let asked_to_stop = self.opts.interrupt.as_ref().map(|f| f.load(std::sync::atomic::Ordering::SeqCst)).unwrap_or(false);
+                let interrupted = self.agree(&mut logged, asked_to_stop);
                 let loss = logged[0].1;
                 epoch_loss = (epoch_loss.0 + loss, epoch_loss.1 + 1);
                 if step == first_step + 1 {
@@ -690,7 +752,7 @@ impl<'s> Trainer<'s> {
                     self.evaluate(epoch + 1, When::Step(step), step, &mut report, &mut metrics)?;
                 }
                 let done_epochs = if step % per_epoch == 0 { epoch + 1 } else { epoch };
-                if self.opts.interrupt.as_ref().map(|f| f.load(std::sync::atomic::Ordering::SeqCst)).unwrap_or(false) {
+                if interrupted {
                     if let Some((dir, _, _)) = &ck_clause {
                         self.save(dir, step, done_epochs)?;
                     }
@@ -850,15 +912,13 @@ fn eta(secs: f64) -> String {
 }
 
 /// Fields of a `train`, `evaluate` or `infer` recipe that are accepted but not acted on yet, to
-/// be said out loud (`precision = tf32`: the CPU has no tf32 arithmetic; `device = cuda`;
-/// `parallel`).
+/// be said out loud (`precision = tf32`: the CPU has no tf32 arithmetic).
 pub fn ignored_fields(info: &RecipeInfo) -> Vec<String> {
     let mut out = vec![];
     for (k, v) in &info.fields {
         let ignored = match (k.as_str(), v) {
             ("precision", Value::DType(DType::F32 | DType::BF16 | DType::F16)) => false,
             ("precision", _) => true,
-            ("parallel", _) => true,
             _ => false,
         };
         if ignored {

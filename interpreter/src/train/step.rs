@@ -58,9 +58,28 @@ pub struct Step {
     /// the whole step after autodiff (with rematerialisation, when it was kept). Each was
     /// checked by the IR verifier.
     pub passes: Vec<(&'static str, Vec<NodeId>)>,
+    /// Under data parallelism: each gradient the optimiser reads (after `accumulate`'s mean)
+    /// and the input its average across ranks is bound to. `plan` then computes the logged
+    /// values, these gradients, the gradient sums and the buffer updates; `update` the new
+    /// parameters and states from the averaged gradients.
+    pub reduce: Vec<(NodeId, u32)>,
+    pub update: Option<(dlc_language::passes::fusion::Plan, dlc_language::passes::memory::MemoryPlan)>,
+    /// The gradients' all-reduce buckets, in the order `plan` writes them.
+    pub buckets: Vec<crate::parallel::Bucket>,
 }
 
 impl Step {
+    /// What the first plan computes under data parallelism: all but the updates, and the
+    /// gradients to average.
+    pub fn local_roots(&self) -> Vec<NodeId> {
+        let mut r: Vec<NodeId> = self.logged.iter().map(|l| l.1).collect();
+        r.extend(self.reduce.iter().map(|g| g.0));
+        r.extend(self.accum.iter().map(|a| a.1));
+        r.extend(self.buffer_updates.iter().map(|b| b.1));
+        r.extend(self.scale.map(|s| s.1));
+        r
+    }
+
     /// Every node the step's results need.
     pub fn roots(&self) -> Vec<NodeId> {
         let mut r: Vec<NodeId> = self.logged.iter().map(|l| l.1).collect();
@@ -199,6 +218,13 @@ impl<'s> Trainer<'s> {
         // `--no-fuse` runs the step as written: the reference for the compiler's rewrites.
         self.conv_bias = self.opts.fuse.then(Default::default);
         let scale = self.scaler.is_some().then(|| scalar_input(&mut self.session.t, "loss scale"));
+        if self.world.size() > 1 && scale.is_some() {
+            return Err(err("data parallelism with `precision = f16` (dynamic loss scaling) is not supported yet; use `bf16`"));
+        }
+        if self.world.size() > 1 && self.custom_step().is_some() {
+            return Err(err("data parallelism applies to recipes with a `loss`; a custom `step` block is not supported across ranks yet"));
+        }
+        self.reduce.clear();
         self.enter(true, Some(sc.draw.1));
         let before = self.session.t.diags.len();
         let traced = match (self.custom_step(), scale) {
@@ -242,12 +268,29 @@ impl<'s> Trainer<'s> {
             removed_biases,
             scale: scale.map(|s| s.0).zip(finite),
             passes: vec![],
+            reduce: std::mem::take(&mut self.reduce),
+            update: None,
+            buckets: vec![],
         };
         let g = &self.session.t.graph;
         let stage = |i: usize| self.lowered.iter().map(|l| l[i]).collect::<Vec<_>>();
         step.passes = vec![("trace", stage(0)), ("conv-bias", stage(1)), ("autocast", stage(2)), ("autodiff", step.roots())];
-        let planned = dlc_language::passes::pipeline::compile_step(g, &step.passes, &step.roots(), self.opts.fuse)?;
-        (step.plan, step.memory) = (planned.plan, planned.memory);
+        if step.reduce.is_empty() {
+            let planned = dlc_language::passes::pipeline::compile_step(g, &step.passes, &step.roots(), self.opts.fuse)?;
+            (step.plan, step.memory) = (planned.plan, planned.memory);
+        } else {
+            let local = dlc_language::passes::pipeline::compile_step(g, &step.passes, &step.local_roots(), self.opts.fuse)?;
+            let new: Vec<NodeId> = step.updates.iter().flat_map(|u| u.2.iter().copied()).collect();
+            let update = dlc_language::passes::pipeline::plan(g, &new, self.opts.fuse)?;
+            let sizes: Vec<(NodeId, usize)> = step
+                .reduce
+                .iter()
+                .map(|(n, _)| (*n, g.node(*n).shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).product::<usize>() * 4))
+                .collect();
+            step.buckets = crate::parallel::plan_buckets(&local.plan, &sizes, self.bucket_cap);
+            (step.plan, step.memory) = (local.plan, local.memory);
+            step.update = Some((update.plan, update.memory));
+        }
         step.compile_s = started.elapsed().as_secs_f64();
         Ok(step)
     }
@@ -356,6 +399,17 @@ impl<'s> Trainer<'s> {
                 accum.push((id, sum));
                 let k = t.cast(inv, t.ty(sum).dtype, Default::default());
                 *g = t.tensor_binary(dlc_language::ir::BinaryOp::Mul, sum, k, Default::default()).map_err(|_| err("accumulate"))?;
+            }
+        }
+        if self.world.size() > 1 {
+            // Data parallel: the optimiser reads each gradient averaged across ranks, bound to
+            // an input between the two halves of the step (clipping sees the average, as after
+            // DDP's all-reduce).
+            let t = &mut self.session.t;
+            for g in grads.iter_mut() {
+                let (id, avg) = input_like(t, "averaged gradient", *g);
+                self.reduce.push((*g, id));
+                *g = avg;
             }
         }
         let grads = self.clip(grads)?;

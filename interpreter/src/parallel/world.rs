@@ -1,0 +1,153 @@
+//! The ranks of a job and the collectives the trainer uses, over MPI (the `mpi` crate on Open
+//! MPI). A process not started by an MPI launcher is a world of one and calls no MPI function.
+
+use std::cell::RefCell;
+
+/// Environment variables an MPI launcher sets (Open MPI's mpirun, PMIx as under `srun
+/// --mpi=pmix`, MPICH's Hydra).
+const LAUNCHER_VARS: &[&str] = &["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"];
+
+/// Whether this process was started by an MPI launcher.
+pub fn launched_by_mpi() -> bool {
+    LAUNCHER_VARS.iter().any(|v| std::env::var_os(v).is_some())
+}
+
+struct Mpi {
+    comm: mpi::topology::SimpleCommunicator,
+    /// Finalises MPI when dropped; kept last so the communicator goes first.
+    _universe: mpi::environment::Universe,
+}
+
+/// What the collectives did, for `explain`, `bench` and the tests.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Traffic {
+    /// Gradient all-reduces (one per bucket per optimiser step) and their bytes.
+    pub gradient_allreduces: usize,
+    pub gradient_bytes: u64,
+    /// Seconds spent in gradient all-reduces.
+    pub gradient_s: f64,
+    /// Small all-reduces (logged values, the stop flag, evaluation sums) and broadcasts.
+    pub small_allreduces: usize,
+    pub broadcasts: usize,
+}
+
+pub struct World {
+    rank: usize,
+    size: usize,
+    mpi: Option<Mpi>,
+    traffic: RefCell<Traffic>,
+}
+
+impl World {
+    /// One process, no MPI.
+    pub fn single() -> World {
+        World { rank: 0, size: 1, mpi: None, traffic: Default::default() }
+    }
+
+    /// The job this process belongs to: MPI's world when started by a launcher, else one
+    /// process.
+    pub fn from_environment() -> Result<World, String> {
+        if !launched_by_mpi() {
+            return Ok(World::single());
+        }
+        // MPI is called from the main thread only (the kernels' threads never call it).
+        let (universe, _) =
+            mpi::initialize_with_threading(mpi::Threading::Funneled).ok_or("MPI was initialised already in this process")?;
+        use mpi::traits::Communicator;
+        let comm = universe.world();
+        let (rank, size) = (comm.rank() as usize, comm.size() as usize);
+        Ok(World { rank, size, mpi: Some(Mpi { comm, _universe: universe }), traffic: Default::default() })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.rank == 0
+    }
+
+    pub fn traffic(&self) -> Traffic {
+        self.traffic.borrow().clone()
+    }
+
+    /// Sum `v` over the ranks, in place (every rank gets the sum).
+    pub fn sum_f64(&self, v: &mut [f64]) {
+        if let Some(m) = &self.mpi {
+            use mpi::traits::CommunicatorCollectives;
+            let send = v.to_vec();
+            m.comm.all_reduce_into(&send[..], v, mpi::collective::SystemOperation::sum());
+            self.traffic.borrow_mut().small_allreduces += 1;
+        }
+    }
+
+    /// Sum a gradient bucket over the ranks, in place.
+    pub fn sum_gradients(&self, v: &mut [f32]) {
+        if let Some(m) = &self.mpi {
+            use mpi::traits::CommunicatorCollectives;
+            let started = std::time::Instant::now();
+            let send = v.to_vec();
+            m.comm.all_reduce_into(&send[..], v, mpi::collective::SystemOperation::sum());
+            let mut t = self.traffic.borrow_mut();
+            t.gradient_allreduces += 1;
+            t.gradient_bytes += std::mem::size_of_val(v) as u64;
+            t.gradient_s += started.elapsed().as_secs_f64();
+        }
+    }
+
+    /// Rank 0's `v` on every rank (the lengths must agree).
+    pub fn broadcast_f32(&self, v: &mut [f32]) {
+        if let Some(m) = &self.mpi {
+            use mpi::traits::{Communicator, Root};
+            m.comm.process_at_rank(0).broadcast_into(v);
+            self.traffic.borrow_mut().broadcasts += 1;
+        }
+    }
+
+    pub fn broadcast_i64(&self, v: &mut [i64]) {
+        if let Some(m) = &self.mpi {
+            use mpi::traits::{Communicator, Root};
+            m.comm.process_at_rank(0).broadcast_into(v);
+            self.traffic.borrow_mut().broadcasts += 1;
+        }
+    }
+
+    pub fn broadcast_f64(&self, v: &mut [f64]) {
+        if let Some(m) = &self.mpi {
+            use mpi::traits::{Communicator, Root};
+            m.comm.process_at_rank(0).broadcast_into(v);
+            self.traffic.borrow_mut().broadcasts += 1;
+        }
+    }
+
+    /// End the whole job: every rank, whatever it is doing (a failed rank must not leave the
+    /// others waiting in a collective).
+    pub fn abort(&self, code: i32) -> ! {
+        if let Some(m) = &self.mpi {
+            use mpi::traits::Communicator;
+            m.comm.abort(code)
+        }
+        std::process::exit(code)
+    }
+
+    /// Time one all-reduce of `n` f32 values, the median of `reps` (docs/parallel.md's cost model).
+    pub fn time_allreduce(&self, n: usize, reps: usize) -> f64 {
+        let mut v = vec![1.0f32; n.max(1)];
+        let mut times = vec![];
+        for _ in 0..reps.max(1) {
+            if let Some(m) = &self.mpi {
+                use mpi::traits::CommunicatorCollectives;
+                m.comm.barrier();
+            }
+            let started = std::time::Instant::now();
+            self.sum_gradients(&mut v);
+            times.push(started.elapsed().as_secs_f64());
+        }
+        times.sort_by(|a, b| a.total_cmp(b));
+        times[times.len() / 2]
+    }
+}

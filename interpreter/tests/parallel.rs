@@ -1,0 +1,172 @@
+//! Data parallelism over MPI (`mpirun -n 2 dlc run ...`) against one process, on MNIST: the
+//! real launcher, the real library, the real data. Two ranks of batch 64 take, step by step,
+//! the same 128 examples one process of batch 128 takes (each epoch's order dealt to the ranks),
+//! so with gradients averaged the runs agree up to the order of floating-point sums: the
+//! averaged gradient is (sum of 64 + sum of 64) / 2 / 64 on two ranks against a sum of 128 / 128
+//! in one process.
+//!
+//! mpirun must be there (`scripts/setup.sh` installs Open MPI); without it these tests say
+//! SKIPPED, and fail instead when `DLC_REQUIRE_MPI=1` (CI).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn mpirun() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join("mpirun")).find(|m| m.is_file()));
+    if found.is_none() {
+        assert!(std::env::var("DLC_REQUIRE_MPI").as_deref() != Ok("1"), "DLC_REQUIRE_MPI=1 but mpirun is not on the PATH");
+        eprintln!("SKIPPED: mpirun is not installed (bash scripts/setup.sh installs Open MPI)");
+    }
+    found
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The test's MLP on MNIST (no dropout: each rank would draw its own masks).
+fn program(dir: &Path, batch: usize, steps: usize, accumulate: usize, optimizer: &str) -> PathBuf {
+    let data = repo().join("examples/data/mnist");
+    let src = format!(
+        "use std.nn\nuse std.data\nuse std.optim\n\
+         model Mlp(hidden: int = 256) {{\n  fc1 = Linear(784, hidden)\n  fc2 = Linear(hidden, 10)\n  \
+         forward(x: f32[B, 784]) -> f32[B, 10] = x |> fc1 |> gelu |> fc2\n}}\n\
+         fn prepare(r) = (flatten(normalize(to_unit(r.image), mean: 0.1307, std: 0.3081)), r.label)\n\
+         data train_set = mnist(\"{data}\", split: \"train\") |> map(prepare) |> shuffle(seed: 1) |> batch({batch}, drop_last: true)\n\
+         data test_set = mnist(\"{data}\", split: \"test\") |> map(prepare) |> batch(1000)\n\
+         train {{\n  model = Mlp()\n  data = train_set\n  loss = cross_entropy(model(x), y)\n  optimizer = {optimizer}\n  \
+         steps = {steps}\n  accumulate = {accumulate}\n  log every 1 steps\n  \
+         evaluate test_set every {steps} steps {{ accuracy(model(x), y) }}\n  checkpoint \"{ck}\" every {steps} steps\n}}\n",
+        data = data.display(),
+        ck = dir.join("ck").display(),
+    );
+    let f = dir.join("ddp.dl");
+    std::fs::create_dir_all(dir).expect("temp dir");
+    std::fs::write(&f, src).expect("program");
+    f
+}
+
+/// `dlc run FILE ARGS` as `ranks` MPI ranks (or one plain process).
+fn job(ranks: usize, file: &Path, args: &[&str]) -> Output {
+    let dlc = env!("CARGO_BIN_EXE_dlc");
+    let mut c = if ranks == 1 {
+        Command::new(dlc)
+    } else {
+        let mut c = Command::new("mpirun");
+        c.args(["--allow-run-as-root", "--oversubscribe", "-n", &ranks.to_string(), dlc]);
+        c
+    };
+    c.arg("run").arg(file).args(args).env("NO_COLOR", "1").env("DLC_CACHE_DIR", std::env::temp_dir().join("dlc-parallel-tests"));
+    c.output().expect("run the job")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// (step, loss) from a metrics file.
+fn losses(metrics: &Path) -> Vec<(u64, f64)> {
+    std::fs::read_to_string(metrics)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| Some((v["step"].as_u64()?, v["loss"].as_f64()?)))
+        .collect()
+}
+
+fn params(ck: &Path) -> Vec<(String, Vec<f64>)> {
+    let ck = dlc::train::checkpoint::load(ck).expect("a checkpoint");
+    let mut p: Vec<(String, Vec<f64>)> = ck.params.into_iter().map(|(n, t)| (n, t.to_f64())).collect();
+    p.sort_by(|a, b| a.0.cmp(&b.0));
+    p
+}
+
+fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / a.abs().max(b.abs()).max(1e-3)
+}
+
+struct Run {
+    out: Output,
+    losses: Vec<(u64, f64)>,
+    params: Vec<(String, Vec<f64>)>,
+}
+
+fn train(tag: &str, ranks: usize, batch: usize, steps: usize, accumulate: usize, optimizer: &str) -> Run {
+    let dir = std::env::temp_dir().join(format!("dlc-ddp-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let f = program(&dir, batch, steps, accumulate, optimizer);
+    let metrics = dir.join("metrics.jsonl");
+    let out = job(ranks, &f, &["--metrics", metrics.to_str().expect("utf-8 path")]);
+    assert!(out.status.success(), "{tag}: {}\n{}", text(&out.stdout), text(&out.stderr));
+    let run = Run { losses: losses(&metrics), params: params(&dir.join("ck")), out };
+    let _ = std::fs::remove_dir_all(&dir);
+    run
+}
+
+fn assert_same_run(a: &Run, b: &Run, tol: f64) {
+    assert_eq!(a.losses.len(), b.losses.len(), "logged steps");
+    let worst_loss = a.losses.iter().zip(&b.losses).map(|(x, y)| rel(x.1, y.1)).fold(0.0, f64::max);
+    assert!(worst_loss <= tol, "losses differ by {worst_loss:e}");
+    let mut worst = 0f64;
+    for ((n, x), (_, y)) in a.params.iter().zip(&b.params) {
+        let scale = x.iter().fold(0f64, |m, v| m.max(v.abs()));
+        let d = x.iter().zip(y).map(|(p, q)| (p - q).abs()).fold(0.0, f64::max) / scale;
+        assert!(d <= tol, "`{n}` differs by {d:e} (relative to its largest value)");
+        worst = worst.max(d);
+    }
+    eprintln!("worst loss difference {worst_loss:e}, worst parameter difference {worst:e}");
+}
+
+fn line<'a>(out: &'a Output, starts: &str) -> Option<String> {
+    text(&out.stdout).lines().find(|l| l.contains(starts)).map(|l| l.to_string())
+}
+
+const SGD: &str = "sgd(lr: 0.05, momentum: 0.9)";
+
+/// Two ranks of batch 64 against one process of batch 128 over 50 steps of SGD with momentum:
+/// the same losses and parameters within 1e-5, and the same test accuracy; only rank 0 prints.
+#[test]
+fn two_ranks_train_as_one_process_with_twice_the_batch() {
+    if mpirun().is_none() {
+        return;
+    }
+    let one = train("one", 1, 128, 50, 1, SGD);
+    let two = train("two", 2, 64, 50, 1, SGD);
+    assert_same_run(&one, &two, 1e-5);
+    let eval = |r: &Run| line(&r.out, "evaluate test_set").map(|l| l.split(": ").nth(1).unwrap_or("").to_string());
+    assert!(eval(&one).is_some(), "{}", text(&one.out.stdout));
+    assert_eq!(eval(&one), eval(&two), "the accuracy over every rank's share is the one process's");
+    let printed = text(&two.out.stdout);
+    assert_eq!(printed.matches("trained 50 steps").count(), 1, "rank 0 alone prints: {printed}");
+    assert!(printed.contains("on 2 ranks"), "{printed}");
+    let err = text(&two.out.stderr);
+    assert!(err.contains("parallel: 50 gradient all-reduces"), "one all-reduce per step (one bucket): {err}");
+}
+
+/// With `accumulate = 2`, two ranks of batch 32 are one process of batch 128, and the gradients
+/// cross the ranks once per optimiser step, not once per micro-batch.
+#[test]
+fn accumulation_reduces_once_per_optimiser_step() {
+    if mpirun().is_none() {
+        return;
+    }
+    let one = train("acc-one", 1, 128, 20, 1, SGD);
+    let two = train("acc-two", 2, 32, 20, 2, SGD);
+    assert_same_run(&one, &two, 1e-5);
+    let err = text(&two.out.stderr);
+    assert!(err.contains("parallel: 20 gradient all-reduces"), "{err}");
+}
+
+/// Under AdamW the same comparison holds within 1e-4: Adam divides each gradient by the root of
+/// its running square, so an element whose gradient is at the level of rounding differences
+/// (the two runs add the batch's contributions in another order) moves by up to a learning
+/// rate either way; 50 steps give about 1.2e-5 of the largest weight.
+#[test]
+fn two_ranks_follow_one_process_under_adamw() {
+    if mpirun().is_none() {
+        return;
+    }
+    let one = train("adam-one", 1, 128, 50, 1, "adamw(lr: 1e-3)");
+    let two = train("adam-two", 2, 64, 50, 1, "adamw(lr: 1e-3)");
+    assert_same_run(&one, &two, 1e-4);
+}

@@ -108,6 +108,10 @@ pub fn main(file: &Path, o: Options) -> i32 {
     report["threads"] = json!(rayon::current_num_threads());
     report["peak_rss_mb"] = json!((peak_rss_mb() * 10.0).round() / 10.0);
     report["total_s"] = json!((started.elapsed().as_secs_f64() * 100.0).round() / 100.0);
+    if report["rank"].as_u64().unwrap_or(0) != 0 {
+        // Rank 0 reports for the job.
+        return 0;
+    }
     if as_json {
         println!("{report}");
     } else {
@@ -138,6 +142,14 @@ pub fn main(file: &Path, o: Options) -> i32 {
                 _ => String::new(),
             },
         );
+        if report["ranks"].as_u64().unwrap_or(1) > 1 {
+            println!(
+                "  {} ranks: gradient all-reduce {:.3} ms a step, {:.1}% of the step",
+                report["ranks"],
+                report["allreduce_ms_per_step"].as_f64().unwrap_or(0.0),
+                report["allreduce_share"].as_f64().unwrap_or(0.0) * 100.0
+            );
+        }
     }
     0
 }
@@ -164,6 +176,9 @@ fn bench_train(
     opts.jit = jit;
     opts.tuning_file = true;
     let choice = crate::cli::device_for(&info, o.device).map(|c| c.0)?;
+    // Under mpirun, each rank times its steps of the data-parallel job.
+    let world = std::rc::Rc::new(dlc::parallel::World::from_environment()?);
+    opts.world = Some(world.clone());
     if choice.device == "cuda" {
         opts.target = dlc::runner::gpu_target();
     }
@@ -218,6 +233,10 @@ fn bench_train(
         "page_faults_per_step": faults_per_step,
         "planned_peak_mib": crate::explain::memory_report(&dlc_language::passes::memory::plan_memory(trainer.graph(), &plan))["peak_mib"],
         "tuning": tuning_report(trainer.kernels()),
+        "ranks": world.size(),
+        "rank": world.rank(),
+        "allreduce_ms_per_step": world.traffic().gradient_s * 1e3 / steps_run,
+        "allreduce_share": world.traffic().gradient_s / (all.iter().sum::<f64>() / 1e3).max(1e-12),
         "device": choice.device,
         "device_report": (choice.device == "cuda").then(|| trainer.runner_report()),
     }))

@@ -204,6 +204,7 @@ enum Dump {
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    dlc::parallel::world::share_cores_between_local_ranks();
     match cli.cmd {
         Cmd::Check { file, json, repeat: Some(n) } => time_check(&file, n.max(1), json),
         Cmd::Check { file, json, repeat: None } => check(&file, json),
@@ -437,7 +438,7 @@ fn run_recipes_as(
         let on_gpu = match device_for(&info, device) {
             Ok((choice, explicit)) => {
                 // Said when asked for, or when a GPU was found.
-                if explicit || choice.gpu.is_some() {
+                if (explicit || choice.gpu.is_some()) && world.is_root() {
                     eprintln!("device: {}", choice.reason);
                 }
                 let gpu = choice.device == "cuda";
@@ -543,7 +544,9 @@ fn run_recipes_as(
             Err(e) => {
                 let msg = e.to_string();
                 if msg == dlc::train::INTERRUPTED {
-                    eprintln!("training interrupted; the last checkpoint (if the recipe names a directory) lets `--resume` continue");
+                    if world.is_root() {
+                        eprintln!("training interrupted; the last checkpoint (if the recipe names a directory) lets `--resume` continue");
+                    }
                     return 130;
                 }
                 if msg.contains("not executed yet") {

@@ -170,3 +170,79 @@ fn two_ranks_follow_one_process_under_adamw() {
     let two = train("adam-two", 2, 64, 50, 1, "adamw(lr: 1e-3)");
     assert_same_run(&one, &two, 1e-4);
 }
+
+/// A checkpoint written by two ranks resumes in one process (and one process's in two ranks):
+/// the run goes on to what one process alone reaches.
+#[test]
+fn a_checkpoint_resumes_under_another_rank_count() {
+    if mpirun().is_none() {
+        return;
+    }
+    let straight = train("straight", 1, 128, 40, 1, SGD);
+    for (first, then, tag) in [(2usize, 1usize, "2to1"), (1, 2, "1to2")] {
+        let dir = std::env::temp_dir().join(format!("dlc-ddp-resume-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let batch = |ranks: usize| 128 / ranks;
+        let f = program(&dir, batch(first), 20, 1, SGD);
+        let out = job(first, &f, &[]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let f = program(&dir, batch(then), 40, 1, SGD);
+        let ck = dir.join("ck");
+        let out = job(then, &f, &["--resume", ck.to_str().expect("utf-8 path")]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("resumed from"), "{}", text(&out.stdout));
+        let resumed = Run { params: params(&ck), losses: vec![], out };
+        let _ = std::fs::remove_dir_all(&dir);
+        let strip = |r: &Run| Run { params: r.params.clone(), losses: vec![], out: r.out.clone() };
+        assert_same_run(&strip(&straight), &resumed, 1e-5);
+    }
+}
+
+/// A rank killed in the middle of an epoch ends the job: mpirun exits non-zero within 30 s and
+/// says which rank died; the checkpoint written before stays readable.
+#[test]
+fn a_killed_rank_ends_the_job_naming_it() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("dlc-ddp-kill-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let f = program(&dir, 64, 100_000, 1, SGD).to_path_buf();
+    let src = std::fs::read_to_string(&f).expect("program").replace("every 100000 steps\n}", "every 20 steps\n}");
+    std::fs::write(&f, src).expect("program");
+    let mut child = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2", env!("CARGO_BIN_EXE_dlc"), "run"])
+        .arg(&f)
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mpirun");
+    // Wait for the first checkpoint, then kill rank 1 (the second dlc process mpirun started).
+    let ck = dir.join("ck");
+    let started = std::time::Instant::now();
+    while dlc::train::checkpoint::load(&ck).is_err() {
+        assert!(started.elapsed().as_secs() < 120, "no checkpoint after 120 s");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let pids = Command::new("pgrep").args(["-P", &child.id().to_string(), "dlc"]).output().expect("pgrep");
+    let mut ranks: Vec<u32> = text(&pids.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect();
+    ranks.sort();
+    assert_eq!(ranks.len(), 2, "two ranks running: {ranks:?}");
+    let victim = ranks[1];
+    let killed_at = std::time::Instant::now();
+    Command::new("kill").args(["-9", &victim.to_string()]).status().expect("kill");
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(killed_at.elapsed().as_secs() < 30, "the job still runs 30 s after a rank was killed");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let out = child.wait_with_output().expect("output");
+    let err = text(&out.stderr) + &text(&out.stdout);
+    assert!(!status.success(), "the job must fail");
+    assert!(err.contains("rank 1") || err.contains(&format!("PID {victim}")), "the message names the rank: {err}");
+    assert!(dlc::train::checkpoint::load(&ck).is_ok(), "the checkpoint written before stays readable");
+    let _ = std::fs::remove_dir_all(&dir);
+}

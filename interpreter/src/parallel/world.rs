@@ -12,6 +12,22 @@ pub fn launched_by_mpi() -> bool {
     LAUNCHER_VARS.iter().any(|v| std::env::var_os(v).is_some())
 }
 
+/// Under a launcher that starts several ranks on this machine, give each rank its share of the
+/// cores for the kernels' threads (unless `RAYON_NUM_THREADS` says otherwise): two ranks with all
+/// cores each would fight over them. Must run before the thread pool is first used.
+pub fn share_cores_between_local_ranks() {
+    if std::env::var_os("RAYON_NUM_THREADS").is_some() {
+        return;
+    }
+    let local = ["OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_LOCAL_SIZE", "MPI_LOCALNRANKS"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().and_then(|s| s.parse::<usize>().ok()));
+    if let Some(ranks) = local.filter(|r| *r > 1) {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let _ = rayon::ThreadPoolBuilder::new().num_threads((cores / ranks).max(1)).build_global();
+    }
+}
+
 struct Mpi {
     comm: mpi::topology::SimpleCommunicator,
     /// Finalises MPI when dropped; kept last so the communicator goes first.

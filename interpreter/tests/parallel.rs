@@ -246,3 +246,40 @@ fn a_killed_rank_ends_the_job_naming_it() {
     assert!(dlc::train::checkpoint::load(&ck).is_ok(), "the checkpoint written before stays readable");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// With `data_parallel(bucket_mb: 0.5)` the MLP's gradients go in several buckets, each
+/// all-reduced as soon as backward has written it (the first layer's weight, 0.8 MB, alone; the
+/// rest together): as many all-reduces a step as buckets, and the same run as one process.
+#[test]
+fn small_buckets_reduce_separately_and_train_the_same() {
+    if mpirun().is_none() {
+        return;
+    }
+    let one = train("buckets-one", 1, 128, 20, 1, SGD);
+    let dir = std::env::temp_dir().join(format!("dlc-ddp-buckets-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let f = program(&dir, 64, 20, 1, SGD);
+    let src = std::fs::read_to_string(&f)
+        .expect("program")
+        .replace("  log every 1 steps\n", "  log every 1 steps\n  parallel = data_parallel(ranks: 2, bucket_mb: 0.5)\n");
+    std::fs::write(&f, src).expect("program");
+    let metrics = dir.join("metrics.jsonl");
+    let out = job(2, &f, &["--metrics", metrics.to_str().expect("utf-8 path")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let two = Run { losses: losses(&metrics), params: params(&dir.join("ck")), out };
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_same_run(&one, &two, 1e-5);
+    let err = text(&two.out.stderr);
+    assert!(err.contains("parallel: 40 gradient all-reduces"), "two buckets a step: {err}");
+    // The recipe's `ranks: 2` refuses one process.
+    let dir = std::env::temp_dir().join(format!("dlc-ddp-ranks-{}", std::process::id()));
+    let f = program(&dir, 64, 20, 1, SGD);
+    let src = std::fs::read_to_string(&f)
+        .expect("program")
+        .replace("  log every 1 steps\n", "  log every 1 steps\n  parallel = data_parallel(ranks: 2)\n");
+    std::fs::write(&f, src).expect("program");
+    let out = job(1, &f, &[]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("mpirun -n 2"), "{}", text(&out.stderr));
+}

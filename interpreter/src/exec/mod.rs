@@ -89,7 +89,19 @@ impl Executor {
     /// step). Each value is dropped once its last reader has run (the roots are kept), so the
     /// memory held is the memory plan's, and the allocator reuses what was freed.
     pub fn run_planned(&mut self, g: &Graph, plan: &Plan, memory: &dlc_language::passes::memory::MemoryPlan) -> Result<(), RuntimeError> {
-        for (k, dead) in plan.kernels.iter().zip(&memory.release) {
+        self.run_planned_with(g, plan, memory, &mut |_, _| Ok(()))
+    }
+
+    /// `run_planned`, calling `after(i, values)` once kernel `i` has run (before the values it
+    /// read last are dropped): a data-parallel step starts a bucket's all-reduce there.
+    pub fn run_planned_with(
+        &mut self,
+        g: &Graph,
+        plan: &Plan,
+        memory: &dlc_language::passes::memory::MemoryPlan,
+        after: &mut dyn FnMut(usize, &HashMap<NodeId, Tensor>) -> Result<(), RuntimeError>,
+    ) -> Result<(), RuntimeError> {
+        for (i, (k, dead)) in plan.kernels.iter().zip(&memory.release).enumerate() {
             let started = self.profile.as_ref().map(|_| std::time::Instant::now());
             match k {
                 Kernel::View(_) => {}
@@ -131,6 +143,7 @@ impl Executor {
                 e.0 += 1;
                 e.1 += t0.elapsed().as_secs_f64();
             }
+            after(i, &self.cache)?;
             for n in dead {
                 self.cache.remove(n);
             }

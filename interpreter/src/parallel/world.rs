@@ -40,7 +40,8 @@ pub struct Traffic {
     /// Gradient all-reduces (one per bucket per optimiser step) and their bytes.
     pub gradient_allreduces: usize,
     pub gradient_bytes: u64,
-    /// Seconds spent in gradient all-reduces.
+    /// Seconds the steps waited for gradient all-reduces (after backward, what overlap did not
+    /// hide).
     pub gradient_s: f64,
     /// Small all-reduces (logged values, the stop flag, evaluation sums) and broadcasts.
     pub small_allreduces: usize,
@@ -113,6 +114,55 @@ impl World {
             t.gradient_bytes += std::mem::size_of_val(v) as u64;
             t.gradient_s += started.elapsed().as_secs_f64();
         }
+    }
+
+    /// Sum buckets of gradients over the ranks while `run` goes on: `run` gets a function to call
+    /// with each bucket's values (in bucket order) as soon as they are computed, which starts
+    /// that bucket's non-blocking all-reduce; pending all-reduces are driven between calls, and
+    /// all are waited for once `run` returns. Returns the sums, by bucket. `exposed` time (what
+    /// the step waits after `run`) is what overlap did not hide.
+    pub fn sum_buckets_during<E>(
+        &self,
+        sizes: &[usize],
+        run: impl FnOnce(&mut dyn FnMut(Vec<f32>)) -> Result<(), E>,
+    ) -> Result<Vec<Vec<f32>>, E> {
+        let Some(m) = &self.mpi else {
+            // One rank: the sums are the values.
+            let mut out = vec![];
+            run(&mut |v| out.push(v))?;
+            return Ok(out);
+        };
+        use mpi::traits::CommunicatorCollectives;
+        let mut sends: Vec<Vec<f32>> = sizes.iter().map(|n| vec![0f32; *n]).collect();
+        let mut recvs: Vec<Vec<f32>> = sizes.iter().map(|n| vec![0f32; *n]).collect();
+        let mut result = Ok(());
+        let mut exposed = 0.0;
+        let mut started_all = 0usize;
+        mpi::request::scope(|scope| {
+            let mut free = sends.iter_mut().zip(recvs.iter_mut());
+            let mut pending = vec![];
+            result = run(&mut |values: Vec<f32>| {
+                let Some((send, recv)) = free.next() else { return };
+                send.copy_from_slice(&values);
+                let send: &[f32] = send;
+                pending.push(m.comm.immediate_all_reduce_into(scope, send, &mut recv[..], mpi::collective::SystemOperation::sum()));
+                started_all += 1;
+                // Drive the ones already under way (MPI progresses inside its calls).
+                pending = std::mem::take(&mut pending).into_iter().filter_map(|r| r.test().err()).collect();
+            });
+            let waited = std::time::Instant::now();
+            for r in pending {
+                r.wait();
+            }
+            exposed = waited.elapsed().as_secs_f64();
+        });
+        result?;
+        debug_assert_eq!(started_all, sizes.len(), "every bucket's all-reduce was started");
+        let mut t = self.traffic.borrow_mut();
+        t.gradient_allreduces += sizes.len();
+        t.gradient_bytes += sizes.iter().sum::<usize>() as u64 * 4;
+        t.gradient_s += exposed;
+        Ok(recvs)
     }
 
     /// Rank 0's `v` on every rank (the lengths must agree).

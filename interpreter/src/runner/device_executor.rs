@@ -13,7 +13,7 @@
 
 use super::driver::{Driver, ModuleId, Product};
 use super::storage;
-use super::{Report, Runner, Slot};
+use super::{AfterKernel, Report, Runner, Slot};
 use crate::exec::Executor;
 use crate::kernels::reference::io;
 use crate::runtime::tensor::Tensor;
@@ -389,7 +389,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
         self.input_slots.insert(input, slot);
     }
 
-    fn run(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan) -> Result<(), RuntimeError> {
+    fn run_observed(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan, after: AfterKernel) -> Result<(), RuntimeError> {
         self.values = self.pinned.clone();
         self.compile(g, plan)?;
         let key = (plan.roots.clone(), plan.kernels.len());
@@ -427,6 +427,11 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
                     }
                 }
             }
+            let mut fetch = |n: NodeId| -> Result<Tensor, RuntimeError> {
+                let v = self.values.get(&n).cloned().ok_or_else(|| fail(format!("{n:?} is not computed yet")))?;
+                self.download(&v)
+            };
+            after(i, &mut fetch)?;
             if let Some(dead) = memory.release.get(i) {
                 for n in dead {
                     self.values.remove(n);

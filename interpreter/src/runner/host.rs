@@ -2,7 +2,7 @@
 //! same interface as a device. "Resident" values are host tensors shared by reference, so
 //! keeping a step's result for the next one copies nothing.
 
-use super::{Report, Runner, Slot};
+use super::{AfterKernel, Report, Runner, Slot};
 use crate::exec::Executor;
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
@@ -44,7 +44,7 @@ impl Runner for HostRunner {
         self.input_slots.insert(input, slot);
     }
 
-    fn run(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan) -> Result<(), RuntimeError> {
+    fn run_observed(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan, after: AfterKernel) -> Result<(), RuntimeError> {
         self.ex.clear_values();
         for (n, t) in &self.pinned {
             self.ex.preset(*n, t.clone());
@@ -64,7 +64,9 @@ impl Runner for HostRunner {
             }
         }
         self.runs += 1;
-        self.ex.run_planned(g, plan, memory)
+        self.ex.run_planned_with(g, plan, memory, &mut |i, values| {
+            after(i, &mut |n| values.get(&n).cloned().ok_or_else(|| missing(format!("{n:?} is not computed yet"))))
+        })
     }
 
     fn fetch(&mut self, g: &Graph, node: NodeId) -> Result<Tensor, RuntimeError> {

@@ -49,6 +49,9 @@ pub struct Report {
     pub bytes_down: u64,
 }
 
+/// What `Runner::run_observed` calls after each kernel: its position, and a way to read values.
+pub type AfterKernel<'a> = &'a mut dyn FnMut(usize, &mut dyn FnMut(NodeId) -> Result<Tensor, RuntimeError>) -> Result<(), RuntimeError>;
+
 pub trait Runner {
     fn report(&self) -> Report;
     /// Upload `t` into `slot` (replacing what was there).
@@ -56,7 +59,12 @@ pub trait Runner {
     /// Make input node `input` read `slot` in the runs that follow.
     fn read_input_from(&mut self, input: u32, slot: Slot);
     /// Run `plan` on the device; its roots stay available until the next run.
-    fn run(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan) -> Result<(), RuntimeError>;
+    fn run(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan) -> Result<(), RuntimeError> {
+        self.run_observed(g, plan, memory, &mut |_, _| Ok(()))
+    }
+    /// `run`, calling `after(i, fetch)` once plan kernel `i` has run; `fetch` reads a value
+    /// computed so far (to the host).
+    fn run_observed(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan, after: AfterKernel) -> Result<(), RuntimeError>;
     /// A root of the last run, downloaded.
     fn fetch(&mut self, g: &Graph, node: NodeId) -> Result<Tensor, RuntimeError>;
     /// Make a root of the last run the value of `slot`, without a copy.

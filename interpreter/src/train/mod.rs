@@ -533,7 +533,13 @@ impl<'s> Trainer<'s> {
         let graph = &self.session.t.graph;
         // The whole step runs even for the first N-1 micro-batches of `accumulate = N`, whose
         // updates are then dropped: one compiled plan, no second one without the optimiser.
-        run.run(graph, &st.plan, &st.memory)?;
+        // Data parallel: its backward half, each bucket's all-reduce started as it is written.
+        let averaged = if st.update.is_some() && update {
+            Some(replicas::run_and_sum(&self.world, run, graph, st)?)
+        } else {
+            run.run(graph, &st.plan, &st.memory)?;
+            None
+        };
         self.host_stale = true;
         let mut logged = vec![];
         for (name, n) in &st.logged {
@@ -564,7 +570,7 @@ impl<'s> Trainer<'s> {
         if st.update.is_some() {
             // Data parallel: the gradients averaged across ranks, then the update from them;
             // running statistics are rank 0's, as DDP broadcasts buffers.
-            self.average_gradients(&key)?;
+            self.bind_averages(&key, averaged.unwrap_or_default())?;
             self.broadcast_buffers()?;
             let st = &self.steps[&key];
             let (plan, memory) = st.update.as_ref().expect("checked above");

@@ -43,6 +43,45 @@ pub(super) fn shard(batches: Batches, rank: usize, size: usize) -> Batches {
     }
 }
 
+/// Run the backward half of a data-parallel step, starting each bucket's all-reduce as soon as
+/// the kernel that writes its last gradient has run (`Bucket::ready_after`); returns the
+/// buckets' sums once every all-reduce is done.
+pub(super) fn run_and_sum(
+    world: &crate::parallel::World,
+    runner: &mut dyn crate::runner::Runner,
+    graph: &dlc_language::ir::Graph,
+    st: &super::step::Step,
+) -> Result<Vec<Vec<f32>>, RuntimeError> {
+    let sizes: Vec<usize> = st.buckets.iter().map(|b| b.bytes / 4).collect();
+    let flat = |b: &crate::parallel::Bucket, fetch: &mut dyn FnMut(dlc_language::ir::NodeId) -> Result<Tensor, RuntimeError>| {
+        let mut v: Vec<f32> = Vec::with_capacity(b.bytes / 4);
+        for &i in &b.grads {
+            let g = fetch(st.reduce[i].0)?;
+            match &g.data {
+                Data::F32(x) => v.extend_from_slice(x),
+                _ => v.extend(g.to_f64().into_iter().map(|x| x as f32)),
+            }
+        }
+        Ok::<_, RuntimeError>(v)
+    };
+    world.sum_buckets_during(&sizes, |start| {
+        let mut next = 0;
+        runner.run_observed(graph, &st.plan, &st.memory, &mut |i, fetch| {
+            while next < st.buckets.len() && st.buckets[next].ready_after <= i {
+                start(flat(&st.buckets[next], fetch)?);
+                next += 1;
+            }
+            Ok(())
+        })?;
+        // (A bucket whose writer was skipped, its outputs known already, starts now.)
+        while next < st.buckets.len() {
+            start(flat(&st.buckets[next], &mut |n| runner.fetch(graph, n))?);
+            next += 1;
+        }
+        Ok(())
+    })
+}
+
 /// An evaluation's share: every batch goes to one rank (none dropped), round robin.
 pub(super) fn eval_share(batches: Vec<Element>, rank: usize, size: usize) -> Vec<Element> {
     batches.into_iter().enumerate().filter(|(i, _)| i % size == rank).map(|(_, b)| b).collect()
@@ -85,30 +124,20 @@ impl<'s> Trainer<'s> {
         Ok(())
     }
 
-    /// Average the step's gradients across ranks, bucket by bucket, and bind the averages.
-    pub(super) fn average_gradients(&mut self, key: &[(crate::DType, Vec<usize>)]) -> Result<(), RuntimeError> {
+    /// Bind each gradient's average across ranks (the buckets' sums, over the rank count) to
+    /// the input the update reads.
+    pub(super) fn bind_averages(&mut self, key: &[(crate::DType, Vec<usize>)], sums: Vec<Vec<f32>>) -> Result<(), RuntimeError> {
         let st = &self.steps[key];
         let graph = &self.session.t.graph;
-        let w = self.world.size() as f32;
-        for bucket in &st.buckets {
-            let mut grads = vec![];
-            for &i in &bucket.grads {
-                grads.push(self.runner.fetch(graph, st.reduce[i].0)?);
-            }
-            let mut flat: Vec<f32> = Vec::with_capacity(bucket.bytes / 4);
-            for g in &grads {
-                match &g.data {
-                    Data::F32(v) => flat.extend_from_slice(v),
-                    _ => flat.extend(g.to_f64().into_iter().map(|x| x as f32)),
-                }
-            }
-            self.world.sum_gradients(&mut flat);
+        let w = self.world.size() as f64;
+        for (bucket, sum) in st.buckets.iter().zip(sums) {
             let mut at = 0;
-            for (&i, g) in bucket.grads.iter().zip(&grads) {
-                let n = g.numel();
-                let avg: Vec<f32> = flat[at..at + n].iter().map(|x| x / w).collect();
+            for &i in &bucket.grads {
+                let node = graph.node(st.reduce[i].0);
+                let shape: Vec<usize> = node.shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect();
+                let n: usize = shape.iter().product();
+                let t = Tensor::from_f64(node.dtype, shape, sum[at..at + n].iter().map(|x| *x as f64 / w));
                 at += n;
-                let t = Tensor::from_f64(g.dtype, g.shape.clone(), avg.into_iter().map(|x| x as f64));
                 self.runner.put(Slot::Input(st.reduce[i].1), &t)?;
             }
         }

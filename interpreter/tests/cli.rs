@@ -523,3 +523,37 @@ fn explain_shows_the_device_plan_on_a_gpu() {
     let eval = items.iter().find(|i| i["what"] == "evaluate").expect("an evaluate item");
     assert_eq!(eval["device_plan"]["gemm"], 3, "{}", eval["device_plan"]);
 }
+
+/// A recipe with `parallel = data_parallel(...)` gets its bucket plan from `dlc explain`: the
+/// gradients in the order backward writes them, packed up to `bucket_mb`, each with the kernel
+/// after which its all-reduce starts.
+#[test]
+fn explain_shows_the_data_parallel_buckets() {
+    let dir = std::env::temp_dir().join(format!("dlc-explain-ddp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let f = dir.join("ddp.dl");
+    std::fs::write(
+        &f,
+        "use std.nn\nuse std.data\nuse std.optim\n\
+         model M() {\n  a = Linear(784, 512)\n  b = Linear(512, 10)\n  forward(x: f32[B, 784]) -> f32[B, 10] = x |> a |> gelu |> b\n}\n\
+         let xs = randn(f32[128, 784], seed: 1)\nlet ys = cast(abs(randn(f32[128], seed: 2)) * 3.0, i64)\n\
+         data d = tensors(xs, ys) |> batch(64, drop_last: true)\n\
+         train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = sgd(lr: 0.1)\n  epochs = 1\n  parallel = data_parallel(bucket_mb: 1.0)\n}\n",
+    )
+    .expect("program");
+    let o = dlc(&["explain", f.to_str().expect("utf-8 path"), "--json"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let step = report["items"].as_array().expect("items").iter().find(|i| i["what"] == "train").expect("train").clone();
+    let buckets = step["parallel"]["buckets"].as_array().expect("buckets").clone();
+    // b's gradients (20 KB) first, then a.b, then a.weight (1.6 MB) alone past the 1 MB cap.
+    let params: Vec<Vec<String>> = buckets
+        .iter()
+        .map(|b| b["params"].as_array().expect("params").iter().map(|p| p.as_str().unwrap_or("").to_string()).collect())
+        .collect();
+    assert_eq!(params.last().expect("a bucket"), &vec!["a.weight".to_string()], "{params:?}");
+    assert!(params[0].iter().any(|p| p.starts_with("b.")), "{params:?}");
+    let ready: Vec<u64> = buckets.iter().map(|b| b["ready_after"].as_u64().expect("ready_after")).collect();
+    assert!(ready.windows(2).all(|w| w[0] <= w[1]), "buckets start in the order backward writes them: {ready:?}");
+}

@@ -217,7 +217,11 @@ pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
             Err(e) => json!({"device": null, "error": e}),
         };
         let on_gpu = device["device"] == "cuda";
-        let mut trainer = match Trainer::new(&mut p.session, info, TrainOptions::new(root.clone(), 0)) {
+        let mut opts = TrainOptions::new(root.clone(), 0);
+        // A recipe that asks for data parallelism (or a run under mpirun) gets its bucket plan.
+        let parallel_field = info.field("parallel").cloned();
+        opts.plan_parallel = parallel_field.is_some() || dlc::parallel::world::launched_by_mpi();
+        let mut trainer = match Trainer::new(&mut p.session, info, opts) {
             Ok(t) => t,
             Err(e) => {
                 items.push(json!({"what": "train", "name": name, "error": e.to_string()}));
@@ -234,6 +238,20 @@ pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
                 let autocast = trainer.autocast(&shapes).map(|(d, ds)| (d, ds, trainer.loss_scale().is_some()));
                 let evaluations = trainer.compile_evaluations();
                 let removed = trainer.removed_biases(&shapes);
+                let parallel = trainer.parallel_plan(&shapes).map(|(buckets, backward, update)| {
+                    json!({
+                        "ranks": parallel_field.as_ref().and_then(|p| p.field("ranks")).and_then(|r| r.as_int()).map(|r| json!(r)).unwrap_or(json!("auto")),
+                        "backward_kernels": backward,
+                        "update_kernels": update,
+                        "buckets": buckets.iter().map(|(b, params)| json!({
+                            "params": params,
+                            "bytes": b.bytes,
+                            "ready_after": b.ready_after,
+                            "overlaps_kernels": backward.saturating_sub(b.ready_after + 1),
+                        })).collect::<Vec<_>>(),
+                        "reason": PARALLEL_REASON,
+                    })
+                });
                 let mut item = json!({});
                 // Describe against the program's sources; the trainer's graph has the step.
                 let g = trainer.graph().clone();
@@ -245,6 +263,9 @@ pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
                     item["device_plan"] = device_plan(&g, &plan);
                 }
                 item["device"] = device;
+                if let Some(p) = parallel {
+                    item["parallel"] = p;
+                }
                 item["batch"] = json!(shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
                 item["graph_nodes"] = json!(nodes);
                 item["compile_ms"] = json!((secs * 1e4).round() / 10.0);
@@ -407,6 +428,8 @@ fn device_plan(g: &dlc_language::ir::Graph, plan: &dlc_language::passes::fusion:
         "reason": DEVICE_REASON,
     })
 }
+
+const PARALLEL_REASON: &str = "data parallel (DDP): the step runs in two halves; after each bucket's last gradient is written its all-reduce starts while the rest of backward runs, and the optimiser's update reads the averages";
 
 const DEVICE_REASON: &str = "on a GPU each generated kernel is one launch on device-resident buffers and each matrix product one cuBLAS call; an op with no device kernel yet is computed by the interpreter, its inputs copied to the host and its output back";
 

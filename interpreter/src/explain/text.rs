@@ -36,6 +36,25 @@ pub fn print(r: &Json) {
                 None => println!("    device: {}", d["error"].as_str().unwrap_or("")),
             }
         }
+        if let Some(p) = item.get("parallel") {
+            println!(
+                "    data parallel over {} ranks: backward half {} kernels, update half {} kernels",
+                p["ranks"].as_str().map(String::from).unwrap_or_else(|| p["ranks"].to_string()),
+                p["backward_kernels"],
+                p["update_kernels"]
+            );
+            for (i, b) in p["buckets"].as_array().into_iter().flatten().enumerate() {
+                let params: Vec<&str> = b["params"].as_array().into_iter().flatten().filter_map(|x| x.as_str()).collect();
+                println!(
+                    "      bucket {i}: {:.2} MB ({}), all-reduce starts after kernel #{}, overlapping {} backward kernels",
+                    b["bytes"].as_f64().unwrap_or(0.0) / 1e6,
+                    params.join(", "),
+                    b["ready_after"],
+                    b["overlaps_kernels"]
+                );
+            }
+            println!("      why: {}", p["reason"].as_str().unwrap_or(""));
+        }
         if let Some(d) = item.get("device_plan") {
             let list = |v: &serde_json::Value| {
                 let parts: Vec<String> = v.as_object().into_iter().flatten().map(|(k, n)| format!("{n} {k}")).collect();

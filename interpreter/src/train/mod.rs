@@ -92,6 +92,9 @@ pub struct TrainOptions {
     pub target: crate::runner::Target,
     /// The data-parallel job this process is a rank of (`None`: one process).
     pub world: Option<Rc<crate::parallel::World>>,
+    /// Compile the steps as a data-parallel rank would even in one process (`dlc explain` shows
+    /// the buckets).
+    pub plan_parallel: bool,
 }
 
 /// A Rust data source for training: called once per epoch with the epoch number (from 0), it
@@ -119,6 +122,7 @@ impl TrainOptions {
             tuning_file: false,
             target: crate::runner::Target::Cpu,
             world: None,
+            plan_parallel: false,
         }
     }
 }
@@ -844,6 +848,16 @@ impl<'s> Trainer<'s> {
         shapes: &[(DType, Vec<usize>)],
     ) -> Option<(Vec<(&'static str, Vec<dlc_language::ir::NodeId>)>, &dlc_language::passes::memory::MemoryPlan)> {
         self.steps.get(shapes).map(|s| (s.passes.clone(), &s.memory))
+    }
+
+    /// The data-parallel plan of the step for these shapes (compiled already, as a rank or with
+    /// `plan_parallel`): its buckets with the parameters in each, the kernels of the backward
+    /// half, and the kernels of the update half.
+    pub fn parallel_plan(&self, shapes: &[(DType, Vec<usize>)]) -> Option<(Vec<(crate::parallel::Bucket, Vec<String>)>, usize, usize)> {
+        let st = self.steps.get(shapes)?;
+        let update = st.update.as_ref()?;
+        let buckets = st.buckets.iter().map(|b| (b.clone(), b.grads.iter().map(|i| self.params[*i].path.clone()).collect())).collect();
+        Some((buckets, st.plan.kernels.len(), update.0.kernels.len()))
     }
 
     pub fn compile_step(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<(dlc_language::passes::fusion::Plan, f64), RuntimeError> {

@@ -105,6 +105,11 @@ impl<'s> Trainer<'s> {
         self.world.size() > 1
     }
 
+    /// Whether steps are compiled in two halves with gradients averaged between them.
+    pub(super) fn split_step(&self) -> bool {
+        self.parallel() || self.opts.plan_parallel
+    }
+
     /// Make every replica rank 0's: parameters, buffers, optimiser state, gradient sums.
     pub(super) fn broadcast_replicas(&mut self) -> Result<(), RuntimeError> {
         if !self.parallel() {

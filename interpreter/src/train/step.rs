@@ -218,10 +218,10 @@ impl<'s> Trainer<'s> {
         // `--no-fuse` runs the step as written: the reference for the compiler's rewrites.
         self.conv_bias = self.opts.fuse.then(Default::default);
         let scale = self.scaler.is_some().then(|| scalar_input(&mut self.session.t, "loss scale"));
-        if self.world.size() > 1 && scale.is_some() {
+        if self.split_step() && scale.is_some() {
             return Err(err("data parallelism with `precision = f16` (dynamic loss scaling) is not supported yet; use `bf16`"));
         }
-        if self.world.size() > 1 && self.custom_step().is_some() {
+        if self.split_step() && self.custom_step().is_some() {
             return Err(err("data parallelism applies to recipes with a `loss`; a custom `step` block is not supported across ranks yet"));
         }
         self.reduce.clear();
@@ -401,7 +401,7 @@ impl<'s> Trainer<'s> {
                 *g = t.tensor_binary(dlc_language::ir::BinaryOp::Mul, sum, k, Default::default()).map_err(|_| err("accumulate"))?;
             }
         }
-        if self.world.size() > 1 {
+        if self.split_step() {
             // Data parallel: the optimiser reads each gradient averaged across ranks, bound to
             // an input between the two halves of the step (clipping sees the average, as after
             // DDP's all-reduce).

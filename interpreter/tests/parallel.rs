@@ -271,14 +271,11 @@ fn small_buckets_reduce_separately_and_train_the_same() {
     assert_same_run(&one, &two, 1e-5);
     let err = text(&two.out.stderr);
     assert!(err.contains("parallel: 40 gradient all-reduces"), "two buckets a step: {err}");
-    // The recipe's `ranks: 2` refuses one process.
+    // `ranks: 2` (here from `--set parallel.ranks=2` on a recipe without `parallel`) refuses
+    // one process.
     let dir = std::env::temp_dir().join(format!("dlc-ddp-ranks-{}", std::process::id()));
     let f = program(&dir, 64, 20, 1, SGD);
-    let src = std::fs::read_to_string(&f)
-        .expect("program")
-        .replace("  log every 1 steps\n", "  log every 1 steps\n  parallel = data_parallel(ranks: 2)\n");
-    std::fs::write(&f, src).expect("program");
-    let out = job(1, &f, &[]);
+    let out = job(1, &f, &["--set", "parallel.ranks=2"]);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("mpirun -n 2"), "{}", text(&out.stderr));

@@ -5,13 +5,15 @@ use dlc_language::eval::Value;
 use std::rc::Rc;
 
 /// Apply `--set key=value` overrides to a checked recipe: top-level fields (`epochs=1`,
-/// `steps=100`) and fields of record fields (`optimizer.lr=3e-4`). The value's kind must match the
+/// `steps=100`) and fields of record fields (`optimizer.lr=3e-4`, `parallel.bucket_mb=10`,
+/// `parallel.ranks=4`; `parallel.*` on a recipe without `parallel` starts from `data_parallel()`). The value's kind must match the
 /// field's, so an override cannot smuggle in what the checker would have rejected.
 pub fn apply_overrides(info: &mut RecipeInfo, overrides: &[(String, String)]) -> Result<(), String> {
     for (key, raw) in overrides {
         let parse = |old: Option<&Value>| -> Result<Value, String> {
             let v = match old {
-                Some(Value::Int(_)) | None if raw.parse::<i64>().is_ok() => Value::Int(raw.parse().unwrap_or(0)),
+                Some(Value::Int(_)) | Some(Value::Auto) | None if raw.parse::<i64>().is_ok() => Value::Int(raw.parse().unwrap_or(0)),
+                Some(Value::Int(_)) | Some(Value::Auto) if raw == "auto" => Value::Auto,
                 Some(Value::Float(_)) | Some(Value::Int(_)) if raw.parse::<f64>().is_ok() => Value::Float(raw.parse().unwrap_or(0.0)),
                 None if raw.parse::<f64>().is_ok() => Value::Float(raw.parse().unwrap_or(0.0)),
                 Some(Value::Bool(_)) if raw == "true" || raw == "false" => Value::Bool(raw == "true"),
@@ -53,6 +55,16 @@ pub fn apply_overrides(info: &mut RecipeInfo, overrides: &[(String, String)]) ->
                 info.fields.push((key.clone(), v));
             }
             Some((field, sub)) => {
+                if field == "parallel" && info.field("parallel").is_none() {
+                    // `--set parallel.bucket_mb=10` on a recipe without `parallel`: the stdlib's
+                    // `data_parallel()` defaults, then the override.
+                    let default = vec![
+                        ("parallel".to_string(), Value::Str("data_parallel".into())),
+                        ("ranks".to_string(), Value::Auto),
+                        ("bucket_mb".to_string(), Value::Float(25.0)),
+                    ];
+                    info.fields.push(("parallel".into(), Value::Record(Rc::new(default))));
+                }
                 let Some(Value::Record(items)) = info.field(field).cloned() else {
                     return Err(format!("`{field}` is not a record field of this recipe"));
                 };

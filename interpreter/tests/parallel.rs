@@ -280,3 +280,34 @@ fn small_buckets_reduce_separately_and_train_the_same() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("mpirun -n 2"), "{}", text(&out.stderr));
 }
+
+/// A rank that fails (here rank 1's data file is missing: `mpirun` runs two programs as one
+/// job) ends the whole job with a message naming it, instead of leaving rank 0 waiting.
+#[test]
+fn a_failing_rank_ends_the_job_naming_it() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("dlc-ddp-fail-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let good = program(&dir, 64, 200, 1, SGD);
+    let bad = dir.join("bad.dl");
+    let src = std::fs::read_to_string(&good).expect("program");
+    std::fs::write(&bad, src.replace("data/mnist\", split: \"train\"", "data/no-such-dir\", split: \"train\"")).expect("program");
+    let dlc = env!("CARGO_BIN_EXE_dlc");
+    let started = std::time::Instant::now();
+    let out = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "1", dlc, "run"])
+        .arg(&good)
+        .args([":", "-n", "1", dlc, "run"])
+        .arg(&bad)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("mpirun");
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(started.elapsed().as_secs() < 60, "the job ended after {:?}", started.elapsed());
+    assert!(err.contains("rank 1 of 2 failed"), "{err}");
+    assert!(err.contains("no-such-dir"), "the rank's own error is shown: {err}");
+}

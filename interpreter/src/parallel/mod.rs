@@ -14,6 +14,7 @@
 //!   the data; rank 0 alone prints, writes metrics and checkpoints.
 
 pub mod buckets;
+mod comm;
 pub mod world;
 
 pub use buckets::{plan_buckets, Bucket};

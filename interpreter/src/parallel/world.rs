@@ -28,12 +28,6 @@ pub fn share_cores_between_local_ranks() {
     }
 }
 
-struct Mpi {
-    comm: mpi::topology::SimpleCommunicator,
-    /// Finalises MPI when dropped; kept last so the communicator goes first.
-    _universe: mpi::environment::Universe,
-}
-
 /// What the collectives did, for `explain`, `bench` and the tests.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Traffic {
@@ -51,7 +45,7 @@ pub struct Traffic {
 pub struct World {
     rank: usize,
     size: usize,
-    mpi: Option<Mpi>,
+    mpi: Option<super::comm::Comm>,
     traffic: RefCell<Traffic>,
 }
 
@@ -67,13 +61,8 @@ impl World {
         if !launched_by_mpi() {
             return Ok(World::single());
         }
-        // MPI is called from the main thread only (the kernels' threads never call it).
-        let (universe, _) =
-            mpi::initialize_with_threading(mpi::Threading::Funneled).ok_or("MPI was initialised already in this process")?;
-        use mpi::traits::Communicator;
-        let comm = universe.world();
-        let (rank, size) = (comm.rank() as usize, comm.size() as usize);
-        Ok(World { rank, size, mpi: Some(Mpi { comm, _universe: universe }), traffic: Default::default() })
+        let (comm, rank, size) = super::comm::Comm::init()?;
+        Ok(World { rank, size, mpi: Some(comm), traffic: Default::default() })
     }
 
     pub fn rank(&self) -> usize {
@@ -95,9 +84,7 @@ impl World {
     /// Sum `v` over the ranks, in place (every rank gets the sum).
     pub fn sum_f64(&self, v: &mut [f64]) {
         if let Some(m) = &self.mpi {
-            use mpi::traits::CommunicatorCollectives;
-            let send = v.to_vec();
-            m.comm.all_reduce_into(&send[..], v, mpi::collective::SystemOperation::sum());
+            m.sum_f64(v);
             self.traffic.borrow_mut().small_allreduces += 1;
         }
     }
@@ -105,10 +92,8 @@ impl World {
     /// Sum a gradient bucket over the ranks, in place.
     pub fn sum_gradients(&self, v: &mut [f32]) {
         if let Some(m) = &self.mpi {
-            use mpi::traits::CommunicatorCollectives;
             let started = std::time::Instant::now();
-            let send = v.to_vec();
-            m.comm.all_reduce_into(&send[..], v, mpi::collective::SystemOperation::sum());
+            m.sum_f32(v);
             let mut t = self.traffic.borrow_mut();
             t.gradient_allreduces += 1;
             t.gradient_bytes += std::mem::size_of_val(v) as u64;
@@ -132,31 +117,13 @@ impl World {
             run(&mut |v| out.push(v))?;
             return Ok(out);
         };
-        use mpi::traits::CommunicatorCollectives;
-        let mut sends: Vec<Vec<f32>> = sizes.iter().map(|n| vec![0f32; *n]).collect();
-        let mut recvs: Vec<Vec<f32>> = sizes.iter().map(|n| vec![0f32; *n]).collect();
-        let mut result = Ok(());
-        let mut exposed = 0.0;
         let mut started_all = 0usize;
-        mpi::request::scope(|scope| {
-            let mut free = sends.iter_mut().zip(recvs.iter_mut());
-            let mut pending = vec![];
-            result = run(&mut |values: Vec<f32>| {
-                let Some((send, recv)) = free.next() else { return };
-                send.copy_from_slice(&values);
-                let send: &[f32] = send;
-                pending.push(m.comm.immediate_all_reduce_into(scope, send, &mut recv[..], mpi::collective::SystemOperation::sum()));
+        let (recvs, exposed) = m.sum_buckets_during(sizes, |start| {
+            run(&mut |values| {
                 started_all += 1;
-                // Drive the ones already under way (MPI progresses inside its calls).
-                pending = std::mem::take(&mut pending).into_iter().filter_map(|r| r.test().err()).collect();
-            });
-            let waited = std::time::Instant::now();
-            for r in pending {
-                r.wait();
-            }
-            exposed = waited.elapsed().as_secs_f64();
-        });
-        result?;
+                start(values)
+            })
+        })?;
         debug_assert_eq!(started_all, sizes.len(), "every bucket's all-reduce was started");
         let mut t = self.traffic.borrow_mut();
         t.gradient_allreduces += sizes.len();
@@ -168,24 +135,21 @@ impl World {
     /// Rank 0's `v` on every rank (the lengths must agree).
     pub fn broadcast_f32(&self, v: &mut [f32]) {
         if let Some(m) = &self.mpi {
-            use mpi::traits::{Communicator, Root};
-            m.comm.process_at_rank(0).broadcast_into(v);
+            m.broadcast_f32(v);
             self.traffic.borrow_mut().broadcasts += 1;
         }
     }
 
     pub fn broadcast_i64(&self, v: &mut [i64]) {
         if let Some(m) = &self.mpi {
-            use mpi::traits::{Communicator, Root};
-            m.comm.process_at_rank(0).broadcast_into(v);
+            m.broadcast_i64(v);
             self.traffic.borrow_mut().broadcasts += 1;
         }
     }
 
     pub fn broadcast_f64(&self, v: &mut [f64]) {
         if let Some(m) = &self.mpi {
-            use mpi::traits::{Communicator, Root};
-            m.comm.process_at_rank(0).broadcast_into(v);
+            m.broadcast_f64(v);
             self.traffic.borrow_mut().broadcasts += 1;
         }
     }
@@ -194,8 +158,7 @@ impl World {
     /// others waiting in a collective).
     pub fn abort(&self, code: i32) -> ! {
         if let Some(m) = &self.mpi {
-            use mpi::traits::Communicator;
-            m.comm.abort(code)
+            m.abort(code)
         }
         std::process::exit(code)
     }
@@ -206,8 +169,7 @@ impl World {
         let mut times = vec![];
         for _ in 0..reps.max(1) {
             if let Some(m) = &self.mpi {
-                use mpi::traits::CommunicatorCollectives;
-                m.comm.barrier();
+                m.barrier();
             }
             let started = std::time::Instant::now();
             self.sum_gradients(&mut v);

@@ -6,6 +6,7 @@
 # evaluations must agree to the printed digits); `dlc bench --device cuda` of the MNIST MLP; and
 # the GPU's identity. The GPU machines have no Rust toolchain: build here with
 #   cargo build --release -p dlc && strip -o dlc-gpu target/release/dlc
+# (with --no-default-features where the GPU machine has no Open MPI: the default build links it)
 # and carry the binary; this script uses $DLC (default ./dlc-gpu, else target/release/dlc).
 # Without a GPU every check reports itself as skipped, not passed, and the script exits 2.
 set -uo pipefail

@@ -611,11 +611,12 @@ impl<'s> Trainer<'s> {
     /// host afterwards (`parameters`).
     pub fn run(&mut self) -> Result<TrainReport, RuntimeError> {
         let report = self.run_steps();
-        self.sync_host()?;
-        if report.is_ok() {
-            self.check_replicas()?;
-        }
-        report
+        // (A failed run reports its own error, not a later one from bringing state back.)
+        let synced = self.sync_host();
+        let report = report?;
+        synced?;
+        self.check_replicas()?;
+        Ok(report)
     }
 
     fn run_steps(&mut self) -> Result<TrainReport, RuntimeError> {

@@ -61,21 +61,6 @@ fn values(g: &Graph, n: NodeId, salt: usize) -> Tensor {
     Tensor::from_f64(node.dtype, shape, vals)
 }
 
-/// A buffer of storage `ty` holding `vals`.
-fn to_storage(ty: Ty, vals: &[f64]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(vals.len() * ty.bytes());
-    for v in vals {
-        match ty {
-            Ty::F32 => out.extend((*v as f32).to_le_bytes()),
-            Ty::BF16 => out.extend((((*v as f32).to_bits() >> 16) as u16).to_le_bytes()),
-            Ty::F16 => out.extend(kir::f32_to_f16(*v as f32).to_le_bytes()),
-            Ty::I64 => out.extend((*v as i64).to_le_bytes()),
-            Ty::Bool => out.push((*v != 0.0) as u8),
-        }
-    }
-    out
-}
-
 fn from_storage(ty: Ty, bytes: &[u8]) -> Vec<f64> {
     bytes
         .chunks(ty.bytes())
@@ -123,7 +108,7 @@ pub fn reference(gen: &Generated, salt: usize) -> Result<Reference, String> {
         params.push(match (is_out, node) {
             (false, Some(n)) => {
                 let t = &inputs.iter().find(|(m, _)| *m == n).expect("an input has values").1;
-                to_storage(p.ty, &t.to_f64())
+                crate::runner::storage::to_bytes(t, p.ty)
             }
             _ => vec![0u8; p.len * p.ty.bytes()],
         });

@@ -94,10 +94,10 @@ impl Driver for Emulated {
         let widen = |buf: &HostBuf| -> Vec<f32> {
             // SAFETY: nothing writes the operands during the product.
             let v = unsafe { &*buf.0.get() };
-            match p.ty {
-                Ty::F32 => v.chunks_exact(4).map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]])).collect(),
-                Ty::BF16 => v.chunks_exact(2).map(|x| f32::from_bits((u16::from_le_bytes([x[0], x[1]]) as u32) << 16)).collect(),
-                _ => v.chunks_exact(2).map(|x| dlc_jit::kir::f16_to_f32(u16::from_le_bytes([x[0], x[1]]))).collect(),
+            let t = super::storage::from_bytes(dlc_language::types::DType::F32, vec![], p.ty, v);
+            match t.data {
+                crate::runtime::tensor::Data::F32(x) => x.to_vec(),
+                _ => t.to_f64().into_iter().map(|x| x as f32).collect(),
             }
         };
         let (first, second) = (widen(b), widen(a));

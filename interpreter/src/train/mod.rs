@@ -9,6 +9,7 @@ mod groups;
 pub mod infer;
 mod metric_names;
 mod metrics;
+mod on_runner;
 mod overrides;
 pub mod png;
 pub mod precision;
@@ -24,7 +25,7 @@ pub use overrides::apply_overrides;
 use step::Step;
 
 use crate::exec::Executor;
-use crate::runner::{Runner, Slot};
+use crate::runner::Runner;
 use crate::runtime::pipeline::{self, Batches, Element};
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
@@ -321,54 +322,6 @@ impl<'s> Trainer<'s> {
         })
     }
 
-    /// Upload parameters, buffers, optimiser state and gradient sums to the runner unless it
-    /// holds them already.
-    fn put_resident(&mut self) -> Result<(), RuntimeError> {
-        if self.resident {
-            return Ok(());
-        }
-        for p in self.params.iter().chain(&self.buffers) {
-            self.runner.put(Slot::Param(p.id), &self.store[&p.id])?;
-        }
-        for (k, states) in self.states.iter().enumerate() {
-            for (j, t) in states.iter().enumerate() {
-                self.runner.put(Slot::State(k, j), t)?;
-            }
-        }
-        for (i, t) in self.grad_sums.iter().enumerate() {
-            self.runner.put(Slot::Sum(i), t)?;
-        }
-        self.resident = true;
-        Ok(())
-    }
-
-    /// Bring the runner's parameters, buffers, optimiser state and gradient sums back to the
-    /// host (before a checkpoint, an evaluation, or the end of the run).
-    fn sync_host(&mut self) -> Result<(), RuntimeError> {
-        if !self.host_stale {
-            return Ok(());
-        }
-        for p in self.params.iter().chain(&self.buffers) {
-            let t = self.runner.take(Slot::Param(p.id))?;
-            self.store.insert(p.id, t);
-        }
-        for (k, states) in self.states.iter_mut().enumerate() {
-            for (j, t) in states.iter_mut().enumerate() {
-                *t = self.runner.take(Slot::State(k, j))?;
-            }
-        }
-        for (i, t) in self.grad_sums.iter_mut().enumerate() {
-            *t = self.runner.take(Slot::Sum(i))?;
-        }
-        self.host_stale = false;
-        Ok(())
-    }
-
-    /// What the runner did (its device, kernels compiled and launched, what ran on the host).
-    pub fn runner_report(&self) -> crate::runner::Report {
-        self.runner.report()
-    }
-
     fn expr_field(&self, name: &str) -> Option<Expr> {
         self.info.recipe.entries.iter().find_map(|e| match e {
             RecipeEntry::Field(f) if f.name.name == name => Some(f.value.clone()),
@@ -494,117 +447,6 @@ impl<'s> Trainer<'s> {
             }
         }
         Ok(replicas::shard(Batches::Ready(batches), rank, size))
-    }
-
-    /// Run one batch through its compiled step. `update` is false for the first N-1 micro-batches
-    /// of `accumulate = N` (only the gradient sums advance). Returns the logged values.
-    fn run_batch(
-        &mut self,
-        batch: Element,
-        step: usize,
-        draw: usize,
-        lrs: &[f64],
-        update: bool,
-    ) -> Result<Vec<(String, f64)>, RuntimeError> {
-        let key = shapes_of(&batch);
-        self.ensure_step(&key)?;
-        self.put_resident()?;
-        let st = &self.steps[&key];
-        let run = self.runner.as_mut();
-        for (id, t) in st.elem_inputs.iter().zip(batch) {
-            run.put(Slot::Input(*id), &t)?;
-        }
-        // The optimiser's step count leaves out the steps f16's loss scaling skipped.
-        let skipped = self.scaler.as_ref().map(|s| s.skipped).unwrap_or(0);
-        let scalar = |v: f64| Tensor::from_f64(DType::F32, vec![], [v]);
-        run.put(Slot::Input(st.t_input), &scalar(step.saturating_sub(skipped) as f64))?;
-        if let (Some((id, _)), Some(s)) = (st.scale, &self.scaler) {
-            run.put(Slot::Input(id), &scalar(s.scale))?;
-        }
-        run.put(Slot::Input(st.draw_input), &scalar(draw as f64))?;
-        for (id, lr) in st.lr_inputs.iter().zip(lrs) {
-            run.put(Slot::Input(*id), &scalar(*lr))?;
-        }
-        // Optimiser state and gradient sums are read where they live between steps.
-        for (k, ids, _) in &st.updates {
-            for (j, id) in ids.iter().enumerate() {
-                run.read_input_from(*id, Slot::State(*k, j));
-            }
-        }
-        for (i, (id, _)) in st.accum.iter().enumerate() {
-            run.read_input_from(*id, Slot::Sum(i));
-        }
-        let graph = &self.session.t.graph;
-        // The whole step runs even for the first N-1 micro-batches of `accumulate = N`, whose
-        // updates are then dropped: one compiled plan, no second one without the optimiser.
-        // Data parallel: its backward half, each bucket's all-reduce started as it is written.
-        let averaged = if st.update.is_some() && update {
-            Some(replicas::run_and_sum(&self.world, run, graph, st)?)
-        } else {
-            run.run(graph, &st.plan, &st.memory)?;
-            None
-        };
-        self.host_stale = true;
-        let mut logged = vec![];
-        for (name, n) in &st.logged {
-            let v = run.fetch(graph, *n)?.to_f64();
-            let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
-            logged.push((name.clone(), mean));
-        }
-        // Under f16's loss scaling an overflow skips the step (the scale backs off) instead of
-        // ending the run.
-        let finite = match (st.scale, update) {
-            (Some((_, flag)), true) => run.fetch(graph, flag)?.to_f64()[0] != 0.0,
-            _ => true,
-        };
-        if let Some((name, v)) = logged.iter().find(|(_, v)| !v.is_finite()) {
-            if st.scale.is_none() {
-                return Err(err(format!("`{name}` became {v} at step {step}")));
-            }
-        }
-        for (id, n) in &st.buffer_updates {
-            run.keep(graph, *n, Slot::Param(*id))?;
-        }
-        if !update {
-            for (i, (_, n)) in st.accum.iter().enumerate() {
-                run.keep(graph, *n, Slot::Sum(i))?;
-            }
-            return Ok(logged);
-        }
-        if st.update.is_some() {
-            // Data parallel: the gradients averaged across ranks, then the update from them;
-            // running statistics are rank 0's, as DDP broadcasts buffers.
-            self.bind_averages(&key, averaged.unwrap_or_default())?;
-            self.broadcast_buffers()?;
-            let st = &self.steps[&key];
-            let (plan, memory) = st.update.as_ref().expect("checked above");
-            self.runner.run(&self.session.t.graph, plan, memory)?;
-        }
-        let st = &self.steps[&key];
-        let run = self.runner.as_mut();
-        let graph = &self.session.t.graph;
-        for (k, _, outs) in &st.updates {
-            run.keep(graph, outs[0], Slot::Param(self.params[*k].id))?;
-            for (j, n) in outs[1..].iter().enumerate() {
-                run.keep(graph, *n, Slot::State(*k, j))?;
-            }
-        }
-        for (i, s) in self.grad_sums.iter().enumerate() {
-            run.put(Slot::Sum(i), &zeros_like(s))?;
-        }
-
-        if let Some(s) = self.scaler.as_mut() {
-            s.update(finite);
-            if s.in_a_row >= precision::MAX_IN_A_ROW {
-                return Err(err(format!(
-                    "f16 loss scaling skipped {} steps in a row (scale now {:e}): the gradients are not finite at any scale; the loss was {}",
-                    s.in_a_row,
-                    s.scale,
-                    logged.first().map(|l| l.1).unwrap_or(f64::NAN)
-                )));
-            }
-        }
-        Ok(logged)
     }
 
     /// Run the recipe to the end. Returns the losses and evaluations; the parameters are on the

@@ -319,14 +319,45 @@ fn time_check(file: &std::path::Path, n: usize, json: bool) -> i32 {
             return 1;
         }
     }
-    ms.sort_by(|a, b| a.total_cmp(b));
-    let (min, median, max) = (ms[0], ms[ms.len() / 2], ms[ms.len() - 1]);
+    let (min, median, max) = spread(&mut ms);
+    // Parsing alone, of this file and of the whole standard library (which every check parses).
+    let parse_file = median_ms(n, || {
+        std::hint::black_box(dlc_language::syntax::parse(dlc_language::FileId(0), &text));
+    });
+    let parse_std = median_ms(n, || {
+        for (_, src) in dlc_language::stdlib::MODULES {
+            std::hint::black_box(dlc_language::syntax::parse(dlc_language::FileId(0), src));
+        }
+    });
     if json {
-        println!("{}", serde_json::json!({"bench": "check", "file": name, "runs": n, "min_ms": min, "median_ms": median, "max_ms": max}));
+        println!(
+            "{}",
+            serde_json::json!({"bench": "check", "file": name, "runs": n, "min_ms": min, "median_ms": median, "max_ms": max,
+                "parse_file_median_ms": parse_file, "parse_stdlib_median_ms": parse_std})
+        );
     } else {
         println!("{name}: check {n} runs: median {median:.2} ms, min {min:.2} ms, max {max:.2} ms");
+        println!("{name}: parse median {:.1} us; the whole stdlib: parse median {:.1} us", parse_file * 1e3, parse_std * 1e3);
     }
     0
+}
+
+/// (min, median, max) of timings in milliseconds.
+fn spread(ms: &mut [f64]) -> (f64, f64, f64) {
+    ms.sort_by(|a, b| a.total_cmp(b));
+    (ms[0], ms[ms.len() / 2], ms[ms.len() - 1])
+}
+
+/// The median of `n` timed runs of `f`, in milliseconds.
+fn median_ms(n: usize, mut f: impl FnMut()) -> f64 {
+    let mut ms: Vec<f64> = (0..n)
+        .map(|_| {
+            let t0 = std::time::Instant::now();
+            f();
+            t0.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    spread(&mut ms).1
 }
 
 /// How `dlc run` runs.

@@ -285,6 +285,10 @@ impl Tracer {
         if !ti.dtype.is_int() {
             return self.err("E0307", format!("indices must be an integer tensor, found {}", ti.dtype), span, "not integer");
         }
+        if axis >= tx.rank() {
+            // A 0-d tensor has no axis to take from (found by the no-panic property test).
+            return self.err("E0305", format!("cannot take along axis {axis} of a tensor of rank {}", tx.rank()), span, "no such axis");
+        }
         let idx = self.cast(idx, DType::I64, span);
         // take on another axis = move it to the front, take rows, move back.
         let perm: Vec<usize> = std::iter::once(axis).chain((0..tx.rank()).filter(|a| *a != axis)).collect();

@@ -14,6 +14,8 @@ pub struct Ident {
 #[derive(Clone, Debug, Default)]
 pub struct Program {
     pub items: Vec<Item>,
+    /// Comments and blank lines in source order (see [`super::trivia`]).
+    pub trivia: Vec<super::trivia::Trivia>,
 }
 
 #[derive(Clone, Debug)]

@@ -1,32 +1,61 @@
 //! The lexer: text to tokens. It never fails: bad characters and unterminated strings become
 //! diagnostics and lexing goes on, so the parser sees the rest of the file.
+//!
+//! It stays hand-written rather than a chumsky text parser: it is one linear pass with no
+//! alternatives to backtrack over, it must accept every input (a chumsky lexer would have to be
+//! taught to turn every bad character into a diagnostic and carry on, which is what this loop
+//! does), and it records the comments and blank lines that the grammar never sees but a formatter
+//! must reproduce ([`Trivia`]).
 
 use super::token::{Kw, Punct, Tok, Token};
+use super::trivia::{Trivia, TriviaKind};
 use crate::diag::Diagnostic;
 use crate::span::{FileId, Span};
 use crate::types::DType;
 
 pub fn lex(file: FileId, src: &str) -> (Vec<Token>, Vec<Diagnostic>) {
-    let mut lx = Lexer { file, src, chars: src.char_indices().collect(), pos: 0, out: vec![], diags: vec![] };
+    let lexed = lex_with_trivia(file, src);
+    (lexed.tokens, lexed.diags)
+}
+
+/// Tokens (ending with `Eof`), the lexical diagnostics, and the comments and blank lines.
+pub struct Lexed {
+    pub tokens: Vec<Token>,
+    pub diags: Vec<Diagnostic>,
+    pub trivia: Vec<Trivia>,
+}
+
+pub fn lex_with_trivia(file: FileId, src: &str) -> Lexed {
+    let mut lx = Lexer { file, src, pos: 0, out: vec![], diags: vec![], trivia: vec![], line_start: 0, line_blank: true };
     lx.run();
-    (lx.out, lx.diags)
+    Lexed { tokens: lx.out, diags: lx.diags, trivia: lx.trivia }
 }
 
 struct Lexer<'a> {
     file: FileId,
     src: &'a str,
-    chars: Vec<(usize, char)>,
+    /// Byte offset of the next character.
     pos: usize,
     out: Vec<Token>,
     diags: Vec<Diagnostic>,
+    trivia: Vec<Trivia>,
+    /// Byte offset where the current line starts, and whether it has held only whitespace so far.
+    line_start: usize,
+    line_blank: bool,
 }
 
 impl Lexer<'_> {
     fn peek(&self, k: usize) -> Option<char> {
-        self.chars.get(self.pos + k).map(|c| c.1)
+        self.src[self.pos..].chars().nth(k)
+    }
+    /// Move over `n` characters.
+    fn bump(&mut self, n: usize) {
+        for c in self.src[self.pos..].chars().take(n) {
+            self.pos += c.len_utf8();
+        }
     }
     fn offset(&self) -> usize {
-        self.chars.get(self.pos).map(|c| c.0).unwrap_or(self.src.len())
+        self.pos
     }
     fn span(&self, start: usize) -> Span {
         Span::new(self.file, start, self.offset())
@@ -39,19 +68,23 @@ impl Lexer<'_> {
     fn run(&mut self) {
         while let Some(c) = self.peek(0) {
             let start = self.offset();
+            if c != '\n' && !c.is_whitespace() {
+                self.line_blank = false;
+            }
             match c {
                 '\n' => {
-                    self.pos += 1;
-                    self.push(Tok::Newline, start);
-                }
-                c if c.is_whitespace() => self.pos += 1,
-                '#' => {
-                    while let Some(c) = self.peek(0) {
-                        if c == '\n' {
-                            break;
-                        }
-                        self.pos += 1;
+                    if self.line_blank {
+                        self.trivia.push(Trivia { kind: TriviaKind::BlankLine, span: Span::new(self.file, self.line_start, start) });
                     }
+                    self.bump(1);
+                    self.push(Tok::Newline, start);
+                    self.line_start = start + 1;
+                    self.line_blank = true;
+                }
+                c if c.is_whitespace() => self.bump(1),
+                '#' => {
+                    self.pos = self.src[self.pos..].find('\n').map_or(self.src.len(), |k| self.pos + k);
+                    self.trivia.push(Trivia { kind: TriviaKind::Comment, span: self.span(start) });
                 }
                 '"' => self.string(start),
                 c if c.is_ascii_digit() => self.number(start),
@@ -64,7 +97,7 @@ impl Lexer<'_> {
     }
 
     fn string(&mut self, start: usize) {
-        self.pos += 1;
+        self.bump(1);
         let mut s = String::new();
         loop {
             match self.peek(0) {
@@ -77,12 +110,12 @@ impl Lexer<'_> {
                     break;
                 }
                 Some('"') => {
-                    self.pos += 1;
+                    self.bump(1);
                     break;
                 }
                 Some('\\') => {
                     let esc = self.peek(1);
-                    self.pos += 2;
+                    self.bump(2);
                     match esc {
                         Some('n') => s.push('\n'),
                         Some('t') => s.push('\t'),
@@ -97,7 +130,7 @@ impl Lexer<'_> {
                 }
                 Some(c) => {
                     s.push(c);
-                    self.pos += 1;
+                    self.bump(1);
                 }
             }
         }
@@ -107,14 +140,14 @@ impl Lexer<'_> {
     fn number(&mut self, start: usize) {
         let mut is_float = false;
         while matches!(self.peek(0), Some(c) if c.is_ascii_digit() || c == '_') {
-            self.pos += 1;
+            self.bump(1);
         }
         // A `.` followed by a digit continues the number; `1..` or `x.0` stay separate.
         if self.peek(0) == Some('.') && matches!(self.peek(1), Some(c) if c.is_ascii_digit()) {
             is_float = true;
-            self.pos += 1;
+            self.bump(1);
             while matches!(self.peek(0), Some(c) if c.is_ascii_digit() || c == '_') {
-                self.pos += 1;
+                self.bump(1);
             }
         }
         if matches!(self.peek(0), Some('e' | 'E')) {
@@ -122,9 +155,9 @@ impl Lexer<'_> {
             let digit_at = if sign { 2 } else { 1 };
             if matches!(self.peek(digit_at), Some(c) if c.is_ascii_digit()) {
                 is_float = true;
-                self.pos += digit_at;
+                self.bump(digit_at);
                 while matches!(self.peek(0), Some(c) if c.is_ascii_digit()) {
-                    self.pos += 1;
+                    self.bump(1);
                 }
             }
         }
@@ -132,7 +165,7 @@ impl Lexer<'_> {
         let mut bad = false;
         while matches!(self.peek(0), Some(c) if c.is_alphanumeric() || c == '_') {
             bad = true;
-            self.pos += 1;
+            self.bump(1);
         }
         let text: String = self.src[start..self.offset()].chars().filter(|c| *c != '_').collect();
         let span = self.span(start);
@@ -168,8 +201,14 @@ impl Lexer<'_> {
     }
 
     fn word(&mut self, start: usize) {
-        while matches!(self.peek(0), Some(c) if c.is_alphanumeric() || c == '_') {
-            self.pos += 1;
+        loop {
+            // ASCII letters and digits byte by byte; anything else through `char`.
+            match self.src.as_bytes().get(self.pos) {
+                Some(b) if b.is_ascii_alphanumeric() || *b == b'_' => self.pos += 1,
+                Some(b) if b.is_ascii() => break,
+                Some(_) if matches!(self.peek(0), Some(c) if c.is_alphanumeric()) => self.bump(1),
+                _ => break,
+            }
         }
         let text = &self.src[start..self.offset()];
         let tok = if let Some(k) = Kw::lookup(text) {
@@ -230,7 +269,7 @@ impl Lexer<'_> {
             };
             (p, 1)
         };
-        self.pos += len;
+        self.bump(len);
         match p {
             Some(p) => self.push(Tok::Punct(p), start),
             None => {

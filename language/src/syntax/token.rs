@@ -70,6 +70,10 @@ impl Kw {
         ("as", Kw::As),
     ];
     pub fn lookup(s: &str) -> Option<Kw> {
+        // Most words are not keywords: a keyword is 2 to 10 lowercase ASCII letters.
+        if !(2..=10).contains(&s.len()) || !s.as_bytes()[0].is_ascii_lowercase() {
+            return None;
+        }
         Kw::ALL.iter().find(|(n, _)| *n == s).map(|(_, k)| *k)
     }
     pub fn as_str(self) -> &'static str {

@@ -1,459 +1,386 @@
-//! Expressions: a Pratt loop for binary operators, postfix calls/indexing/fields, and atoms.
+//! Expressions, blocks and statements: atoms, postfix calls/indexing/fields, a pratt parser for
+//! the operators, `{ ... }` blocks of statements (one per line, each recovered on its own), `if`,
+//! lambdas, `checkpoint { }` and `precision bf16 { }`.
 
-use super::{Fail, PResult, Parser};
+use super::error::{Expect, GrammarError};
+use super::recover::{skip_group, skip_line};
+use super::tokens::{at, followed_by_end, kw, line_end, name, punct, seps, Spans, P};
+use super::types::{tensor_type, type_expr};
 use crate::diag::Diagnostic;
+use crate::span::Span;
 use crate::syntax::ast::*;
 use crate::syntax::token::{Kw, Punct, Tok};
+use chumsky::pratt::{infix, left, prefix, right};
+use chumsky::prelude::*;
 use std::rc::Rc;
 
-/// Binding powers (left, right); higher binds tighter. `**` is right-associative.
-fn infix(tok: &Tok) -> Option<(BinOpOrPipe, u8, u8)> {
-    use BinOp::*;
-    let (op, l, r) = match tok {
-        Tok::Punct(Punct::Pipe) => (BinOpOrPipe::Pipe, 2, 3),
-        Tok::Kw(Kw::Or) => (BinOpOrPipe::Op(Or), 4, 5),
-        Tok::Kw(Kw::And) => (BinOpOrPipe::Op(And), 6, 7),
-        Tok::Punct(Punct::EqEq) => (BinOpOrPipe::Op(Eq), 10, 11),
-        Tok::Punct(Punct::NotEq) => (BinOpOrPipe::Op(Ne), 10, 11),
-        Tok::Punct(Punct::Lt) => (BinOpOrPipe::Op(Lt), 10, 11),
-        Tok::Punct(Punct::Le) => (BinOpOrPipe::Op(Le), 10, 11),
-        Tok::Punct(Punct::Gt) => (BinOpOrPipe::Op(Gt), 10, 11),
-        Tok::Punct(Punct::Ge) => (BinOpOrPipe::Op(Ge), 10, 11),
-        Tok::Punct(Punct::Plus) => (BinOpOrPipe::Op(Add), 12, 13),
-        Tok::Punct(Punct::Minus) => (BinOpOrPipe::Op(Sub), 12, 13),
-        Tok::Punct(Punct::Star) => (BinOpOrPipe::Op(Mul), 14, 15),
-        Tok::Punct(Punct::Slash) => (BinOpOrPipe::Op(Div), 14, 15),
-        Tok::Punct(Punct::SlashSlash) => (BinOpOrPipe::Op(FloorDiv), 14, 15),
-        Tok::Punct(Punct::Percent) => (BinOpOrPipe::Op(Mod), 14, 15),
-        Tok::Punct(Punct::At) => (BinOpOrPipe::Op(MatMul), 14, 15),
-        Tok::Punct(Punct::StarStar) => (BinOpOrPipe::Op(Pow), 18, 17),
-        _ => return None,
+/// The expression-level parsers the items are built from.
+pub(super) struct Exprs<'a, E: GrammarError<'a>> {
+    pub expr: P<'a, E, Expr>,
+    /// An expression that must end its line; if it does not parse, an error node standing for the
+    /// rest of the line (so `let x = <bad>` still defines `x`).
+    pub rhs: P<'a, E, Expr>,
+    pub block: P<'a, E, Expr>,
+    /// A `step` block: `update` and `log` statements allowed.
+    pub step_block: P<'a, E, Expr>,
+    pub params: P<'a, E, Vec<Param>>,
+}
+
+fn error_node(span: Span) -> Expr {
+    Expr { kind: ExprKind::Error, span }
+}
+
+pub(super) fn exprs<'a, E: GrammarError<'a>>(sp: Spans, tokens: &'a [(Tok, SimpleSpan)]) -> Exprs<'a, E> {
+    let mut expr = Recursive::declare();
+    let mut block = Recursive::declare();
+    let mut if_expr = Recursive::declare();
+    let ident = name(sp);
+
+    let rhs = expr
+        .clone()
+        .then_ignore(followed_by_end())
+        .recover_with(via_parser(skip_line(false).map_with(move |_, e| error_node(sp.of(e.span())))))
+        .boxed();
+
+    let stmt = |in_step: bool| -> P<'a, E, Stmt> {
+        let let_ = kw(Kw::Let)
+            .ignore_then(ident.clone().labelled(Expect::Name))
+            .then_ignore(punct(Punct::Eq))
+            .then(rhs.clone())
+            .map(|(n, e)| Stmt::Let(n, e));
+        // `update` parses anywhere so that misplacing it is reported as such (E0310), whether or
+        // not the code is ever called; `log` stays an ordinary name outside `step` blocks (it is
+        // also the logarithm).
+        let update = at(kw(Kw::Update), sp).then(expr.clone()).then_ignore(kw(Kw::By)).then(expr.clone()).validate(
+            move |((start, target), grads), _, emitter| {
+                let span = start.to(grads.span);
+                if !in_step {
+                    emitter.emit(E::named(
+                        Diagnostic::error("E0310", "`update` statements belong in a `step` block of a `train` recipe", span)
+                            .with_label("not allowed here")
+                            .with_help("compute new values with an expression here; parameters are updated by a recipe's optimiser or `step` block"),
+                    ));
+                }
+                Stmt::Update { target, grads, span }
+            },
+        );
+        let expr_stmt = expr.clone().map(Stmt::Expr);
+        if in_step {
+            let log = at(kw(Kw::Log), sp).then(expr.clone()).map(|(start, e)| Stmt::Log(e.clone(), start.to(e.span)));
+            choice((let_.boxed(), update.boxed(), log.boxed(), expr_stmt.boxed())).boxed()
+        } else {
+            choice((let_.boxed(), update.boxed(), expr_stmt.boxed())).boxed()
+        }
     };
-    Some((op, l, r))
+    let block_of = |stmt: P<'a, E, Stmt>| -> P<'a, E, Expr> {
+        let line = stmt.then_ignore(line_end(false)).map(Some).recover_with(via_parser(skip_line(false).to(None)));
+        punct(Punct::LBrace)
+            .ignore_then(seps().ignore_then(line).repeated().collect::<Vec<_>>())
+            .then_ignore(seps())
+            .then_ignore(punct(Punct::RBrace))
+            .map_with(move |lines, e| {
+                let mut stmts: Vec<Stmt> = lines.into_iter().flatten().collect();
+                let tail = match stmts.pop() {
+                    Some(Stmt::Expr(t)) => Some(Box::new(t)),
+                    Some(other) => {
+                        stmts.push(other);
+                        None
+                    }
+                    None => None,
+                };
+                Expr { kind: ExprKind::Block(stmts, tail), span: sp.of(e.span()) }
+            })
+            .recover_with(via_parser(skip_group(Punct::LBrace, Punct::RBrace).map_with(move |_, e| error_node(sp.of(e.span())))))
+            .boxed()
+    };
+    block.define(block_of(stmt(false)));
+    let step_block = block_of(stmt(true));
+
+    if_expr.define(
+        at(kw(Kw::If), sp)
+            .then(expr.clone())
+            .then(block.clone())
+            .then(kw(Kw::Else).ignore_then(choice((if_expr.clone(), block.clone()))).or_not())
+            .validate(move |(((start, cond), then), other), _, emitter| match other {
+                Some(other) => Expr { span: start.to(other.span), kind: ExprKind::If(Box::new(cond), Box::new(then), Box::new(other)) },
+                None => {
+                    emitter.emit(E::named(
+                        Diagnostic::error("E0101", "`if` needs an `else` branch", then.span)
+                            .with_label("this branch has no `else`")
+                            .with_help("DL's `if` is an expression: both branches give a value"),
+                    ));
+                    error_node(start.to(then.span))
+                }
+            }),
+    );
+
+    let atom = atom(sp, &expr, &block, &if_expr);
+    let postfix = postfix(sp, atom, &expr);
+    expr.define(operators(sp, tokens, postfix).labelled(Expect::Expression));
+
+    let params = params(sp, &expr);
+    Exprs { expr: expr.boxed(), rhs, block: block.boxed(), step_block, params }
 }
 
-#[derive(Clone, Copy)]
-enum BinOpOrPipe {
-    Op(BinOp),
-    Pipe,
+/// `(name[: type][= default], ...)`.
+fn params<'a, E: GrammarError<'a>>(sp: Spans, expr: &P2<'a, E>) -> P<'a, E, Vec<Param>> {
+    let param = name(sp)
+        .labelled(Expect::ParamName)
+        .then(punct(Punct::Colon).ignore_then(type_expr(sp)).or_not())
+        .then(punct(Punct::Eq).ignore_then(expr.clone()).or_not())
+        .map_with(move |((name, ty), default), e| Param { name, ty, default, span: sp.of(e.span()) });
+    param
+        .separated_by(punct(Punct::Comma))
+        .allow_trailing()
+        .collect::<Vec<_>>()
+        .delimited_by(punct(Punct::LParen), punct(Punct::RParen))
+        .recover_with(via_parser(skip_group(Punct::LParen, Punct::RParen).to(vec![])))
+        .boxed()
 }
 
-const NOT_BP: u8 = 8;
-const NEG_BP: u8 = 16;
+fn atom<'a, E: GrammarError<'a>>(sp: Spans, expr: &P2<'a, E>, block: &P2<'a, E>, if_expr: &P2<'a, E>) -> P<'a, E, Expr> {
+    let ident = name(sp);
+    let literal = select_ref! {
+        Tok::Int(v) => ExprKind::Int(*v),
+        Tok::Float(v) => ExprKind::Float(*v),
+        Tok::Str(s) => ExprKind::Str(s.clone()),
+        Tok::Kw(Kw::True) => ExprKind::Bool(true),
+        Tok::Kw(Kw::False) => ExprKind::Bool(false),
+        Tok::Kw(Kw::Auto) => ExprKind::Auto,
+    }
+    .map_with(move |kind, e| Expr { kind, span: sp.of(e.span()) });
+    // `precision bf16 { ... }`: `precision` followed by a word cannot be anything else.
+    let precision = select_ref! { Tok::Ident(n) if n == "precision" => () }
+        .ignore_then(select_ref! {
+            Tok::DType(d) = e => Ident { name: d.to_string(), span: sp.of(e.span()) },
+            Tok::Ident(n) = e => Ident { name: n.clone(), span: sp.of(e.span()) },
+        })
+        .then(block.clone())
+        .map_with(move |(word, body), e| Expr { kind: ExprKind::Precision(word, Box::new(body)), span: sp.of(e.span()) });
+    let checkpoint = kw(Kw::Checkpoint)
+        .ignore_then(block.clone())
+        .map_with(move |body, e| Expr { kind: ExprKind::Checkpoint(Box::new(body)), span: sp.of(e.span()) });
+    // A name, or a one-parameter lambda `x => body`.
+    let name_or_lambda =
+        ident.clone().then(punct(Punct::FatArrow).ignore_then(expr.clone()).or_not()).map_with(move |(id, body), e| match body {
+            Some(body) => Expr { kind: ExprKind::Lambda(vec![id], Rc::new(body)), span: sp.of(e.span()) },
+            None => Expr { kind: ExprKind::Name(id.name), span: id.span },
+        });
+    let type_atom = tensor_type(sp).map(|ty| Expr { span: ty.span, kind: ExprKind::Type(ty) });
+    let list = expr
+        .clone()
+        .separated_by(punct(Punct::Comma))
+        .allow_trailing()
+        .collect::<Vec<_>>()
+        .delimited_by(punct(Punct::LBracket), punct(Punct::RBracket))
+        .map_with(move |elems, e| Expr { kind: ExprKind::List(elems), span: sp.of(e.span()) })
+        .recover_with(via_parser(skip_group(Punct::LBracket, Punct::RBracket).map_with(move |_, e| error_node(sp.of(e.span())))));
+    choice((
+        // `precision` and `checkpoint` are names unless a block follows; one token test keeps
+        // them off the path of every other name.
+        select_ref! { Tok::Ident(n) if n == "precision" => (), Tok::Kw(Kw::Checkpoint) => () }
+            .rewind()
+            .ignore_then(choice((precision.boxed(), checkpoint.boxed())))
+            .boxed(),
+        name_or_lambda.boxed(),
+        literal.boxed(),
+        type_atom,
+        paren(sp, expr),
+        list.boxed(),
+        block.clone().boxed(),
+        if_expr.clone().boxed(),
+    ))
+    .labelled(Expect::Expression)
+    .boxed()
+}
+
+type P2<'a, E> = Recursive<chumsky::recursive::Indirect<'a, 'a, super::Input<'a>, Expr, super::tokens::Ex<E>>>;
+
+/// `( ... )`: unit, a parenthesised expression, a tuple, a record, or a lambda's parameters.
+fn paren<'a, E: GrammarError<'a>>(sp: Spans, expr: &P2<'a, E>) -> P<'a, E, Expr> {
+    let unit = punct(Punct::RParen).rewind().to(ExprKind::Tuple(vec![]));
+    let record = name(sp)
+        .then_ignore(punct(Punct::Colon))
+        .then(expr.clone())
+        .separated_by(punct(Punct::Comma))
+        .allow_trailing()
+        .at_least(1)
+        .collect::<Vec<_>>()
+        .map(ExprKind::Record);
+    let elems = expr
+        .clone()
+        .then(punct(Punct::Comma).ignore_then(expr.clone()).repeated().collect::<Vec<_>>())
+        .then(punct(Punct::Comma).or_not())
+        .map(|((first, mut rest), trailing)| {
+            if rest.is_empty() && trailing.is_none() {
+                // A parenthesised expression keeps the span of its parentheses so labels cover them.
+                first.kind
+            } else {
+                rest.insert(0, first);
+                ExprKind::Tuple(rest)
+            }
+        });
+    let group = punct(Punct::LParen)
+        .ignore_then(choice((unit.boxed(), record.boxed(), elems.boxed())))
+        .then_ignore(punct(Punct::RParen))
+        .map_with(move |kind, e| Expr { kind, span: sp.of(e.span()) })
+        .recover_with(via_parser(skip_group(Punct::LParen, Punct::RParen).map_with(move |_, e| error_node(sp.of(e.span())))));
+    group
+        .then(at(punct(Punct::FatArrow), sp).then(expr.clone()).or_not())
+        .validate(move |(group, lambda), e, emitter| {
+            let Some((arrow, body)) = lambda else { return group };
+            let span = sp.of(e.span());
+            let as_param = |x: &Expr| match &x.kind {
+                ExprKind::Name(n) => Some(Ident { name: n.clone(), span: x.span }),
+                _ => None,
+            };
+            let params = match &group.kind {
+                ExprKind::Tuple(elems) => elems.iter().map(as_param).collect::<Option<Vec<_>>>(),
+                ExprKind::Name(n) => Some(vec![Ident { name: n.clone(), span: group.span }]),
+                _ => None,
+            };
+            match params {
+                Some(params) => Expr { kind: ExprKind::Lambda(params, Rc::new(body)), span },
+                None => {
+                    emitter.emit(E::named(
+                        Diagnostic::error("E0101", "lambda parameters must be plain names", group.span)
+                            .with_label("expected names like `(a, b)`")
+                            .with_secondary(arrow, "this `=>` starts a lambda"),
+                    ));
+                    error_node(span)
+                }
+            }
+        })
+        .boxed()
+}
+
+enum Postfix {
+    /// `None`: the group did not parse (already reported).
+    Call(Option<Vec<Arg>>),
+    Index(Option<Vec<IndexItem>>),
+    Field(Ident),
+}
+
+/// Calls, indexing and fields. In a block they must sit on the line of what they apply to: the
+/// line break (a token there) ends the expression.
+fn postfix<'a, E: GrammarError<'a>>(sp: Spans, atom: P<'a, E, Expr>, expr: &P2<'a, E>) -> P<'a, E, Expr> {
+    let arg = name(sp).then_ignore(punct(Punct::Colon)).or_not().then(expr.clone()).map(|(name, value)| Arg { name, value });
+    let call = arg
+        .separated_by(punct(Punct::Comma))
+        .allow_trailing()
+        .collect::<Vec<_>>()
+        .delimited_by(punct(Punct::LParen), punct(Punct::RParen))
+        .map(Some)
+        .recover_with(via_parser(skip_group(Punct::LParen, Punct::RParen).to(None)))
+        .map(Postfix::Call);
+    // `a`, `a:b`, `:b`, `a:b:c`, `::c`, ...: the first expression is parsed once.
+    let slice_rest =
+        punct(Punct::Colon).ignore_then(expr.clone().or_not()).then(punct(Punct::Colon).ignore_then(expr.clone().or_not()).or_not());
+    let single_or_slice = expr.clone().or_not().then(slice_rest.or_not()).try_map_with(move |(first, rest), e| match (first, rest) {
+        (first, Some((end, step))) => Ok(IndexItem::Slice { start: first, end, step: step.flatten(), span: sp.of(e.span()) }),
+        (Some(x), None) => Ok(IndexItem::Single(x)),
+        (None, None) => Err(E::at(e.span())),
+    });
+    let item = choice((at(punct(Punct::Ellipsis), sp).map(IndexItem::Ellipsis).boxed(), single_or_slice.boxed()));
+    let index = item
+        .separated_by(punct(Punct::Comma))
+        .allow_trailing()
+        .collect::<Vec<_>>()
+        .delimited_by(punct(Punct::LBracket), punct(Punct::RBracket))
+        .map(Some)
+        .recover_with(via_parser(skip_group(Punct::LBracket, Punct::RBracket).to(None)))
+        .map(Postfix::Index);
+    let field_name = select_ref! { Tok::Int(i) = e => Ident { name: i.to_string(), span: sp.of(e.span()) } }.or(name(sp));
+    let field = punct(Punct::Dot).ignore_then(field_name.labelled(Expect::FieldName)).map(Postfix::Field);
+    let any_postfix = select_ref! { Tok::Punct(Punct::LParen | Punct::LBracket | Punct::Dot) => () }.rewind();
+    let postfix = any_postfix.ignore_then(choice((call.boxed(), index.boxed(), field.boxed())));
+    atom.foldl_with(postfix.repeated(), move |e, post, x| {
+        let span = sp.of(x.span());
+        let kind = match post {
+            Postfix::Call(Some(args)) => ExprKind::Call(Box::new(e), args),
+            Postfix::Index(Some(items)) => ExprKind::Index(Box::new(e), items),
+            Postfix::Field(name) => ExprKind::Field(Box::new(e), name),
+            Postfix::Call(None) | Postfix::Index(None) => ExprKind::Error,
+        };
+        Expr { kind, span }
+    })
+    .boxed()
+}
 
 fn is_comparison(op: BinOp) -> bool {
     matches!(op, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
 }
 
-impl Parser {
-    pub(crate) fn expr(&mut self) -> PResult<Expr> {
-        self.expr_bp(0)
+/// The operators, loosest first: `|>`, `or`, `and`, `not`, comparisons, `+ -`, `* / // % @`,
+/// unary `-`, `**` (right-associative).
+fn operators<'a, E: GrammarError<'a>>(sp: Spans, tokens: &'a [(Tok, SimpleSpan)], operand: P<'a, E, Expr>) -> P<'a, E, Expr> {
+    let binary = move |l: Expr, op: BinOp, r: Expr, e: &mut chumsky::input::MapExtra<'a, '_, super::Input<'a>, super::tokens::Ex<E>>| {
+        Expr { kind: ExprKind::Binary(op, Box::new(l), Box::new(r)), span: sp.of(e.span()) }
+    };
+    // One token test per precedence level (not one per operator): the operators are tried after
+    // every operand, so this is the parser's hottest spot.
+    let comparison = select_ref! {
+        Tok::Punct(Punct::EqEq) => BinOp::Eq,
+        Tok::Punct(Punct::NotEq) => BinOp::Ne,
+        Tok::Punct(Punct::Le) => BinOp::Le,
+        Tok::Punct(Punct::Ge) => BinOp::Ge,
+        Tok::Punct(Punct::Lt) => BinOp::Lt,
+        Tok::Punct(Punct::Gt) => BinOp::Gt,
     }
-
-    /// The next infix operator, allowing a line that starts with `|>`, `and` or `or` to continue
-    /// the expression on the line before.
-    fn peek_infix(&mut self) -> Option<(BinOpOrPipe, u8, u8)> {
-        if let Some(op) = infix(self.peek()) {
-            return Some(op);
-        }
-        if self.nl_significant() && *self.raw(0) == Tok::Newline {
-            let mut k = 0;
-            while *self.raw(k) == Tok::Newline {
-                k += 1;
-            }
-            if matches!(self.raw(k), Tok::Punct(Punct::Pipe) | Tok::Kw(Kw::And | Kw::Or)) {
-                let op = infix(self.raw(k));
-                self.pos += k;
-                return op;
-            }
-        }
-        None
-    }
-
-    fn expr_bp(&mut self, min_bp: u8) -> PResult<Expr> {
-        let start = self.span();
-        let mut lhs = if self.eat_kw(Kw::Not).is_some() {
-            let e = self.expr_bp(NOT_BP)?;
-            Expr { span: start.to(e.span), kind: ExprKind::Unary(UnOp::Not, Box::new(e)) }
-        } else if self.eat_punct(Punct::Minus).is_some() {
-            let e = self.expr_bp(NEG_BP)?;
-            Expr { span: start.to(e.span), kind: ExprKind::Unary(UnOp::Neg, Box::new(e)) }
-        } else {
-            self.postfix()?
-        };
-        let mut last_cmp: Option<crate::span::Span> = None;
-        loop {
-            let save = self.pos;
-            let Some((op, l_bp, r_bp)) = self.peek_infix() else { break };
-            if l_bp < min_bp {
-                self.pos = save;
-                break;
-            }
-            let op_span = self.bump().span;
-            if let BinOpOrPipe::Op(b) = op {
-                if is_comparison(b) {
-                    if let Some(prev) = last_cmp {
-                        let d = Diagnostic::error("E0101", "comparison operators cannot be chained", op_span)
+    .map_with(move |op, e| (op, sp.of(e.span())));
+    let sum = select_ref! { Tok::Punct(Punct::Plus) => BinOp::Add, Tok::Punct(Punct::Minus) => BinOp::Sub };
+    let product = select_ref! {
+        Tok::Punct(Punct::Star) => BinOp::Mul,
+        Tok::Punct(Punct::Slash) => BinOp::Div,
+        Tok::Punct(Punct::SlashSlash) => BinOp::FloorDiv,
+        Tok::Punct(Punct::Percent) => BinOp::Mod,
+        Tok::Punct(Punct::At) => BinOp::MatMul,
+    };
+    operand
+        .pratt((
+            infix(left(1), punct(Punct::Pipe), move |l, _, r, e| Expr {
+                kind: ExprKind::Pipe(Box::new(l), Box::new(r)),
+                span: sp.of(e.span()),
+            }),
+            infix(left(2), kw(Kw::Or).to(BinOp::Or), binary),
+            infix(left(3), kw(Kw::And).to(BinOp::And), binary),
+            prefix(4, at(kw(Kw::Not), sp), move |_, x: Expr, e| Expr {
+                kind: ExprKind::Unary(UnOp::Not, Box::new(x)),
+                span: sp.of(e.span()),
+            }),
+            infix(left(5), comparison, move |l: Expr, (op, op_span): (BinOp, Span), r, e| {
+                if let Some(first) = chained(&l, tokens, sp) {
+                    e.emit(E::named(
+                        Diagnostic::error("E0101", "comparison operators cannot be chained", op_span)
                             .with_label("second comparison")
-                            .with_secondary(prev, "first comparison")
-                            .with_help("split it: `a < b and b < c`");
-                        self.push_diag(d);
-                        return Err(Fail);
-                    }
-                    last_cmp = Some(op_span);
+                            .with_secondary(first, "first comparison")
+                            .with_help("split it: `a < b and b < c`"),
+                    ));
+                    return error_node(sp.of(e.span()));
                 }
-            }
-            let rhs = self.expr_bp(r_bp)?;
-            let span = lhs.span.to(rhs.span);
-            lhs = match op {
-                BinOpOrPipe::Pipe => Expr { kind: ExprKind::Pipe(Box::new(lhs), Box::new(rhs)), span },
-                BinOpOrPipe::Op(b) => Expr { kind: ExprKind::Binary(b, Box::new(lhs), Box::new(rhs)), span },
-            };
-        }
-        Ok(lhs)
-    }
-
-    fn postfix(&mut self) -> PResult<Expr> {
-        let mut e = self.atom()?;
-        loop {
-            // Postfix operators must sit on the same line as what they apply to.
-            if self.nl_significant() && *self.raw(0) == Tok::Newline {
-                break;
-            }
-            if self.at_punct(Punct::LParen) {
-                let open = self.bump().span;
-                let args = self.with_newlines(false, |p| p.args(open))?;
-                e = Expr { span: e.span.to(self.prev_span()), kind: ExprKind::Call(Box::new(e), args) };
-            } else if self.at_punct(Punct::LBracket) {
-                let open = self.bump().span;
-                let items = self.with_newlines(false, |p| p.index_items(open))?;
-                e = Expr { span: e.span.to(self.prev_span()), kind: ExprKind::Index(Box::new(e), items) };
-            } else if self.eat_punct(Punct::Dot).is_some() {
-                let t = self.token().clone();
-                let name = match t.tok {
-                    Tok::Int(i) => {
-                        self.bump();
-                        Ident { name: i.to_string(), span: t.span }
-                    }
-                    _ => self.ident("a field name")?,
-                };
-                e = Expr { span: e.span.to(name.span), kind: ExprKind::Field(Box::new(e), name) };
-            } else {
-                break;
-            }
-        }
-        Ok(e)
-    }
-
-    fn args(&mut self, open: crate::span::Span) -> PResult<Vec<Arg>> {
-        let mut args = vec![];
-        while !self.at_punct(Punct::RParen) {
-            let named = is_name(self.peek()) && *self.peek2() == Tok::Punct(Punct::Colon);
-            let name = if named {
-                let n = self.ident("an argument name")?;
-                self.bump();
-                Some(n)
-            } else {
-                None
-            };
-            let value = self.expr()?;
-            args.push(Arg { name, value });
-            if self.eat_punct(Punct::Comma).is_none() {
-                break;
-            }
-        }
-        self.expect_close(Punct::RParen, open)?;
-        Ok(args)
-    }
-
-    fn index_items(&mut self, open: crate::span::Span) -> PResult<Vec<IndexItem>> {
-        let mut items = vec![];
-        while !self.at_punct(Punct::RBracket) {
-            let start = self.span();
-            if let Some(s) = self.eat_punct(Punct::Ellipsis) {
-                items.push(IndexItem::Ellipsis(s));
-            } else {
-                let first = if self.at_punct(Punct::Colon) { None } else { Some(self.expr()?) };
-                if self.eat_punct(Punct::Colon).is_some() {
-                    let stop = |p: &mut Self| p.at_punct(Punct::Colon) || p.at_punct(Punct::Comma) || p.at_punct(Punct::RBracket);
-                    let end = if stop(self) { None } else { Some(self.expr()?) };
-                    let step = if self.eat_punct(Punct::Colon).is_some() {
-                        if stop(self) {
-                            None
-                        } else {
-                            Some(self.expr()?)
-                        }
-                    } else {
-                        None
-                    };
-                    items.push(IndexItem::Slice { start: first, end, step, span: start.to(self.prev_span()) });
-                } else if let Some(e) = first {
-                    items.push(IndexItem::Single(e));
-                }
-            }
-            if self.eat_punct(Punct::Comma).is_none() {
-                break;
-            }
-        }
-        self.expect_close(Punct::RBracket, open)?;
-        Ok(items)
-    }
-
-    fn atom(&mut self) -> PResult<Expr> {
-        let t = self.token().clone();
-        let span = t.span;
-        let simple = |kind| Ok(Expr { kind, span });
-        match t.tok {
-            Tok::Int(v) => {
-                self.bump();
-                simple(ExprKind::Int(v))
-            }
-            Tok::Float(v) => {
-                self.bump();
-                simple(ExprKind::Float(v))
-            }
-            Tok::Str(s) => {
-                self.bump();
-                simple(ExprKind::Str(s))
-            }
-            Tok::Kw(Kw::True) => {
-                self.bump();
-                simple(ExprKind::Bool(true))
-            }
-            Tok::Kw(Kw::False) => {
-                self.bump();
-                simple(ExprKind::Bool(false))
-            }
-            Tok::Kw(Kw::Auto) => {
-                self.bump();
-                simple(ExprKind::Auto)
-            }
-            Tok::Kw(Kw::Checkpoint) if *self.peek2() == Tok::Punct(Punct::LBrace) => {
-                self.bump();
-                let body = self.block(false)?;
-                Ok(Expr { span: span.to(body.span), kind: ExprKind::Checkpoint(Box::new(body)) })
-            }
-            // `precision bf16 { ... }`: a name followed by a word cannot be anything else.
-            Tok::Ident(name) if name == "precision" && matches!(self.peek2(), Tok::DType(_) | Tok::Ident(_)) => {
-                self.bump();
-                let word = self.bump();
-                let name = match &word.tok {
-                    Tok::DType(d) => d.to_string(),
-                    Tok::Ident(n) => n.clone(),
-                    _ => unreachable!("checked by peek2"),
-                };
-                let body = self.block(false)?;
-                Ok(Expr { span: span.to(body.span), kind: ExprKind::Precision(Ident { name, span: word.span }, Box::new(body)) })
-            }
-            Tok::Ident(_) | Tok::Kw(Kw::Log | Kw::Step | Kw::Checkpoint | Kw::Every | Kw::By | Kw::Data | Kw::Model) => {
-                let id = self.ident("a name")?;
-                if self.at_punct(Punct::FatArrow) {
-                    self.bump();
-                    let body = self.expr()?;
-                    return Ok(Expr { span: span.to(body.span), kind: ExprKind::Lambda(vec![id], Rc::new(body)) });
-                }
-                Ok(Expr { kind: ExprKind::Name(id.name), span })
-            }
-            Tok::DType(_) => {
-                let ty = self.type_expr()?;
-                Ok(Expr { span: ty.span, kind: ExprKind::Type(ty) })
-            }
-            Tok::Punct(Punct::LParen) => self.paren(),
-            Tok::Punct(Punct::LBracket) => {
-                let open = self.bump().span;
-                let elems = self.with_newlines(false, |p| {
-                    let mut elems = vec![];
-                    while !p.at_punct(Punct::RBracket) {
-                        elems.push(p.expr()?);
-                        if p.eat_punct(Punct::Comma).is_none() {
-                            break;
-                        }
-                    }
-                    p.expect_close(Punct::RBracket, open)?;
-                    Ok(elems)
-                })?;
-                Ok(Expr { kind: ExprKind::List(elems), span: span.to(self.prev_span()) })
-            }
-            Tok::Punct(Punct::LBrace) => self.block(false),
-            Tok::Kw(Kw::If) => self.if_expr(),
-            _ => Err(self.error_here("an expression")),
-        }
-    }
-
-    /// `( ... )`: unit, parenthesised expression, tuple, record, or lambda parameters.
-    fn paren(&mut self) -> PResult<Expr> {
-        let open = self.bump().span;
-        let (kind, trailing_comma) = self.with_newlines(false, |p| -> PResult<(ExprKind, bool)> {
-            if p.at_punct(Punct::RParen) {
-                p.bump();
-                return Ok((ExprKind::Tuple(vec![]), false));
-            }
-            let is_record = is_name(p.peek()) && *p.peek2() == Tok::Punct(Punct::Colon);
-            if is_record {
-                let mut fields = vec![];
-                while !p.at_punct(Punct::RParen) {
-                    let name = p.ident("a field name")?;
-                    p.expect_punct(Punct::Colon)?;
-                    fields.push((name, p.expr()?));
-                    if p.eat_punct(Punct::Comma).is_none() {
-                        break;
-                    }
-                }
-                p.expect_close(Punct::RParen, open)?;
-                return Ok((ExprKind::Record(fields), false));
-            }
-            let mut elems = vec![p.expr()?];
-            let mut comma = false;
-            while p.eat_punct(Punct::Comma).is_some() {
-                comma = true;
-                if p.at_punct(Punct::RParen) {
-                    break;
-                }
-                elems.push(p.expr()?);
-            }
-            p.expect_close(Punct::RParen, open)?;
-            if elems.len() == 1 && !comma {
-                Ok((elems.pop().map(|e| e.kind).unwrap_or(ExprKind::Error), false))
-            } else {
-                Ok((ExprKind::Tuple(elems), comma))
-            }
-        })?;
-        let span = open.to(self.prev_span());
-        let _ = trailing_comma;
-        if self.at_punct(Punct::FatArrow) {
-            let arrow = self.bump().span;
-            let params = match &kind {
-                ExprKind::Tuple(elems) => elems.iter().map(as_param).collect::<Option<Vec<_>>>(),
-                ExprKind::Name(n) => Some(vec![Ident { name: n.clone(), span }]),
-                _ => None,
-            };
-            let Some(params) = params else {
-                let d = Diagnostic::error("E0101", "lambda parameters must be plain names", span)
-                    .with_label("expected names like `(a, b)`")
-                    .with_secondary(arrow, "this `=>` starts a lambda");
-                self.push_diag(d);
-                return Err(Fail);
-            };
-            let body = self.expr()?;
-            return Ok(Expr { span: span.to(body.span), kind: ExprKind::Lambda(params, Rc::new(body)) });
-        }
-        // A parenthesised expression keeps the span of its parentheses so labels cover them.
-        Ok(Expr { kind, span })
-    }
-
-    /// `{ stmt* expr? }`. In a `step` block, `update` and `log` statements are allowed.
-    pub(crate) fn block(&mut self, in_step: bool) -> PResult<Expr> {
-        let open = self.expect_punct(Punct::LBrace)?;
-        let mut stmts: Vec<Stmt> = vec![];
-        self.with_newlines(true, |p| -> PResult<()> {
-            loop {
-                p.skip_separators();
-                match p.raw(0) {
-                    Tok::Punct(Punct::RBrace) => {
-                        p.pos += 1;
-                        return Ok(());
-                    }
-                    Tok::Eof => {
-                        p.expect_close(Punct::RBrace, open)?;
-                        return Ok(());
-                    }
-                    _ => {}
-                }
-                let start = p.pos;
-                let depth = p.newline_significant.len();
-                match p.stmt(in_step).and_then(|s| p.end_of_statement(false).map(|_| s)) {
-                    Ok(s) => stmts.push(s),
-                    Err(Fail) => {
-                        p.newline_significant.truncate(depth);
-                        p.recover();
-                    }
-                }
-                if p.pos == start {
-                    p.pos += 1;
-                }
-            }
-        })?;
-        let span = open.to(self.prev_span());
-        let tail = match stmts.last() {
-            Some(Stmt::Expr(_)) => match stmts.pop() {
-                Some(Stmt::Expr(e)) => Some(Box::new(e)),
-                _ => None,
-            },
-            _ => None,
-        };
-        Ok(Expr { kind: ExprKind::Block(stmts, tail), span })
-    }
-
-    fn stmt(&mut self, in_step: bool) -> PResult<Stmt> {
-        let start = self.span();
-        if self.eat_kw(Kw::Let).is_some() {
-            let name = self.ident("a name")?;
-            self.expect_punct(Punct::Eq)?;
-            return Ok(Stmt::Let(name, self.expr()?));
-        }
-        // `update` parses anywhere so that misplacing it gets E0310 from the checker, not a syntax
-        // error; `log` stays an ordinary name outside `step` blocks (it is also the logarithm).
-        if self.eat_kw(Kw::Update).is_some() {
-            let target = self.expr()?;
-            if self.eat_kw(Kw::By).is_none() {
-                return Err(self.error_here("`by`"));
-            }
-            let grads = self.expr()?;
-            let span = start.to(grads.span);
-            if !in_step {
-                // Reported here, where the structure is known, whether or not the code is ever called.
-                let d = Diagnostic::error("E0310", "`update` statements belong in a `step` block of a `train` recipe", span)
-                    .with_label("not allowed here")
-                    .with_help(
-                        "compute new values with an expression here; parameters are updated by a recipe's optimiser or `step` block",
-                    );
-                self.push_diag(d);
-            }
-            return Ok(Stmt::Update { span, target, grads });
-        }
-        if in_step && self.at_kw(Kw::Log) {
-            self.bump();
-            let e = self.expr()?;
-            return Ok(Stmt::Log(e.clone(), start.to(e.span)));
-        }
-        Ok(Stmt::Expr(self.expr()?))
-    }
-
-    fn if_expr(&mut self) -> PResult<Expr> {
-        let start = self.bump().span;
-        let cond = self.expr()?;
-        let then = self.block(false)?;
-        let mut k = 0;
-        while *self.raw(k) == Tok::Newline {
-            k += 1;
-        }
-        if *self.raw(k) == Tok::Kw(Kw::Else) {
-            self.pos += k;
-        }
-        if self.eat_kw(Kw::Else).is_none() {
-            let d = Diagnostic::error("E0101", "`if` needs an `else` branch", then.span)
-                .with_label("this branch has no `else`")
-                .with_help("DL's `if` is an expression: both branches give a value");
-            self.push_diag(d);
-            return Err(Fail);
-        }
-        let other = if self.at_kw(Kw::If) { self.if_expr()? } else { self.block(false)? };
-        Ok(Expr { span: start.to(other.span), kind: ExprKind::If(Box::new(cond), Box::new(then), Box::new(other)) })
-    }
+                binary(l, op, r, e)
+            }),
+            infix(left(6), sum, binary),
+            infix(left(7), product, binary),
+            prefix(8, punct(Punct::Minus), move |_, x: Expr, e| Expr {
+                kind: ExprKind::Unary(UnOp::Neg, Box::new(x)),
+                span: sp.of(e.span()),
+            }),
+            infix(right(9), punct(Punct::StarStar).to(BinOp::Pow), binary),
+        ))
+        .boxed()
 }
 
-fn as_param(e: &Expr) -> Option<Ident> {
-    match &e.kind {
-        ExprKind::Name(n) => Some(Ident { name: n.clone(), span: e.span }),
-        _ => None,
+/// If `l` is itself an unparenthesised comparison, the span of its operator.
+fn chained(l: &Expr, tokens: &[(Tok, SimpleSpan)], sp: Spans) -> Option<Span> {
+    let ExprKind::Binary(op, a, b) = &l.kind else { return None };
+    if !is_comparison(*op) || l.span != a.span.to(b.span) {
+        return None;
     }
-}
-
-/// Identifiers and the soft keywords that double as names (`step`, `log`, `data`, ...).
-fn is_name(t: &Tok) -> bool {
-    match t {
-        Tok::Ident(_) => true,
-        Tok::Kw(k) => k.soft(),
-        _ => false,
-    }
+    let from = tokens.partition_point(|(_, s)| s.start < a.span.end as usize);
+    let between = tokens[from..]
+        .iter()
+        .take_while(|(_, s)| s.end <= b.span.start as usize)
+        .find(|(t, _)| matches!(t, Tok::Punct(Punct::EqEq | Punct::NotEq | Punct::Lt | Punct::Le | Punct::Gt | Punct::Ge)));
+    Some(between.map(|(_, s)| sp.of(*s)).unwrap_or(l.span))
 }

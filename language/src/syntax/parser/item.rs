@@ -1,300 +1,179 @@
-//! Items: `use`, `fn`, `model`, `data`, `let`, recipes, and expression statements.
+//! Items: `use`, `fn`, `model`, `data`, `let`, recipes, and expression statements; a file is
+//! items, one per line, each recovered on its own.
 
-use super::{Fail, PResult, Parser};
+use super::error::{Expect, GrammarError};
+use super::expr::{exprs, Exprs};
+use super::recover::skip_line;
+use super::tokens::{at, kw, line_end, name, plain_name, punct, sep, seps, Spans, P};
+use super::types::type_expr;
+use crate::span::FileId;
 use crate::syntax::ast::*;
 use crate::syntax::token::{Kw, Punct, Tok};
+use chumsky::prelude::*;
 use std::rc::Rc;
 
-impl Parser {
-    pub(super) fn item(&mut self) -> PResult<Item> {
-        let start = self.span();
-        let kind = match self.peek().clone() {
-            Tok::Kw(Kw::Use) => {
-                self.bump();
-                let mut path = vec![self.ident("a module name")?];
-                while self.eat_punct(Punct::Dot).is_some() {
-                    path.push(self.ident("a module name")?);
-                }
-                ItemKind::Use(path)
-            }
-            Tok::Kw(Kw::Fn) => {
-                self.bump();
-                ItemKind::Fn(Rc::new(self.fn_rest(start)?))
-            }
-            Tok::Kw(Kw::Model) if matches!(self.peek2(), Tok::Ident(_)) => ItemKind::Model(Rc::new(self.model()?)),
-            Tok::Kw(Kw::Data) if matches!(self.peek2(), Tok::Ident(_)) => {
-                self.bump();
-                let name = self.ident("a pipeline name")?;
-                self.expect_punct(Punct::Eq)?;
-                self.skip_newlines();
-                ItemKind::Data(name, self.expr()?)
-            }
-            Tok::Kw(Kw::Let) => {
-                self.bump();
-                let name = self.ident("a name")?;
-                self.expect_punct(Punct::Eq)?;
-                self.skip_newlines();
-                ItemKind::Let(name, self.expr()?)
-            }
-            Tok::Kw(k @ (Kw::Train | Kw::Evaluate | Kw::Infer)) => {
-                let kind = match k {
-                    Kw::Train => RecipeKind::Train,
-                    Kw::Evaluate => RecipeKind::Evaluate,
-                    _ => RecipeKind::Infer,
-                };
-                ItemKind::Recipe(Rc::new(self.recipe(kind)?))
-            }
-            _ => ItemKind::Expr(self.expr()?),
-        };
-        let end = self.prev_span();
-        Ok(Item { kind, span: start.to(end) })
-    }
+/// The grammar of a file.
+pub(super) fn program<'a, E: GrammarError<'a>>(file: FileId, tokens: &'a [(Tok, SimpleSpan)]) -> P<'a, E, Vec<Item>> {
+    let sp = Spans(file);
+    let g = exprs(sp, tokens);
+    let item = choice((
+        use_item(sp),
+        fn_item(sp, &g),
+        model(sp, &g),
+        data(sp, &g),
+        let_item(sp, &g),
+        recipe(sp, &g),
+        g.expr.clone().map(ItemKind::Expr).boxed(),
+    ))
+    .map_with(move |kind, e| Item { kind, span: sp.of(e.span()) });
+    let end_of_item = choice((sep(), end())).labelled(Expect::EndOfLine);
+    let line = item.then_ignore(end_of_item).map(Some).recover_with(via_parser(skip_line(true).to(None)));
+    seps()
+        .ignore_then(line)
+        .repeated()
+        .collect::<Vec<_>>()
+        .then_ignore(seps())
+        .then_ignore(end())
+        .map(|items| items.into_iter().flatten().collect())
+        .boxed()
+}
 
-    pub(super) fn prev_span(&self) -> crate::span::Span {
-        let mut i = self.pos.saturating_sub(1);
-        while i > 0 && self.toks[i].tok == Tok::Newline {
-            i -= 1;
-        }
-        self.toks[i].span
-    }
+fn use_item<'a, E: GrammarError<'a>>(sp: Spans) -> P<'a, E, ItemKind> {
+    kw(Kw::Use)
+        .ignore_then(name(sp).labelled(Expect::ModuleName).separated_by(punct(Punct::Dot)).at_least(1).collect::<Vec<_>>())
+        .map(ItemKind::Use)
+        .boxed()
+}
 
-    /// After `fn`: `name(params) [-> type] = expr` or `name(params) [-> type] { block }`.
-    fn fn_rest(&mut self, start: crate::span::Span) -> PResult<FnDecl> {
-        let name = self.ident("a function name")?;
-        self.method_rest(name, start)
-    }
+fn let_item<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, ItemKind> {
+    kw(Kw::Let)
+        .ignore_then(name(sp).labelled(Expect::Name))
+        .then_ignore(punct(Punct::Eq))
+        .then(g.rhs.clone())
+        .map(|(n, e)| ItemKind::Let(n, e))
+        .boxed()
+}
 
-    fn method_rest(&mut self, name: Ident, start: crate::span::Span) -> PResult<FnDecl> {
-        let params = self.params()?;
-        let ret = if self.eat_punct(Punct::Arrow).is_some() { Some(self.type_expr()?) } else { None };
-        let body = if self.eat_punct(Punct::Eq).is_some() {
-            self.skip_newlines();
-            self.expr()?
-        } else if self.at_punct(Punct::LBrace) {
-            self.block(false)?
-        } else {
-            return Err(self.error_here("`=` or `{` to start the body"));
-        };
-        let span = start.to(body.span);
-        Ok(FnDecl { name, params, ret, body, span })
-    }
+/// `data name = pipeline` (`data` alone is an ordinary name).
+fn data<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, ItemKind> {
+    kw(Kw::Data).ignore_then(plain_name(sp)).then_ignore(punct(Punct::Eq)).then(g.rhs.clone()).map(|(n, e)| ItemKind::Data(n, e)).boxed()
+}
 
-    pub(super) fn params(&mut self) -> PResult<Vec<Param>> {
-        let open = self.expect_punct(Punct::LParen)?;
-        self.with_newlines(false, |p| {
-            let mut params = vec![];
-            while !p.at_punct(Punct::RParen) {
-                let name = p.ident("a parameter name")?;
-                let ty = if p.eat_punct(Punct::Colon).is_some() { Some(p.type_expr()?) } else { None };
-                let default = if p.eat_punct(Punct::Eq).is_some() { Some(p.expr()?) } else { None };
-                let end = p.prev_span();
-                params.push(Param { span: name.span.to(end), name, ty, default });
-                if p.eat_punct(Punct::Comma).is_none() {
-                    break;
-                }
-            }
-            p.expect_close(Punct::RParen, open)?;
-            Ok(params)
+fn fn_item<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, ItemKind> {
+    at(kw(Kw::Fn), sp)
+        .then(name(sp).labelled(Expect::FunctionName))
+        .then(fn_rest(sp, g))
+        .map(|((start, name), (params, ret, body))| ItemKind::Fn(Rc::new(FnDecl { span: start.to(body.span), name, params, ret, body })))
+        .boxed()
+}
+
+/// After a function's or method's name: `(params) [-> type] = expr` or `(params) [-> type] { block }`.
+fn fn_rest<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, (Vec<Param>, Option<TypeExpr>, Expr)> {
+    let body = choice((punct(Punct::Eq).ignore_then(g.rhs.clone()), g.block.clone()));
+    g.params
+        .clone()
+        .then(punct(Punct::Arrow).ignore_then(type_expr(sp)).or_not().then(body).labelled(Expect::BodyStart))
+        .map(|(params, (ret, body))| (params, ret, body))
+        .boxed()
+}
+
+/// `{ line* }` where each line is one member or entry, recovered on its own.
+fn braced_lines<'a, E: GrammarError<'a>, T: Clone + 'a>(line: P<'a, E, T>) -> P<'a, E, Vec<T>> {
+    let line = line.then_ignore(line_end(true)).map(Some).recover_with(via_parser(skip_line(false).to(None)));
+    punct(Punct::LBrace)
+        .ignore_then(seps().ignore_then(line).repeated().collect::<Vec<_>>())
+        .then_ignore(seps())
+        .then_ignore(punct(Punct::RBrace))
+        .map(|lines| lines.into_iter().flatten().collect())
+        .boxed()
+}
+
+#[derive(Clone)]
+enum Member {
+    Field(Field),
+    Method(FnDecl),
+}
+
+/// `model Name(params) { field = expr; method(params) = expr }` (`model` alone is a name).
+fn model<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, ItemKind> {
+    let member = name(sp).labelled(Expect::MemberName).then(choice((
+        fn_rest(sp, g).map(|(params, ret, body)| (Some((params, ret)), body)),
+        punct(Punct::Eq).ignore_then(g.rhs.clone()).map(|value| (None, value)),
+    )));
+    let member = member
+        .map(|(name, (method, value))| match method {
+            Some((params, ret)) => Member::Method(FnDecl { span: name.span.to(value.span), name, params, ret, body: value }),
+            None => Member::Field(Field { span: name.span.to(value.span), name, value }),
         })
-    }
-
-    fn model(&mut self) -> PResult<ModelDecl> {
-        let start = self.bump().span;
-        let name = self.ident("a model name")?;
-        let params = if self.at_punct(Punct::LParen) { self.params()? } else { vec![] };
-        let open = self.expect_punct(Punct::LBrace)?;
-        let mut fields = vec![];
-        let mut methods = vec![];
-        self.with_newlines(true, |p| {
-            p.members(open, |p| {
-                let mstart = p.span();
-                let member = p.ident("a field or method name")?;
-                if p.at_punct(Punct::LParen) {
-                    methods.push(Rc::new(p.method_rest(member, mstart)?));
-                } else {
-                    p.expect_punct(Punct::Eq)?;
-                    let value = p.expr()?;
-                    fields.push(Field { span: member.span.to(value.span), name: member, value });
+        .boxed();
+    at(kw(Kw::Model), sp)
+        .then(plain_name(sp))
+        .then(g.params.clone().or_not())
+        .then(braced_lines(member))
+        .map_with(move |(((_, name), params), members), e| {
+            let (mut fields, mut methods) = (vec![], vec![]);
+            for m in members {
+                match m {
+                    Member::Field(f) => fields.push(f),
+                    Member::Method(f) => methods.push(Rc::new(f)),
                 }
-                Ok(())
-            })
-        })?;
-        let span = start.to(self.prev_span());
-        Ok(ModelDecl { name, params, fields, methods, span })
-    }
+            }
+            ItemKind::Model(Rc::new(ModelDecl { name, params: params.unwrap_or_default(), fields, methods, span: sp.of(e.span()) }))
+        })
+        .boxed()
+}
 
-    /// The body of a `{ ... }` of members, one per line, with per-member recovery. Consumes the `}`.
-    fn members(&mut self, open: crate::span::Span, mut member: impl FnMut(&mut Self) -> PResult<()>) -> PResult<()> {
-        loop {
-            self.skip_separators();
-            match self.raw(0) {
-                Tok::Punct(Punct::RBrace) => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                Tok::Eof => {
-                    self.expect_close(Punct::RBrace, open)?;
-                    return Ok(());
-                }
-                _ => {}
-            }
-            let start = self.pos;
-            let depth = self.newline_significant.len();
-            if member(self).and_then(|_| self.end_of_statement(true)).is_err() {
-                self.newline_significant.truncate(depth);
-                self.recover();
-            }
-            if self.pos == start {
-                self.pos += 1;
-            }
-        }
-    }
+/// `train [name] { entries }`, `evaluate ...`, `infer ...`.
+fn recipe<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, ItemKind> {
+    let kind =
+        choice((kw(Kw::Train).to(RecipeKind::Train), kw(Kw::Evaluate).to(RecipeKind::Evaluate), kw(Kw::Infer).to(RecipeKind::Infer)));
+    kind.then(plain_name(sp).or_not())
+        .then(braced_lines(recipe_entry(sp, g)))
+        .map_with(move |((kind, name), entries), e| ItemKind::Recipe(Rc::new(Recipe { kind, name, entries, span: sp.of(e.span()) })))
+        .boxed()
+}
 
-    fn recipe(&mut self, kind: RecipeKind) -> PResult<Recipe> {
-        let start = self.bump().span;
-        let name = if matches!(self.peek(), Tok::Ident(_)) { Some(self.ident("a recipe name")?) } else { None };
-        let open = self.expect_punct(Punct::LBrace)?;
-        let mut entries = vec![];
-        self.with_newlines(true, |p| {
-            p.members(open, |p| {
-                entries.push(p.recipe_entry()?);
-                Ok(())
-            })
-        })?;
-        Ok(Recipe { kind, name, entries, span: start.to(self.prev_span()) })
-    }
-
-    fn recipe_entry(&mut self) -> PResult<RecipeEntry> {
-        let start = self.span();
-        let next_is_eq = *self.peek2() == Tok::Punct(Punct::Eq);
-        match self.peek().clone() {
-            Tok::Kw(Kw::Evaluate) if !next_is_eq => {
-                self.bump();
-                let data = self.expr()?;
-                let every = self.every()?;
-                let body = self.block(false)?;
-                Ok(RecipeEntry::Evaluate { span: start.to(body.span), data, every, body })
+fn recipe_entry<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, RecipeEntry> {
+    // `evaluate`, `checkpoint`, `log` and `step` start clauses unless they are assigned to.
+    let clause = |k: Kw| kw(k).then_ignore(punct(Punct::Eq).not());
+    let evaluate = clause(Kw::Evaluate)
+        .ignore_then(g.expr.clone())
+        .then(every(sp))
+        .then(g.block.clone())
+        .map_with(move |((data, every), body), e| RecipeEntry::Evaluate { data, every, body, span: sp.of(e.span()) });
+    let checkpoint = clause(Kw::Checkpoint)
+        .ignore_then(g.expr.clone())
+        .then(every(sp))
+        .map_with(move |(dir, every), e| RecipeEntry::Checkpoint { dir, every, span: sp.of(e.span()) });
+    let log = clause(Kw::Log).ignore_then(every(sp)).map_with(move |every, e| RecipeEntry::Log { every, span: sp.of(e.span()) });
+    let step = clause(Kw::Step).ignore_then(g.params.clone()).then(g.step_block.clone()).map_with(move |(params, body), e| {
+        let body = match body.kind {
+            ExprKind::Block(mut stmts, tail) => {
+                stmts.extend(tail.map(|t| Stmt::Expr(*t)));
+                stmts
             }
-            Tok::Kw(Kw::Checkpoint) if !next_is_eq => {
-                self.bump();
-                let dir = self.expr()?;
-                let every = self.every()?;
-                Ok(RecipeEntry::Checkpoint { span: start.to(every.span), dir, every })
-            }
-            Tok::Kw(Kw::Log) if !next_is_eq => {
-                self.bump();
-                let every = self.every()?;
-                Ok(RecipeEntry::Log { span: start.to(every.span), every })
-            }
-            Tok::Kw(Kw::Step) if !next_is_eq => {
-                self.bump();
-                let params = self.params()?;
-                let body = self.block(true)?;
-                let stmts = match body.kind {
-                    ExprKind::Block(mut stmts, tail) => {
-                        if let Some(t) = tail {
-                            stmts.push(Stmt::Expr(*t));
-                        }
-                        stmts
-                    }
-                    _ => vec![],
-                };
-                Ok(RecipeEntry::Step { params, body: stmts, span: start.to(body.span) })
-            }
-            _ => {
-                let name = self.ident("a recipe field such as `model = ...`")?;
-                self.expect_punct(Punct::Eq)?;
-                let value = self.expr()?;
-                Ok(RecipeEntry::Field(Field { span: name.span.to(value.span), name, value }))
-            }
-        }
-    }
-
-    /// `every epoch`, `every 2 epochs`, `every 50 steps`.
-    fn every(&mut self) -> PResult<Every> {
-        let start = match self.eat_kw(Kw::Every) {
-            Some(s) => s,
-            None => return Err(self.error_here("`every`")),
+            _ => vec![],
         };
-        let count = match self.peek().clone() {
-            Tok::Int(v) => {
-                let span = self.bump().span;
-                Some(Expr { kind: ExprKind::Int(v), span })
-            }
-            _ => None,
-        };
-        let unit = self.ident("`epoch` or `steps`")?;
-        Ok(Every { span: start.to(unit.span), count, unit })
-    }
+        RecipeEntry::Step { params, body, span: sp.of(e.span()) }
+    });
+    // A field, unless the line starts a clause (so a clause's own error is not mixed with "or `=`").
+    let clause_start = choice((kw(Kw::Evaluate), kw(Kw::Checkpoint), kw(Kw::Log), kw(Kw::Step))).then(punct(Punct::Eq).not());
+    let field = clause_start
+        .not()
+        .ignore_then(name(sp))
+        .labelled(Expect::RecipeField)
+        .then_ignore(punct(Punct::Eq))
+        .then(g.rhs.clone())
+        .map(|(name, value)| RecipeEntry::Field(Field { span: name.span.to(value.span), name, value }));
+    choice((evaluate.boxed(), checkpoint.boxed(), log.boxed(), step.boxed(), field.boxed())).boxed()
+}
 
-    pub(super) fn type_expr(&mut self) -> PResult<TypeExpr> {
-        let t = self.token().clone();
-        match t.tok {
-            Tok::DType(dtype) => {
-                self.bump();
-                if self.at_punct(Punct::LBracket) {
-                    let open = self.bump().span;
-                    let dims = self.with_newlines(false, |p| {
-                        let mut dims = vec![];
-                        while !p.at_punct(Punct::RBracket) {
-                            dims.push(p.dim()?);
-                            if p.eat_punct(Punct::Comma).is_none() {
-                                break;
-                            }
-                        }
-                        p.expect_close(Punct::RBracket, open)?;
-                        Ok(dims)
-                    })?;
-                    Ok(TypeExpr { kind: TypeKind::Tensor { dtype, dims: Some(dims) }, span: t.span.to(self.prev_span()) })
-                } else if dtype == crate::types::DType::Bool {
-                    Ok(TypeExpr { kind: TypeKind::Scalar(ScalarKind::Bool), span: t.span })
-                } else {
-                    Ok(TypeExpr { kind: TypeKind::Tensor { dtype, dims: None }, span: t.span })
-                }
-            }
-            Tok::Ident(name) => {
-                let kind = match name.as_str() {
-                    "int" => ScalarKind::Int,
-                    "float" => ScalarKind::Float,
-                    "str" => ScalarKind::Str,
-                    _ => {
-                        let d = crate::diag::Diagnostic::error("E0101", format!("expected a type, found `{name}`"), t.span)
-                            .with_label("not a type")
-                            .with_help("types are `int`, `float`, `bool`, `str`, or tensor types like `f32[B, 784]`");
-                        self.push_diag(d);
-                        return Err(Fail);
-                    }
-                };
-                self.bump();
-                Ok(TypeExpr { kind: TypeKind::Scalar(kind), span: t.span })
-            }
-            _ => Err(self.error_here("a type such as `f32[B, 784]` or `int`")),
-        }
-    }
-
-    fn dim(&mut self) -> PResult<DimExpr> {
-        let first = self.dim_atom()?;
-        if !self.at_punct(Punct::Star) {
-            return Ok(first);
-        }
-        let start = self.span();
-        let mut factors = vec![first];
-        while self.eat_punct(Punct::Star).is_some() {
-            factors.push(self.dim_atom()?);
-        }
-        Ok(DimExpr::Product(factors, start.to(self.prev_span())))
-    }
-
-    fn dim_atom(&mut self) -> PResult<DimExpr> {
-        let t = self.token().clone();
-        let d = match t.tok {
-            Tok::Int(v) => DimExpr::Int(v, t.span),
-            Tok::Ident(ref n) if n == "_" => DimExpr::Wild(t.span),
-            Tok::Ident(n) => DimExpr::Name(n, t.span),
-            Tok::Punct(Punct::Ellipsis) => DimExpr::Ellipsis(t.span),
-            _ => return Err(self.error_here("a dimension (a number, a name, `_` or `...`)")),
-        };
-        self.bump();
-        Ok(d)
-    }
+/// `every epoch`, `every 2 epochs`, `every 50 steps`.
+fn every<'a, E: GrammarError<'a>>(sp: Spans) -> P<'a, E, Every> {
+    let count = select_ref! { Tok::Int(v) = e => Expr { kind: ExprKind::Int(*v), span: sp.of(e.span()) } };
+    kw(Kw::Every)
+        .ignore_then(count.or_not())
+        .then(name(sp).labelled(Expect::EveryUnit))
+        .map_with(move |(count, unit), e| Every { count, unit, span: sp.of(e.span()) })
+        .boxed()
 }

@@ -85,15 +85,112 @@ fn recovery_reports_each_bad_line() {
     let src = "let a = )\nlet b = 1\nfn f(x) = x +\nmodel M {\n  w = ]\n  v = 1\n}\nlet c = 2 3\n";
     let (p, d) = parse(FileId(0), src);
     assert_eq!(d.len(), 4, "{d:#?}");
-    // The good items around the errors survive.
-    let lets = p.items.iter().filter(|i| matches!(i.kind, ItemKind::Let(..))).count();
-    assert_eq!(lets, 1, "only `let b` is intact");
-    assert!(p.items.iter().any(|i| matches!(&i.kind, ItemKind::Model(m) if m.fields.len() == 1)));
+    // The good items around the errors survive, and a definition whose value does not parse keeps
+    // its name (with an error value), so the checker knows `a` and `c` exist.
+    let lets: Vec<(&str, bool)> = p
+        .items
+        .iter()
+        .filter_map(|i| match &i.kind {
+            ItemKind::Let(n, e) => Some((n.name.as_str(), matches!(e.kind, ExprKind::Error))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lets, vec![("a", true), ("b", false), ("c", true)]);
+    assert!(p.items.iter().any(|i| matches!(&i.kind, ItemKind::Fn(f) if f.name.name == "f" && matches!(f.body.kind, ExprKind::Error))));
+    assert!(p.items.iter().any(|i| matches!(&i.kind, ItemKind::Model(m) if m.fields.len() == 2)));
+}
+
+/// The messages of the errors in `src`, as `line:col message`.
+fn errors(src: &str) -> Vec<String> {
+    let (_, d) = parse(FileId(0), src);
+    d.iter()
+        .map(|d| {
+            let at = d.primary_span().start as usize;
+            let line = src[..at].matches('\n').count() + 1;
+            let col = at - src[..at].rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+            format!("{line}:{col} {} {}", d.code, d.message)
+        })
+        .collect()
+}
+
+#[test]
+fn messages_name_what_could_come_next() {
+    assert_eq!(errors("let c = 2 3"), ["1:11 E0101 expected end of line, found integer `3`"]);
+    assert_eq!(errors("fn g(x y) = x"), ["1:8 E0101 expected `:`, `=`, `,` or `)`, found `y`"]);
+    assert_eq!(errors("let = 5"), ["1:5 E0101 expected a name, found `=`"]);
+    assert_eq!(errors("let y = x +* 2.0"), ["1:12 E0101 expected an expression, found `*`"]);
+    assert_eq!(errors("fn f(x) x"), ["1:9 E0101 expected `=` or `{` to start the body, found `x`"]);
+    assert_eq!(errors("train {\n  log 50 steps\n}"), ["2:7 E0101 expected `every`, found integer `50`"]);
+    assert_eq!(errors("fn f(x: foo) = x"), ["1:9 E0101 expected a type, found `foo`"]);
+}
+
+#[test]
+fn named_errors() {
+    assert_eq!(errors("let v = if a { 1 }\nlet w = 2"), ["1:14 E0101 `if` needs an `else` branch"]);
+    assert_eq!(errors("let f = (a, 1) => a"), ["1:9 E0101 lambda parameters must be plain names"]);
+    assert_eq!(errors("let a = (x == y) == z"), Vec::<String>::new());
+    assert_eq!(errors("fn f(m, g) {\n  update m by g\n}"), ["2:3 E0310 `update` statements belong in a `step` block of a `train` recipe"]);
+    assert_eq!(errors("train {\n  step(b) {\n    update m by g\n    log b\n  }\n}"), Vec::<String>::new());
+}
+
+#[test]
+fn else_and_pipes_continue_lines_and_groups_ignore_them() {
+    assert_eq!(shape("let v = if a { 1 }\nelse { 2 }").len() > 0, true);
+    assert_eq!(shape("let s = f(1,\n  2)\n"), "f(1, 2)");
+    assert_eq!(shape("let t = x\n  and y\n  or z"), "((x and y) or z)");
+    assert_eq!(shape("let u =\n  1 + 2"), "(1 + 2)");
+    // A call's `(` must be on the line of what it calls: here `(2)` is a statement of its own.
+    let (p, d) = parse(FileId(0), "let a = f\n(2)\n");
+    assert!(d.is_empty(), "{d:?}");
+    assert_eq!(p.items.len(), 2);
+}
+
+#[test]
+fn an_item_at_column_one_closes_what_was_left_open() {
+    // The `(` never closed: reported at the opener, and the next item still parses.
+    let src = "let a = f(1,\nlet b = 2\nlet c = [1, 2\n\nfn g(x) = x\n";
+    assert_eq!(errors(src), ["1:10 E0104 unclosed delimiter `(`", "3:9 E0104 unclosed delimiter `[`"]);
+    let (p, _) = parse(FileId(0), src);
+    let names: Vec<String> = p
+        .items
+        .iter()
+        .map(|i| match &i.kind {
+            ItemKind::Let(n, _) => n.name.clone(),
+            ItemKind::Fn(f) => f.name.name.clone(),
+            _ => "?".into(),
+        })
+        .collect();
+    assert_eq!(names, ["a", "b", "c", "g"]);
+}
+
+#[test]
+fn errors_inside_groups_become_error_nodes() {
+    let (p, d) = parse(FileId(0), "let a = g([1,, 2], 3)\nlet b = a");
+    assert_eq!(d.len(), 1, "{d:?}");
+    let ItemKind::Let(_, e) = &p.items[0].kind else { panic!("{:?}", p.items[0]) };
+    let ExprKind::Call(_, args) = &e.kind else { panic!("{e:?}") };
+    assert!(matches!(args[0].value.kind, ExprKind::Error));
+    assert!(matches!(args[1].value.kind, ExprKind::Int(3)));
+}
+
+#[test]
+fn deep_nesting_is_an_answer_not_a_crash() {
+    let nested = |depth: usize| format!("let x = {}1{}\nlet y = 2", "[".repeat(depth), "]".repeat(depth));
+    let (_, d) = parse(FileId(0), &nested(crate::syntax::layout::MAX_NESTING));
+    assert!(d.is_empty(), "{d:?}");
+    for depth in [crate::syntax::layout::MAX_NESTING + 1, 50_000] {
+        let (p, d) = parse(FileId(0), &nested(depth));
+        assert_eq!(d.iter().map(|d| d.code).collect::<Vec<_>>(), ["E0106"], "{depth}");
+        assert_eq!(p.items.len(), 2, "the line after still parses");
+        let (_, d) = parse(FileId(0), &"(".repeat(depth));
+        assert_eq!(d.iter().map(|d| d.code).collect::<Vec<_>>(), ["E0106", "E0104"], "{depth}");
+    }
 }
 
 #[test]
 fn unclosed_delimiter_points_at_the_opener() {
     let (_, d) = parse(FileId(0), "let x = f(1, 2");
+    assert_eq!(d.len(), 1, "{d:?}");
     assert_eq!(d[0].code, "E0104");
     assert_eq!(d[0].primary_span().start, 9);
 }

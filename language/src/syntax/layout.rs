@@ -1,0 +1,197 @@
+//! Layout: which line breaks end a statement, decided once over the tokens so that the grammar
+//! (chumsky) sees a plain token stream in which a `Newline` token always means "end of line".
+//!
+//! The rules, as DL has always had them:
+//! - inside `( )` and `[ ]` a line break means nothing; at top level and inside `{ }` it ends a
+//!   statement (a `{` inside parentheses starts a block, where lines matter again);
+//! - a line that starts with `|>`, `and`, `or` or `else` continues the line before;
+//! - a line break right after `=` continues the definition on the next line;
+//! - blank lines collapse into one break.
+//!
+//! It also finds delimiters that are never closed (E0104, reported at the opener): at the end of
+//! the file, and where a line at column 1 starts a new item (`let`, `fn`, `model Name`, ...) while
+//! a `(` or `[` is still open, since such a line cannot be inside an argument list. The parser's
+//! own errors at those points are consequences of the same mistake and are dropped (`quiet`).
+
+use super::token::{Kw, Punct, Tok, Token};
+use crate::diag::Diagnostic;
+use crate::span::Span;
+use chumsky::span::SimpleSpan;
+
+pub struct Layout {
+    /// The tokens the grammar parses, with byte spans; no trailing `Eof` (chumsky has its own).
+    pub tokens: Vec<(Tok, SimpleSpan)>,
+    /// E0104 for delimiters left open, E0106 for groups nested too deep.
+    pub diags: Vec<Diagnostic>,
+    /// Byte ranges at which a parse error only restates an unclosed delimiter.
+    pub quiet: Vec<(u32, u32)>,
+}
+
+struct Open {
+    punct: Punct,
+    span: Span,
+}
+
+pub fn layout(mut toks: Vec<Token>) -> Layout {
+    let mut out: Vec<(Tok, SimpleSpan)> = Vec::with_capacity(toks.len());
+    let mut stack: Vec<Open> = vec![];
+    let mut diags = vec![];
+    let mut quiet = vec![];
+    let simple = |s: Span| SimpleSpan::from(s.start as usize..s.end as usize);
+    let mut i = 0;
+    while i < toks.len() {
+        let span = toks[i].span;
+        match toks[i].tok {
+            Tok::Eof => break,
+            Tok::Newline => {
+                let next = toks[i..].iter().find(|t| t.tok != Tok::Newline).unwrap_or(&toks[toks.len() - 1]);
+                if in_group(&stack) && starts_item(&toks, i) {
+                    // A new item at column 1: the groups opened before it were never closed.
+                    let last_end = out.last().map(|(_, s)| s.end).unwrap_or(0);
+                    quiet.push((last_end as u32, next.span.start));
+                    let mut open = vec![];
+                    while in_group(&stack) {
+                        open.extend(stack.pop());
+                    }
+                    close_all(&open, last_end, &mut out, &mut diags);
+                }
+                let significant = !in_group(&stack);
+                let continues = matches!(next.tok, Tok::Punct(Punct::Pipe) | Tok::Kw(Kw::And | Kw::Or | Kw::Else));
+                let after_eq = matches!(out.last(), Some((Tok::Punct(Punct::Eq), _)));
+                let repeated = matches!(out.last(), Some((Tok::Newline, _)) | None);
+                if significant && !continues && !after_eq && !repeated {
+                    out.push((Tok::Newline, simple(span)));
+                }
+            }
+            Tok::Punct(p @ (Punct::LParen | Punct::LBracket | Punct::LBrace)) if stack.len() >= MAX_NESTING => {
+                // Deeper than any program needs, and deep enough to exhaust the stack of the
+                // stages after the parser: the group is reported and parsed as empty.
+                diags.push(
+                    Diagnostic::error("E0106", format!("delimiters nested more than {MAX_NESTING} deep"), span)
+                        .with_label("this group is one too deep")
+                        .with_help("split the expression with `let`"),
+                );
+                let close = closer_of(p);
+                let skipped_to = skip_group(&toks, i);
+                out.push((Tok::Punct(p), simple(span)));
+                let end = toks.get(skipped_to).map(|t| t.span).unwrap_or(span);
+                out.push((Tok::Punct(close), SimpleSpan::from(end.start as usize..end.start as usize)));
+                quiet.push((span.start, end.end));
+                i = skipped_to;
+            }
+            Tok::Punct(p @ (Punct::LParen | Punct::LBracket | Punct::LBrace)) => {
+                stack.push(Open { punct: p, span });
+                out.push((Tok::Punct(p), simple(span)));
+            }
+            Tok::Punct(p @ (Punct::RParen | Punct::RBracket | Punct::RBrace)) => {
+                let opener = opener_of(p);
+                // Close the matching group; a mismatched closer closes the innermost one (the parser
+                // reports the mismatch), so that one wrong bracket does not change the layout of the
+                // rest of the file.
+                match stack.iter().rposition(|o| o.punct == opener) {
+                    Some(k) => stack.truncate(k),
+                    None => {
+                        stack.pop();
+                    }
+                }
+                out.push((Tok::Punct(p), simple(span)));
+            }
+            // Moved, not cloned: names and strings own their text.
+            _ => out.push((std::mem::replace(&mut toks[i].tok, Tok::Newline), simple(span))),
+        }
+        i += 1;
+    }
+    // Trailing line breaks carry nothing.
+    while matches!(out.last(), Some((Tok::Newline, _))) {
+        out.pop();
+    }
+    if !stack.is_empty() {
+        let last_end = out.last().map(|(_, s)| s.end).unwrap_or(0);
+        let eof = toks.last().map(|t| t.span.end).unwrap_or(0);
+        quiet.push((last_end as u32, eof));
+        stack.reverse();
+        close_all(&stack, last_end, &mut out, &mut diags);
+    }
+    Layout { tokens: out, diags, quiet }
+}
+
+/// Close the groups `open` (innermost first) with zero-width closers at `at`, so that the parser
+/// sees whole groups and keeps what they hold; report them as one E0104 at the innermost opener.
+fn close_all(open: &[Open], at: usize, out: &mut Vec<(Tok, SimpleSpan)>, unclosed: &mut Vec<Diagnostic>) {
+    for o in open {
+        out.push((Tok::Punct(closer_of(o.punct)), SimpleSpan::from(at..at)));
+    }
+    let Some((first, rest)) = open.split_first() else { return };
+    let mut d = unclosed_at(first);
+    // The others that end at the same place, outermost last; a few are enough to see the pattern.
+    for o in rest.iter().take(3) {
+        d = d.with_secondary(o.span, format!("`{}` also never closed", o.punct.as_str()));
+    }
+    if rest.len() > 3 {
+        d = d.with_note(format!("{} more delimiters are never closed", rest.len() - 3));
+    }
+    unclosed.push(d);
+}
+
+/// The deepest nesting of delimiters the parser accepts.
+pub const MAX_NESTING: usize = 256;
+
+/// The index of the token that closes the group opened at `open` (or of the `Eof`); the caller
+/// resumes after it.
+fn skip_group(toks: &[Token], open: usize) -> usize {
+    let mut depth = 0usize;
+    for (k, t) in toks.iter().enumerate().skip(open) {
+        match t.tok {
+            Tok::Punct(Punct::LParen | Punct::LBracket | Punct::LBrace) => depth += 1,
+            Tok::Punct(Punct::RParen | Punct::RBracket | Punct::RBrace) => {
+                depth -= 1;
+                if depth == 0 {
+                    return k;
+                }
+            }
+            Tok::Eof => return k,
+            _ => {}
+        }
+    }
+    toks.len().saturating_sub(1)
+}
+
+/// Inside a `( )` or `[ ]` that is not itself inside a nearer `{ }`.
+fn in_group(stack: &[Open]) -> bool {
+    matches!(stack.last(), Some(o) if o.punct != Punct::LBrace)
+}
+
+fn opener_of(close: Punct) -> Punct {
+    match close {
+        Punct::RParen => Punct::LParen,
+        Punct::RBracket => Punct::LBracket,
+        _ => Punct::LBrace,
+    }
+}
+
+fn closer_of(open: Punct) -> Punct {
+    match open {
+        Punct::LParen => Punct::RParen,
+        Punct::LBracket => Punct::RBracket,
+        _ => Punct::RBrace,
+    }
+}
+
+fn unclosed_at(open: &Open) -> Diagnostic {
+    Diagnostic::error("E0104", format!("unclosed delimiter `{}`", open.punct.as_str()), open.span)
+        .with_label("opened here and never closed")
+        .with_help(format!("add `{}`", closer_of(open.punct).as_str()))
+}
+
+/// Whether the line after the newline at `i` starts, at column 1, with an item keyword.
+fn starts_item(toks: &[Token], i: usize) -> bool {
+    let Some(first) = toks.get(i + 1) else { return false };
+    if first.span.start != toks[i].span.end {
+        return false; // indented, or another blank line
+    }
+    match &first.tok {
+        Tok::Kw(Kw::Let | Kw::Fn | Kw::Use | Kw::Train | Kw::Evaluate | Kw::Infer) => true,
+        Tok::Kw(Kw::Model | Kw::Data) => matches!(toks.get(i + 2).map(|t| &t.tok), Some(Tok::Ident(_))),
+        _ => false,
+    }
+}

@@ -1,0 +1,47 @@
+//! Recovery: where the parser goes on after a syntax error.
+
+use super::error::GrammarError;
+use super::Input;
+use crate::syntax::token::{Punct, Tok};
+use chumsky::prelude::*;
+
+/// Skip the rest of a line from where a statement started: up to a line break or `;` at the same
+/// nesting depth (groups are skipped whole, line breaks inside them too), or up to the `}` that
+/// closes the enclosing block, which is left for the block. `stray_brace`: at top level a `}`
+/// closes nothing and is skipped with its line. Consumes at least one token or fails, so a
+/// repetition around it always ends.
+pub(super) fn skip_line<'a, E: GrammarError<'a>>(stray_brace: bool) -> impl Parser<'a, Input<'a>, (), extra::Err<E>> + Clone {
+    custom(move |inp| {
+        let start = inp.cursor();
+        let mut depth = 0u32;
+        let mut skipped = 0usize;
+        while let Some(tok) = inp.peek() {
+            match tok {
+                Tok::Newline | Tok::Punct(Punct::Semi) if depth == 0 => break,
+                Tok::Punct(Punct::RBrace) if depth == 0 && !(stray_brace && skipped == 0) => break,
+                Tok::Punct(Punct::LParen | Punct::LBracket | Punct::LBrace) => depth += 1,
+                Tok::Punct(Punct::RParen | Punct::RBracket | Punct::RBrace) => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            inp.skip();
+            skipped += 1;
+        }
+        if skipped == 0 {
+            return Err(E::at(inp.span_since(&start)));
+        }
+        Ok(())
+    })
+}
+
+/// A group `open ... close` skipped whole, nested groups included: what replaces a group whose
+/// contents do not parse.
+pub(super) fn skip_group<'a, E: GrammarError<'a>>(open: Punct, close: Punct) -> impl Parser<'a, Input<'a>, (), extra::Err<E>> + Clone {
+    let pairs = [
+        (Tok::Punct(Punct::LParen), Tok::Punct(Punct::RParen)),
+        (Tok::Punct(Punct::LBracket), Tok::Punct(Punct::RBracket)),
+        (Tok::Punct(Punct::LBrace), Tok::Punct(Punct::RBrace)),
+    ];
+    let others: Vec<(Tok, Tok)> = pairs.into_iter().filter(|(o, _)| *o != Tok::Punct(open)).collect();
+    let others: [(Tok, Tok); 2] = [others[0].clone(), others[1].clone()];
+    nested_delimiters(Tok::Punct(open), Tok::Punct(close), others, |_| ())
+}

@@ -230,6 +230,16 @@ impl Program {
         Program { session, host, ok, recipes }
     }
 
+    /// Type-check what parsed of a program that may have syntax errors (for editors; see
+    /// [`Session::check_partial`]).
+    pub fn check_partial(name: &str, text: &str, root: Option<&Path>) -> Program {
+        let mut session = Session::new(Mode::Check);
+        let mut host = RuntimeHost::new(root.map(|p| p.to_path_buf()), false);
+        let ok = session.check_partial(name, text, &mut host);
+        let recipes = recipe_names(&session);
+        Program { session, host, ok, recipes }
+    }
+
     /// Check, then run the top-level statements (printing when `echo`).
     pub fn run(name: &str, text: &str, root: Option<&Path>, echo: bool) -> Program {
         Program::run_seeded(name, text, root, echo, 0)

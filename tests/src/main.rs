@@ -4,6 +4,7 @@
 mod corpus;
 mod directives;
 mod no_panic;
+mod partial;
 
 use std::path::{Path, PathBuf};
 

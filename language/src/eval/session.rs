@@ -78,6 +78,25 @@ impl Session {
         !self.t.has_errors()
     }
 
+    /// Check a file that may have syntax errors, for what did parse: the items the parser
+    /// recovered are checked (in check mode, whatever this session's mode: nothing runs), so
+    /// their names and types can be asked for afterwards (`type_of`), as an editor needs while a
+    /// file is being typed. Definitions whose value did not parse are known by name with no
+    /// type, and their uses report nothing. Returns whether there were no errors at all.
+    ///
+    /// `run_source` stops after syntax errors instead: its reports stay free of errors that a
+    /// lost line causes further on.
+    pub fn check_partial(&mut self, name: &str, text: &str, host: &mut dyn Host) -> bool {
+        let file = self.t.sources.add(name, text);
+        let (prog, diags) = parse(file, text);
+        self.t.diags.extend(diags);
+        let saved = self.t.mode;
+        self.t.mode = Mode::Check;
+        self.load_program(self.main, &prog, host, None);
+        self.t.mode = saved;
+        !self.t.has_errors()
+    }
+
     /// Trace one REPL input in the main module; returns the value of a trailing expression.
     pub fn eval_input(&mut self, text: &str, host: &mut dyn Host) -> Evaluated {
         let before = self.t.diags.len();

@@ -26,7 +26,8 @@ pub struct Lexed {
 }
 
 pub fn lex_with_trivia(file: FileId, src: &str) -> Lexed {
-    let mut lx = Lexer { file, src, pos: 0, out: vec![], diags: vec![], trivia: vec![], line_start: 0, line_blank: true };
+    let mut lx =
+        Lexer { file, src, pos: 0, out: Vec::with_capacity(src.len() / 4), diags: vec![], trivia: vec![], line_start: 0, line_blank: true };
     lx.run();
     Lexed { tokens: lx.out, diags: lx.diags, trivia: lx.trivia }
 }
@@ -81,6 +82,7 @@ impl Lexer<'_> {
                     self.line_start = start + 1;
                     self.line_blank = true;
                 }
+                ' ' | '\t' | '\r' => self.pos += 1,
                 c if c.is_whitespace() => self.bump(1),
                 '#' => {
                     self.pos = self.src[self.pos..].find('\n').map_or(self.src.len(), |k| self.pos + k);

@@ -213,7 +213,8 @@ impl SyntaxError {
 /// phrase of their own are named only when they are all there is.
 fn tidy(mut set: ExpectSet) -> ExpectSet {
     use Expect::*;
-    let continuations = [Operator, LParen, LBracket, Dot];
+    // (`=>` continues a name into a one-parameter lambda.)
+    let continuations = [Operator, LParen, LBracket, Dot, FatArrow];
     let only_continuations = set.iter().all(|e| continuations.contains(&e) || e == OtherToken);
     if !only_continuations {
         for e in continuations {

@@ -122,6 +122,8 @@ fn messages_name_what_could_come_next() {
     assert_eq!(errors("fn f(x) x"), ["1:9 E0101 expected `=` or `{` to start the body, found `x`"]);
     assert_eq!(errors("train {\n  log 50 steps\n}"), ["2:7 E0101 expected `every`, found integer `50`"]);
     assert_eq!(errors("fn f(x: foo) = x"), ["1:9 E0101 expected a type, found `foo`"]);
+    assert_eq!(errors("let x = f(a: 1, b 2)"), ["1:19 E0101 expected `:`, `,` or `)`, found integer `2`"]);
+    assert_eq!(errors("let x = max(1, 2]"), ["1:17 E0101 expected `,` or `)`, found `]`"]);
 }
 
 #[test]

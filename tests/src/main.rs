@@ -3,6 +3,7 @@
 
 mod corpus;
 mod directives;
+mod lossless;
 mod no_panic;
 mod partial;
 

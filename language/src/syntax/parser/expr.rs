@@ -1,16 +1,16 @@
-//! Expressions, blocks and statements: atoms, postfix calls/indexing/fields, a pratt parser for
-//! the operators, `{ ... }` blocks of statements (one per line, each recovered on its own), `if`,
-//! lambdas, `checkpoint { }` and `precision bf16 { }`.
+//! Expressions: atoms, postfix calls/indexing/fields, `if`, lambdas, `checkpoint { }` and
+//! `precision bf16 { }`; the operators are in `operators.rs`, blocks and statements in `block.rs`.
 
+use super::block::{block_of, statement};
 use super::error::{Expect, GrammarError};
+use super::operators::operators;
 use super::recover::{skip_group, skip_line};
-use super::tokens::{at, followed_by_end, kw, line_end, name, punct, seps, Spans, P};
+use super::tokens::{at, followed_by_end, kw, name, punct, Spans, P};
 use super::types::{tensor_type, type_expr};
 use crate::diag::Diagnostic;
 use crate::span::Span;
 use crate::syntax::ast::*;
 use crate::syntax::token::{Kw, Punct, Tok};
-use chumsky::pratt::{infix, left, prefix, right};
 use chumsky::prelude::*;
 use std::rc::Rc;
 
@@ -26,7 +26,8 @@ pub(super) struct Exprs<'a, E: GrammarError<'a>> {
     pub params: P<'a, E, Vec<Param>>,
 }
 
-fn error_node(span: Span) -> Expr {
+/// What stands for something that did not parse (already reported); later stages skip it.
+pub(super) fn error_node(span: Span) -> Expr {
     Expr { kind: ExprKind::Error, span }
 }
 
@@ -34,67 +35,14 @@ pub(super) fn exprs<'a, E: GrammarError<'a>>(sp: Spans, tokens: &'a [(Tok, Simpl
     let mut expr = Recursive::declare();
     let mut block = Recursive::declare();
     let mut if_expr = Recursive::declare();
-    let ident = name(sp);
-
     let rhs = expr
         .clone()
         .then_ignore(followed_by_end())
         .recover_with(via_parser(skip_line(false).map_with(move |_, e| error_node(sp.of(e.span())))))
         .boxed();
 
-    let stmt = |in_step: bool| -> P<'a, E, Stmt> {
-        let let_ = kw(Kw::Let)
-            .ignore_then(ident.clone().labelled(Expect::Name))
-            .then_ignore(punct(Punct::Eq))
-            .then(rhs.clone())
-            .map(|(n, e)| Stmt::Let(n, e));
-        // `update` parses anywhere so that misplacing it is reported as such (E0310), whether or
-        // not the code is ever called; `log` stays an ordinary name outside `step` blocks (it is
-        // also the logarithm).
-        let update = at(kw(Kw::Update), sp).then(expr.clone()).then_ignore(kw(Kw::By)).then(expr.clone()).validate(
-            move |((start, target), grads), _, emitter| {
-                let span = start.to(grads.span);
-                if !in_step {
-                    emitter.emit(E::named(
-                        Diagnostic::error("E0310", "`update` statements belong in a `step` block of a `train` recipe", span)
-                            .with_label("not allowed here")
-                            .with_help("compute new values with an expression here; parameters are updated by a recipe's optimiser or `step` block"),
-                    ));
-                }
-                Stmt::Update { target, grads, span }
-            },
-        );
-        let expr_stmt = expr.clone().map(Stmt::Expr);
-        if in_step {
-            let log = at(kw(Kw::Log), sp).then(expr.clone()).map(|(start, e)| Stmt::Log(e.clone(), start.to(e.span)));
-            choice((let_.boxed(), update.boxed(), log.boxed(), expr_stmt.boxed())).boxed()
-        } else {
-            choice((let_.boxed(), update.boxed(), expr_stmt.boxed())).boxed()
-        }
-    };
-    let block_of = |stmt: P<'a, E, Stmt>| -> P<'a, E, Expr> {
-        let line = stmt.then_ignore(line_end(false)).map(Some).recover_with(via_parser(skip_line(false).to(None)));
-        punct(Punct::LBrace)
-            .ignore_then(seps().ignore_then(line).repeated().collect::<Vec<_>>())
-            .then_ignore(seps())
-            .then_ignore(punct(Punct::RBrace))
-            .map_with(move |lines, e| {
-                let mut stmts: Vec<Stmt> = lines.into_iter().flatten().collect();
-                let tail = match stmts.pop() {
-                    Some(Stmt::Expr(t)) => Some(Box::new(t)),
-                    Some(other) => {
-                        stmts.push(other);
-                        None
-                    }
-                    None => None,
-                };
-                Expr { kind: ExprKind::Block(stmts, tail), span: sp.of(e.span()) }
-            })
-            .recover_with(via_parser(skip_group(Punct::LBrace, Punct::RBrace).map_with(move |_, e| error_node(sp.of(e.span())))))
-            .boxed()
-    };
-    block.define(block_of(stmt(false)));
-    let step_block = block_of(stmt(true));
+    block.define(block_of(sp, statement(sp, &expr, &rhs, false)));
+    let step_block = block_of(sp, statement(sp, &expr, &rhs, true));
 
     if_expr.define(
         at(kw(Kw::If), sp)
@@ -194,7 +142,7 @@ fn atom<'a, E: GrammarError<'a>>(sp: Spans, expr: &P2<'a, E>, block: &P2<'a, E>,
     .boxed()
 }
 
-type P2<'a, E> = Recursive<chumsky::recursive::Indirect<'a, 'a, super::Input<'a>, Expr, super::tokens::Ex<E>>>;
+pub(super) type P2<'a, E> = Recursive<chumsky::recursive::Indirect<'a, 'a, super::Input<'a>, Expr, super::tokens::Ex<E>>>;
 
 /// `( ... )`: unit, a parenthesised expression, a tuple, a record, or a lambda's parameters.
 fn paren<'a, E: GrammarError<'a>>(sp: Spans, expr: &P2<'a, E>) -> P<'a, E, Expr> {
@@ -305,82 +253,4 @@ fn postfix<'a, E: GrammarError<'a>>(sp: Spans, atom: P<'a, E, Expr>, expr: &P2<'
         Expr { kind, span }
     })
     .boxed()
-}
-
-fn is_comparison(op: BinOp) -> bool {
-    matches!(op, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
-}
-
-/// The operators, loosest first: `|>`, `or`, `and`, `not`, comparisons, `+ -`, `* / // % @`,
-/// unary `-`, `**` (right-associative).
-fn operators<'a, E: GrammarError<'a>>(sp: Spans, tokens: &'a [(Tok, SimpleSpan)], operand: P<'a, E, Expr>) -> P<'a, E, Expr> {
-    let binary = move |l: Expr, op: BinOp, r: Expr, e: &mut chumsky::input::MapExtra<'a, '_, super::Input<'a>, super::tokens::Ex<E>>| {
-        Expr { kind: ExprKind::Binary(op, Box::new(l), Box::new(r)), span: sp.of(e.span()) }
-    };
-    // One token test per precedence level (not one per operator): the operators are tried after
-    // every operand, so this is the parser's hottest spot.
-    let comparison = select_ref! {
-        Tok::Punct(Punct::EqEq) => BinOp::Eq,
-        Tok::Punct(Punct::NotEq) => BinOp::Ne,
-        Tok::Punct(Punct::Le) => BinOp::Le,
-        Tok::Punct(Punct::Ge) => BinOp::Ge,
-        Tok::Punct(Punct::Lt) => BinOp::Lt,
-        Tok::Punct(Punct::Gt) => BinOp::Gt,
-    }
-    .map_with(move |op, e| (op, sp.of(e.span())));
-    let sum = select_ref! { Tok::Punct(Punct::Plus) => BinOp::Add, Tok::Punct(Punct::Minus) => BinOp::Sub };
-    let product = select_ref! {
-        Tok::Punct(Punct::Star) => BinOp::Mul,
-        Tok::Punct(Punct::Slash) => BinOp::Div,
-        Tok::Punct(Punct::SlashSlash) => BinOp::FloorDiv,
-        Tok::Punct(Punct::Percent) => BinOp::Mod,
-        Tok::Punct(Punct::At) => BinOp::MatMul,
-    };
-    operand
-        .pratt((
-            infix(left(1), punct(Punct::Pipe), move |l, _, r, e| Expr {
-                kind: ExprKind::Pipe(Box::new(l), Box::new(r)),
-                span: sp.of(e.span()),
-            }),
-            infix(left(2), kw(Kw::Or).to(BinOp::Or), binary),
-            infix(left(3), kw(Kw::And).to(BinOp::And), binary),
-            prefix(4, at(kw(Kw::Not), sp), move |_, x: Expr, e| Expr {
-                kind: ExprKind::Unary(UnOp::Not, Box::new(x)),
-                span: sp.of(e.span()),
-            }),
-            infix(left(5), comparison, move |l: Expr, (op, op_span): (BinOp, Span), r, e| {
-                if let Some(first) = chained(&l, tokens, sp) {
-                    e.emit(E::named(
-                        Diagnostic::error("E0101", "comparison operators cannot be chained", op_span)
-                            .with_label("second comparison")
-                            .with_secondary(first, "first comparison")
-                            .with_help("split it: `a < b and b < c`"),
-                    ));
-                    return error_node(sp.of(e.span()));
-                }
-                binary(l, op, r, e)
-            }),
-            infix(left(6), sum, binary),
-            infix(left(7), product, binary),
-            prefix(8, punct(Punct::Minus), move |_, x: Expr, e| Expr {
-                kind: ExprKind::Unary(UnOp::Neg, Box::new(x)),
-                span: sp.of(e.span()),
-            }),
-            infix(right(9), punct(Punct::StarStar).to(BinOp::Pow), binary),
-        ))
-        .boxed()
-}
-
-/// If `l` is itself an unparenthesised comparison, the span of its operator.
-fn chained(l: &Expr, tokens: &[(Tok, SimpleSpan)], sp: Spans) -> Option<Span> {
-    let ExprKind::Binary(op, a, b) = &l.kind else { return None };
-    if !is_comparison(*op) || l.span != a.span.to(b.span) {
-        return None;
-    }
-    let from = tokens.partition_point(|(_, s)| s.start < a.span.end as usize);
-    let between = tokens[from..]
-        .iter()
-        .take_while(|(_, s)| s.end <= b.span.start as usize)
-        .find(|(t, _)| matches!(t, Tok::Punct(Punct::EqEq | Punct::NotEq | Punct::Lt | Punct::Le | Punct::Gt | Punct::Ge)));
-    Some(between.map(|(_, s)| sp.of(*s)).unwrap_or(l.span))
 }

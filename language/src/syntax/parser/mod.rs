@@ -1,8 +1,8 @@
 //! The parser: chumsky combinators over the token stream that [`layout`](super::layout) prepared.
 //!
-//! - `item.rs` builds the grammar of a file (once per parse) from `expr.rs` (expressions, with a
-//!   pratt parser for the operators; blocks and statements), `types.rs` and `tokens.rs` (the
-//!   terminals).
+//! - `item.rs` builds the grammar of a file (once per parse) from `expr.rs` (atoms and postfixes),
+//!   `operators.rs` (chumsky's pratt parser), `block.rs` (blocks and statements), `types.rs` and
+//!   `tokens.rs` (the terminals).
 //! - `error.rs` is the error type chumsky builds while it tries alternatives, and its message.
 //! - `recover.rs` holds the recovery strategies: a failed statement, item, member or recipe entry
 //!   skips to the end of its line (nested groups skipped whole); a group whose contents do not
@@ -11,9 +11,11 @@
 //!
 //! One run reports every syntax error of a file and never panics.
 
+mod block;
 mod error;
 mod expr;
 mod item;
+mod operators;
 mod recover;
 mod tokens;
 mod types;

@@ -36,12 +36,12 @@ pub(super) fn skip_line<'a, E: GrammarError<'a>>(stray_brace: bool) -> impl Pars
 /// A group `open ... close` skipped whole, nested groups included: what replaces a group whose
 /// contents do not parse.
 pub(super) fn skip_group<'a, E: GrammarError<'a>>(open: Punct, close: Punct) -> impl Parser<'a, Input<'a>, (), extra::Err<E>> + Clone {
-    let pairs = [
-        (Tok::Punct(Punct::LParen), Tok::Punct(Punct::RParen)),
-        (Tok::Punct(Punct::LBracket), Tok::Punct(Punct::RBracket)),
-        (Tok::Punct(Punct::LBrace), Tok::Punct(Punct::RBrace)),
-    ];
-    let others: Vec<(Tok, Tok)> = pairs.into_iter().filter(|(o, _)| *o != Tok::Punct(open)).collect();
-    let others: [(Tok, Tok); 2] = [others[0].clone(), others[1].clone()];
+    use Punct::*;
+    let others = match open {
+        LParen => [(LBracket, RBracket), (LBrace, RBrace)],
+        LBracket => [(LParen, RParen), (LBrace, RBrace)],
+        _ => [(LParen, RParen), (LBracket, RBracket)],
+    }
+    .map(|(o, c)| (Tok::Punct(o), Tok::Punct(c)));
     nested_delimiters(Tok::Punct(open), Tok::Punct(close), others, |_| ())
 }

@@ -229,6 +229,10 @@ fn tidy(mut set: ExpectSet) -> ExpectSet {
     if set.has(EndOfLine) {
         set = set.without(EndOfFile).without(RBrace);
     }
+    // At the start of a line, "end of line" only means that blank lines may come first.
+    if set.has(Expression) || set.has(RecipeField) || set.has(MemberName) {
+        set = set.without(EndOfLine);
+    }
     set
 }
 

@@ -39,7 +39,10 @@ pub(crate) type Input<'a> = MappedInput<'a, Tok, SimpleSpan, &'a [(Tok, SimpleSp
 pub fn parse(file: FileId, src: &str) -> (Program, Vec<Diagnostic>) {
     let lexed = lex_with_trivia(file, src);
     let laid = layout(lexed.tokens);
-    let eoi = SimpleSpan::from(src.len()..src.len());
+    // "found end of file" points just after the last token, as rustc does, not at a line of
+    // its own after the trailing line breaks.
+    let end = laid.tokens.last().map_or(0, |(_, s)| s.end);
+    let eoi = SimpleSpan::from(end..end);
     let input = || laid.tokens.as_slice().split_token_span(eoi);
     // The fast pass: errors that carry nothing. A file without syntax errors is done here.
     let (items, errors) = item::program::<EmptyErr>(file, &laid.tokens).parse(input()).into_output_errors();

@@ -13,14 +13,25 @@ use chumsky::prelude::*;
 pub(super) fn skip_line<'a, E: GrammarError<'a>>(stray_brace: bool) -> impl Parser<'a, Input<'a>, (), extra::Err<E>> + Clone {
     custom(move |inp| {
         let start = inp.cursor();
-        let mut depth = 0u32;
+        // The groups opened since the statement started; a closer closes the nearest group of its
+        // kind (and any left open inside it), as the layout pass does.
+        let mut open: Vec<Punct> = vec![];
         let mut skipped = 0usize;
         while let Some(tok) = inp.peek() {
             match tok {
-                Tok::Newline | Tok::Punct(Punct::Semi) if depth == 0 => break,
-                Tok::Punct(Punct::RBrace) if depth == 0 && !(stray_brace && skipped == 0) => break,
-                Tok::Punct(Punct::LParen | Punct::LBracket | Punct::LBrace) => depth += 1,
-                Tok::Punct(Punct::RParen | Punct::RBracket | Punct::RBrace) => depth = depth.saturating_sub(1),
+                Tok::Newline | Tok::Punct(Punct::Semi) if open.is_empty() => break,
+                Tok::Punct(Punct::RBrace) if open.is_empty() && !(stray_brace && skipped == 0) => break,
+                Tok::Punct(p @ (Punct::LParen | Punct::LBracket | Punct::LBrace)) => open.push(p),
+                Tok::Punct(p @ (Punct::RParen | Punct::RBracket | Punct::RBrace)) => {
+                    let opener = match p {
+                        Punct::RParen => Punct::LParen,
+                        Punct::RBracket => Punct::LBracket,
+                        _ => Punct::LBrace,
+                    };
+                    if let Some(k) = open.iter().rposition(|o| *o == opener) {
+                        open.truncate(k);
+                    }
+                }
                 _ => {}
             }
             inp.skip();

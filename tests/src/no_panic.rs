@@ -109,3 +109,24 @@ fn raw_bytes_never_panic() {
         check_no_panic(src);
     }
 }
+
+/// The deepest trees the parser lets through are checked on a test thread's small stack (2 MiB
+/// in debug builds), and deeper ones are refused with E0106 instead of overflowing it.
+#[test]
+fn the_deepest_accepted_trees_are_checked() {
+    let depth = dlc_language::syntax::depth::MAX_DEPTH;
+    let sum = |n: usize| format!("let x = {}\nprint(x)\n", vec!["1.0"; n].join(" + "));
+    let lists = |n: usize| format!("let x = {}1{}\nprint(x)\n", "[".repeat(n), "]".repeat(n));
+    for src in
+        [sum(depth - 1), lists(dlc_language::syntax::layout::MAX_NESTING), format!("let x = {}1.0\nprint(x)\n", "-".repeat(depth - 2))]
+    {
+        check_no_panic(&src);
+        let p = dlc::Program::check("deep.dl", &src, None);
+        assert!(p.ok, "{:?}", p.diagnostics().first());
+    }
+    for src in [sum(50_000), format!("let x = {}1.0\n", "-".repeat(50_000))] {
+        check_no_panic(&src);
+        let p = dlc::Program::check("deep.dl", &src, None);
+        assert_eq!(p.diagnostics().iter().map(|d| d.code).collect::<Vec<_>>(), ["E0106"]);
+    }
+}

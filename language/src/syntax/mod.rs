@@ -3,6 +3,7 @@
 //! the AST as trivia, for the formatter and the language server.
 
 pub mod ast;
+pub mod depth;
 pub mod layout;
 pub mod lexer;
 pub mod parser;

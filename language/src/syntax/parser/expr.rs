@@ -162,7 +162,8 @@ fn paren<'a, E: GrammarError<'a>>(sp: Spans, expr: &P2<'a, E>) -> P<'a, E, Expr>
         .map(|((first, mut rest), trailing)| {
             if rest.is_empty() && trailing.is_none() {
                 // A parenthesised expression keeps the span of its parentheses so labels cover them.
-                first.kind
+                let mut first = first;
+                std::mem::replace(&mut first.kind, ExprKind::Error)
             } else {
                 rest.insert(0, first);
                 ExprKind::Tuple(rest)

@@ -147,7 +147,8 @@ fn recipe_entry<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E
         .map_with(move |(dir, every), e| RecipeEntry::Checkpoint { dir, every, span: sp.of(e.span()) });
     let log = clause(Kw::Log).ignore_then(every(sp)).map_with(move |every, e| RecipeEntry::Log { every, span: sp.of(e.span()) });
     let step = clause(Kw::Step).ignore_then(g.params.clone()).then(g.step_block.clone()).map_with(move |(params, body), e| {
-        let body = match body.kind {
+        let mut body = body;
+        let body = match std::mem::replace(&mut body.kind, ExprKind::Error) {
             ExprKind::Block(mut stmts, tail) => {
                 stmts.extend(tail.map(|t| Stmt::Expr(*t)));
                 stmts

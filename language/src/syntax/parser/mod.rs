@@ -66,7 +66,9 @@ pub fn parse(file: FileId, src: &str) -> (Program, Vec<Diagnostic>) {
             diags.push(d);
         }
     }
-    (Program { items: items.unwrap_or_default(), trivia: lexed.trivia }, diags)
+    let mut program = Program { items: items.unwrap_or_default(), trivia: lexed.trivia };
+    crate::syntax::depth::limit_depth(&mut program, &mut diags);
+    (program, diags)
 }
 
 fn line_of(src: &str, off: u32) -> usize {

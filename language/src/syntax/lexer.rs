@@ -26,8 +26,10 @@ pub struct Lexed {
 }
 
 pub fn lex_with_trivia(file: FileId, src: &str) -> Lexed {
-    let mut lx =
-        Lexer { file, src, pos: 0, out: Vec::with_capacity(src.len() / 4), diags: vec![], trivia: vec![], line_start: 0, line_blank: true };
+    // A byte-order mark (some Windows editors write one) is not part of the program.
+    let start = if src.starts_with('\u{feff}') { '\u{feff}'.len_utf8() } else { 0 };
+    let out = Vec::with_capacity(src.len() / 4);
+    let mut lx = Lexer { file, src, pos: start, out, diags: vec![], trivia: vec![], line_start: start, line_blank: true };
     lx.run();
     Lexed { tokens: lx.out, diags: lx.diags, trivia: lx.trivia }
 }

@@ -75,9 +75,18 @@ mod tests {
 
     #[test]
     fn pieces_give_the_source_back() {
-        let src = "# header\n\nlet x = 1  # trailing\n\t\nmodel M { w = 2 } # end\n\"open\nlet é = 3 & 4";
-        let text: String = pieces(FileId(0), src).iter().map(|p| &src[p.span.range()]).collect();
-        assert_eq!(text, src);
+        for src in [
+            "# header\n\nlet x = 1  # trailing\n\t\nmodel M { w = 2 } # end\n\"open\nlet é = 3 & 4",
+            "\u{feff}let a = 1\r\n\r\nlet b = 2\r\n",
+        ] {
+            let text: String = pieces(FileId(0), src).iter().map(|p| &src[p.span.range()]).collect();
+            assert_eq!(text, src);
+        }
+        // A byte-order mark is not a character of the program; Windows line ends are line ends.
+        let (p, d) = parse(FileId(0), "\u{feff}let a = 1\r\n\r\nlet b = a\r\n");
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(p.items.len(), 2);
+        assert_eq!(p.trivia.iter().filter(|t| t.kind == TriviaKind::BlankLine).count(), 1);
     }
 
     #[test]

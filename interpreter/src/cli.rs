@@ -243,16 +243,20 @@ pub(crate) fn load_quietly(file: &std::path::Path, what: &str) -> Result<(Progra
     Ok((p, root))
 }
 
+/// The most diagnostics printed in full. A file that is not DL at all (a data file passed by
+/// mistake) can have a hundred thousand; the rest are counted, and `--json` has them all.
+const MAX_RENDERED: usize = 200;
+
 pub(crate) fn report(p: &Program) -> usize {
     let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let mut errors = 0;
-    for d in p.diagnostics() {
+    for d in p.diagnostics().iter().take(MAX_RENDERED) {
         eprint!("{}", render(d, p.sources(), color));
-        if d.is_error() {
-            errors += 1;
-        }
     }
-    errors
+    let hidden = p.diagnostics().len().saturating_sub(MAX_RENDERED);
+    if hidden > 0 {
+        eprintln!("... and {hidden} more (`dlc check --json` lists them all)");
+    }
+    p.diagnostics().iter().filter(|d| d.is_error()).count()
 }
 
 fn check(file: &std::path::Path, json: bool) -> i32 {

@@ -557,3 +557,22 @@ fn explain_shows_the_data_parallel_buckets() {
     let ready: Vec<u64> = buckets.iter().map(|b| b["ready_after"].as_u64().expect("ready_after")).collect();
     assert!(ready.windows(2).all(|w| w[0] <= w[1]), "buckets start in the order backward writes them: {ready:?}");
 }
+
+#[test]
+fn a_file_that_is_not_dl_gets_a_bounded_report() {
+    // A data file passed by mistake: thousands of invalid characters. The first 200 reports are
+    // printed, the rest counted; `--json` has them all.
+    let dir = std::env::temp_dir().join(format!("dlc-notdl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("data.dl");
+    std::fs::write(&f, "$?!&`~".repeat(500)).unwrap();
+    let o = dlc(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert_eq!(err.matches("[E0103]").count(), 200, "{}", &err[err.len().saturating_sub(400)..]);
+    assert!(err.contains("... and 2800 more (`dlc check --json` lists them all)"), "{}", &err[err.len() - 300..]);
+    assert!(err.contains("3000 errors"), "{}", &err[err.len() - 300..]);
+    let j = dlc(&["check", "--json", f.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&j.stdout).expect("valid JSON");
+    assert_eq!(v["diagnostics"].as_array().map(|a| a.len()), Some(3000));
+}

@@ -4,14 +4,16 @@
 //! The rules, as DL has always had them:
 //! - inside `( )` and `[ ]` a line break means nothing; at top level and inside `{ }` it ends a
 //!   statement (a `{` inside parentheses starts a block, where lines matter again);
-//! - a line that starts with `|>`, `and`, `or` or `else` continues the line before;
-//! - a line break right after `=` continues the definition on the next line;
+//! - a line that starts with `|>`, `and`, `or` or `else` continues the line before, and so does
+//!   a line after one that ends with `=`, `|>`, `and`, `or` or `else`;
 //! - blank lines collapse into one break.
 //!
 //! It also finds delimiters that are never closed (E0104, reported at the opener): at the end of
-//! the file, and where a line at column 1 starts a new item (`let`, `fn`, `model Name`, ...) while
-//! a `(` or `[` is still open, since such a line cannot be inside an argument list. The parser's
-//! own errors at those points are consequences of the same mistake and are dropped (`quiet`).
+//! the file, and where a line at column 1 starts a new item while a group is still open: `fn`,
+//! `use`, `train`, `infer`, `model Name` and `data name` close every open group (they never
+//! stand inside braces), `let` and `evaluate` the `( )` and `[ ]` inside the nearest `{ }`. The
+//! parser's own errors at those points are consequences of the same mistake and are dropped
+//! (`quiet`).
 
 use super::token::{Kw, Punct, Tok, Token};
 use crate::diag::Diagnostic;
@@ -43,23 +45,32 @@ pub fn layout(mut toks: Vec<Token>) -> Layout {
         let span = toks[i].span;
         match toks[i].tok {
             Tok::Eof => break,
+            // A run of line breaks is decided at its last one (the others are blank lines).
+            Tok::Newline if matches!(toks.get(i + 1).map(|t| &t.tok), Some(Tok::Newline)) => {}
             Tok::Newline => {
-                let next = toks[i..].iter().find(|t| t.tok != Tok::Newline).unwrap_or(&toks[toks.len() - 1]);
-                if in_group(&stack) && starts_item(&toks, i) {
-                    // A new item at column 1: the groups opened before it were never closed.
+                let next = &toks[(i + 1).min(toks.len() - 1)];
+                let item = starts_item(&toks, i);
+                // A new item at column 1: the groups opened before it were never closed (for
+                // `let`, which also starts statements inside blocks, only `( )` and `[ ]`).
+                let unclosed = match item {
+                    ItemStart::No => 0,
+                    ItemStart::Let => stack.len() - stack.iter().rposition(|o| o.punct == Punct::LBrace).map_or(0, |k| k + 1),
+                    ItemStart::Definition => stack.len(),
+                };
+                if unclosed > 0 {
                     let last_end = out.last().map(|(_, s)| s.end).unwrap_or(0);
                     quiet.push((last_end as u32, next.span.start));
-                    let mut open = vec![];
-                    while in_group(&stack) {
-                        open.extend(stack.pop());
-                    }
+                    let open: Vec<Open> = stack.drain(stack.len() - unclosed..).rev().collect();
                     close_all(&open, last_end, &mut out, &mut diags);
                 }
                 let significant = !in_group(&stack);
                 let continues = matches!(next.tok, Tok::Punct(Punct::Pipe) | Tok::Kw(Kw::And | Kw::Or | Kw::Else));
-                let after_eq = matches!(out.last(), Some((Tok::Punct(Punct::Eq), _)));
+                // A line that ends with `=`, `else`, `|>`, `and` or `or` goes on below, unless a
+                // new item starts there.
+                let open_ended = item == ItemStart::No
+                    && matches!(out.last(), Some((Tok::Punct(Punct::Eq | Punct::Pipe) | Tok::Kw(Kw::Else | Kw::And | Kw::Or), _)));
                 let repeated = matches!(out.last(), Some((Tok::Newline, _)) | None);
-                if significant && !continues && !after_eq && !repeated {
+                if significant && !continues && !open_ended && !repeated {
                     out.push((Tok::Newline, simple(span)));
                 }
             }
@@ -72,7 +83,7 @@ pub fn layout(mut toks: Vec<Token>) -> Layout {
                         .with_help("split the expression with `let`"),
                 );
                 let close = closer_of(p);
-                let skipped_to = skip_group(&toks, i);
+                let skipped_to = group_end(&toks, i);
                 out.push((Tok::Punct(p), simple(span)));
                 let end = toks.get(skipped_to).map(|t| t.span).unwrap_or(span);
                 out.push((Tok::Punct(close), SimpleSpan::from(end.start as usize..end.start as usize)));
@@ -138,7 +149,7 @@ pub const MAX_NESTING: usize = 256;
 
 /// The index of the token that closes the group opened at `open` (or of the `Eof`); the caller
 /// resumes after it.
-fn skip_group(toks: &[Token], open: usize) -> usize {
+fn group_end(toks: &[Token], open: usize) -> usize {
     let mut depth = 0usize;
     for (k, t) in toks.iter().enumerate().skip(open) {
         match t.tok {
@@ -183,15 +194,25 @@ fn unclosed_at(open: &Open) -> Diagnostic {
         .with_help(format!("add `{}`", closer_of(open.punct).as_str()))
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ItemStart {
+    No,
+    /// `let` or `evaluate`: an item at top level, but also a statement or a clause inside braces.
+    Let,
+    /// `fn`, `use`, `train`, `infer`, `model Name`, `data name`: never inside braces.
+    Definition,
+}
+
 /// Whether the line after the newline at `i` starts, at column 1, with an item keyword.
-fn starts_item(toks: &[Token], i: usize) -> bool {
-    let Some(first) = toks.get(i + 1) else { return false };
+fn starts_item(toks: &[Token], i: usize) -> ItemStart {
+    let Some(first) = toks.get(i + 1) else { return ItemStart::No };
     if first.span.start != toks[i].span.end {
-        return false; // indented, or another blank line
+        return ItemStart::No; // indented, or another blank line
     }
     match &first.tok {
-        Tok::Kw(Kw::Let | Kw::Fn | Kw::Use | Kw::Train | Kw::Evaluate | Kw::Infer) => true,
-        Tok::Kw(Kw::Model | Kw::Data) => matches!(toks.get(i + 2).map(|t| &t.tok), Some(Tok::Ident(_))),
-        _ => false,
+        Tok::Kw(Kw::Let | Kw::Evaluate) => ItemStart::Let,
+        Tok::Kw(Kw::Fn | Kw::Use | Kw::Train | Kw::Infer) => ItemStart::Definition,
+        Tok::Kw(Kw::Model | Kw::Data) if matches!(toks.get(i + 2).map(|t| &t.tok), Some(Tok::Ident(_))) => ItemStart::Definition,
+        _ => ItemStart::No,
     }
 }

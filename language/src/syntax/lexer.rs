@@ -117,6 +117,10 @@ impl Lexer<'_> {
                     self.bump(1);
                     break;
                 }
+                // A `\` at the end of the line escapes nothing: the string is unterminated there.
+                Some('\\') if matches!(self.peek(1), None | Some('\n')) => {
+                    self.bump(1);
+                }
                 Some('\\') => {
                     let esc = self.peek(1);
                     self.bump(2);

@@ -37,7 +37,10 @@ pub(super) fn statement<'a, E: GrammarError<'a>>(sp: Spans, expr: &P2<'a, E>, rh
     );
     let expr_stmt = expr.clone().map(Stmt::Expr);
     if in_step {
-        let log = at(kw(Kw::Log), sp).then(expr.clone()).map(|(start, e)| Stmt::Log(e.clone(), start.to(e.span)));
+        let log = at(kw(Kw::Log), sp).then(expr.clone()).map(|(start, e)| {
+            let span = start.to(e.span);
+            Stmt::Log(e, span)
+        });
         choice((let_.boxed(), update.boxed(), log.boxed(), expr_stmt.boxed())).boxed()
     } else {
         choice((let_.boxed(), update.boxed(), expr_stmt.boxed())).boxed()
@@ -46,7 +49,9 @@ pub(super) fn statement<'a, E: GrammarError<'a>>(sp: Spans, expr: &P2<'a, E>, rh
 
 /// `{ statement* }`; a block whose braces hold something unparseable is one error node.
 pub(super) fn block_of<'a, E: GrammarError<'a>>(sp: Spans, stmt: P<'a, E, Stmt>) -> P<'a, E, Expr> {
-    let line = stmt.then_ignore(line_end(false)).map(Some).recover_with(via_parser(skip_line(false).to(None)));
+    // A statement followed by something else keeps its tree; the rest of its line is skipped.
+    let end = line_end(false).recover_with(via_parser(skip_line(false)));
+    let line = stmt.then_ignore(end).map(Some).recover_with(via_parser(skip_line(false).to(None)));
     punct(Punct::LBrace)
         .ignore_then(seps().ignore_then(line).repeated().collect::<Vec<_>>())
         .then_ignore(seps())

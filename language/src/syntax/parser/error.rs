@@ -26,7 +26,6 @@ pub enum Expect {
     ParamName,
     FieldName,
     MemberName,
-    ArgName,
     RecipeField,
     BodyStart,
     Type,
@@ -58,7 +57,7 @@ const COUNT: u8 = Expect::OtherToken as u8 + 1;
 
 impl Expect {
     fn from_index(i: u8) -> Expect {
-        // SAFETY-free: a table instead of a transmute.
+        // A table rather than a transmute from the bit's index.
         const ALL: [Expect; COUNT as usize] = [
             Expect::Expression,
             Expect::Name,
@@ -70,7 +69,6 @@ impl Expect {
             Expect::ParamName,
             Expect::FieldName,
             Expect::MemberName,
-            Expect::ArgName,
             Expect::RecipeField,
             Expect::BodyStart,
             Expect::Type,
@@ -111,7 +109,6 @@ impl Expect {
             ParamName => "a parameter name",
             FieldName => "a field name",
             MemberName => "a field or method name",
-            ArgName => "an argument name",
             RecipeField => "a recipe field such as `model = ...`",
             BodyStart => "`=` or `{` to start the body",
             Type => "a type such as `f32[B, 784]` or `int`",
@@ -199,7 +196,9 @@ impl SyntaxError {
             SyntaxError::Named(d) => return *d,
             SyntaxError::Expected { at, expected } => (at, expected),
         };
-        let found = tokens.iter().find(|(_, s)| s.start == at.start && s.end == at.end).map(|(t, _)| t.describe());
+        let from = tokens.partition_point(|(_, s)| s.start < at.start);
+        let found =
+            tokens[from..].iter().take_while(|(_, s)| s.start == at.start).find(|(_, s)| s.end == at.end).map(|(t, _)| t.describe());
         let found = found.unwrap_or_else(|| Tok::Eof.describe());
         let phrase = describe(tidy(expected));
         Diagnostic::error("E0101", format!("expected {phrase}, found {found}"), Span::new(file, at.start, at.end))

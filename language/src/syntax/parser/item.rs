@@ -27,6 +27,9 @@ pub(super) fn program<'a, E: GrammarError<'a>>(file: FileId, tokens: &'a [(Tok, 
     ))
     .map_with(move |kind, e| Item { kind, span: sp.of(e.span()) });
     let end_of_item = choice((sep(), end())).labelled(Expect::EndOfLine);
+    // An item followed by something else keeps its tree (`let x = 1, 2` still defines `x`); the
+    // rest of its line is skipped.
+    let end_of_item = end_of_item.recover_with(via_parser(skip_line(true)));
     let line = item.then_ignore(end_of_item).map(Some).recover_with(via_parser(skip_line(true).to(None)));
     seps()
         .ignore_then(line)
@@ -79,7 +82,8 @@ fn fn_rest<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, (Ve
 
 /// `{ line* }` where each line is one member or entry, recovered on its own.
 fn braced_lines<'a, E: GrammarError<'a>, T: Clone + 'a>(line: P<'a, E, T>) -> P<'a, E, Vec<T>> {
-    let line = line.then_ignore(line_end(true)).map(Some).recover_with(via_parser(skip_line(false).to(None)));
+    let end = line_end(true).recover_with(via_parser(skip_line(false)));
+    let line = line.then_ignore(end).map(Some).recover_with(via_parser(skip_line(false).to(None)));
     punct(Punct::LBrace)
         .ignore_then(seps().ignore_then(line).repeated().collect::<Vec<_>>())
         .then_ignore(seps())
@@ -107,7 +111,7 @@ fn model<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, ItemK
         })
         .boxed();
     at(kw(Kw::Model), sp)
-        .then(plain_name(sp))
+        .then(plain_name(sp).labelled(Expect::ModelName))
         .then(g.params.clone().or_not())
         .then(braced_lines(member))
         .map_with(move |(((_, name), params), members), e| {
@@ -127,7 +131,7 @@ fn model<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, ItemK
 fn recipe<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, ItemKind> {
     let kind =
         choice((kw(Kw::Train).to(RecipeKind::Train), kw(Kw::Evaluate).to(RecipeKind::Evaluate), kw(Kw::Infer).to(RecipeKind::Infer)));
-    kind.then(plain_name(sp).or_not())
+    kind.then(plain_name(sp).labelled(Expect::RecipeName).or_not())
         .then(braced_lines(recipe_entry(sp, g)))
         .map_with(move |((kind, name), entries), e| ItemKind::Recipe(Rc::new(Recipe { kind, name, entries, span: sp.of(e.span()) })))
         .boxed()

@@ -25,11 +25,12 @@ use super::layout::layout;
 use super::lexer::lex_with_trivia;
 use super::token::Tok;
 use crate::diag::Diagnostic;
-use crate::span::FileId;
+use crate::span::{FileId, Span};
 use chumsky::error::EmptyErr;
 use chumsky::input::{Input as _, MappedInput};
 use chumsky::prelude::*;
 use error::SyntaxError;
+use std::collections::HashSet;
 
 /// What the grammar parses: tokens with their byte spans.
 pub(crate) type Input<'a> = MappedInput<'a, Tok, SimpleSpan, &'a [(Tok, SimpleSpan)]>;
@@ -51,28 +52,29 @@ pub fn parse(file: FileId, src: &str) -> (Program, Vec<Diagnostic>) {
         _ => item::program::<SyntaxError>(file, &laid.tokens).parse(input()).into_output_errors(),
     };
     let mut diags = lexed.diags;
-    let lexed_lines: Vec<usize> = diags.iter().map(|d| line_of(src, d.primary_span().start)).collect();
+    // All of this is linear in the number of errors: a file that is not DL at all can have
+    // hundreds of thousands.
+    let line_starts: Vec<u32> = std::iter::once(0).chain(src.match_indices('\n').map(|(i, _)| i as u32 + 1)).collect();
+    let line_of = |off: u32| line_starts.partition_point(|&s| s <= off);
+    let lexed_lines: HashSet<usize> = diags.iter().map(|d| line_of(d.primary_span().start)).collect();
     diags.extend(laid.diags);
+    let mut seen: HashSet<(Span, &'static str)> = diags.iter().map(|d| (d.primary_span(), d.code)).collect();
     for e in errors {
         let d = e.into_diagnostic(file, &laid.tokens);
         let at = d.primary_span().start;
         // A bad character or literal already explains its line (`3 & 4` is one mistake, not two),
         // and an unclosed delimiter explains the errors where the parser ran out of its group.
-        if lexed_lines.contains(&line_of(src, at)) || laid.quiet.iter().any(|&(a, b)| a <= at && at <= b) {
+        if lexed_lines.contains(&line_of(at)) || laid.quiet.iter().any(|&(a, b)| a <= at && at <= b) {
             continue;
         }
         // Two failures at one token say the same thing twice; keep the first.
-        if !diags.iter().any(|x| x.primary_span() == d.primary_span() && x.code == d.code) {
+        if seen.insert((d.primary_span(), d.code)) {
             diags.push(d);
         }
     }
     let mut program = Program { items: items.unwrap_or_default(), trivia: lexed.trivia };
     crate::syntax::depth::limit_depth(&mut program, &mut diags);
     (program, diags)
-}
-
-fn line_of(src: &str, off: u32) -> usize {
-    src.as_bytes()[..(off as usize).min(src.len())].iter().filter(|b| **b == b'\n').count()
 }
 
 #[cfg(test)]

@@ -14,7 +14,8 @@ pub(super) fn skip_line<'a, E: GrammarError<'a>>(stray_brace: bool) -> impl Pars
     custom(move |inp| {
         let start = inp.cursor();
         // The groups opened since the statement started; a closer closes the nearest group of its
-        // kind (and any left open inside it), as the layout pass does.
+        // kind (and any left open inside it), and one that matches nothing closes the innermost, as
+        // the layout pass does.
         let mut open: Vec<Punct> = vec![];
         let mut skipped = 0usize;
         while let Some(tok) = inp.peek() {
@@ -28,8 +29,11 @@ pub(super) fn skip_line<'a, E: GrammarError<'a>>(stray_brace: bool) -> impl Pars
                         Punct::RBracket => Punct::LBracket,
                         _ => Punct::LBrace,
                     };
-                    if let Some(k) = open.iter().rposition(|o| *o == opener) {
-                        open.truncate(k);
+                    match open.iter().rposition(|o| *o == opener) {
+                        Some(k) => open.truncate(k),
+                        None => {
+                            open.pop();
+                        }
                     }
                 }
                 _ => {}

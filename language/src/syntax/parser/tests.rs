@@ -31,6 +31,7 @@ fn show(e: &Expr) -> String {
         ExprKind::Block(stmts, Some(tail)) if stmts.is_empty() => format!("{{ {} }}", show(tail)),
         ExprKind::Checkpoint(b) => format!("checkpoint {}", show(b)),
         ExprKind::Precision(d, b) => format!("precision {} {}", d.name, show(b)),
+        ExprKind::If(c, t, e) => format!("if {} {} else {}", show(c), show(t), show(e)),
         other => format!("{other:?}"),
     }
 }
@@ -147,7 +148,10 @@ fn named_errors() {
 
 #[test]
 fn else_and_pipes_continue_lines_and_groups_ignore_them() {
-    assert_eq!(shape("let v = if a { 1 }\nelse { 2 }").len() > 0, true);
+    assert_eq!(shape("let v = if a { 1 }\nelse { 2 }"), "if a { 1 } else { 2 }");
+    // A line that ends with `else`, `|>`, `and` or `or` goes on below too.
+    assert_eq!(shape("let v = if a { 1 } else\n{ 2 }"), "if a { 1 } else { 2 }");
+    assert_eq!(shape("let p = x |>\n  f |>\n  g"), "((x |> f) |> g)");
     assert_eq!(shape("let s = f(1,\n  2)\n"), "f(1, 2)");
     assert_eq!(shape("let t = x\n  and y\n  or z"), "((x and y) or z)");
     assert_eq!(shape("let u =\n  1 + 2"), "(1 + 2)");
@@ -173,6 +177,44 @@ fn an_item_at_column_one_closes_what_was_left_open() {
         })
         .collect();
     assert_eq!(names, ["a", "b", "c", "g"]);
+}
+
+#[test]
+fn what_follows_a_complete_definition_is_skipped_not_the_definition() {
+    let (p, d) = parse(FileId(0), "let x = 1, 2\nlet y = x }\nfn f() {\n  let a = 1, 3\n  a\n}\n");
+    assert_eq!(d.len(), 3, "{d:#?}");
+    let names: Vec<String> = p
+        .items
+        .iter()
+        .map(|i| match &i.kind {
+            ItemKind::Let(n, e) if !matches!(e.kind, ExprKind::Error) => n.name.clone(),
+            ItemKind::Fn(f) => match &f.body.kind {
+                ExprKind::Block(stmts, Some(_)) if stmts.len() == 1 => f.name.name.clone(),
+                other => format!("{other:?}"),
+            },
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(names, ["x", "y", "f"]);
+}
+
+#[test]
+fn a_wrong_closer_costs_one_line() {
+    // `]` closes the `(`, for the layout and for recovery alike: `y` and `z` survive.
+    let src = "let x = f(1]\nlet y = 2\nlet z = y\n";
+    assert_eq!(errors(src), ["1:12 E0101 expected `,` or `)`, found `]`"]);
+    assert_eq!(parse(FileId(0), src).0.items.len(), 3);
+}
+
+#[test]
+fn definitions_at_column_one_close_an_unclosed_brace() {
+    let src = "model M {\n  w = 1\nfn g(x) = x\nlet y = g(2)\n";
+    assert_eq!(errors(src), ["1:9 E0104 unclosed delimiter `{`"]);
+    assert_eq!(parse(FileId(0), src).0.items.len(), 3);
+    // `let` at column 1 inside a block is a statement, not a new item.
+    assert!(errors("fn f() {\nlet a = 1\na\n}\n").is_empty());
+    // A definition does not swallow the next one through a trailing `=`.
+    assert_eq!(errors("let x =\nlet y = 2\n"), ["1:8 E0101 expected an expression, found end of line"]);
 }
 
 #[test]

@@ -48,6 +48,7 @@ pub enum Expect {
     RBracket,
     RBrace,
     Dot,
+    Ellipsis,
     EndOfFile,
     /// Any other token: named through [`Tok::describe`] of the token itself.
     OtherToken,
@@ -90,6 +91,7 @@ impl Expect {
             Expect::RBracket,
             Expect::RBrace,
             Expect::Dot,
+            Expect::Ellipsis,
             Expect::EndOfFile,
             Expect::OtherToken,
         ];
@@ -130,6 +132,7 @@ impl Expect {
             RBracket => "`]`",
             RBrace => "`}`",
             Dot => "`.`",
+            Ellipsis => "`...`",
             EndOfFile => "end of file",
             OtherToken => "another token",
         }
@@ -152,6 +155,7 @@ impl Expect {
                 Punct::RBracket => Expect::RBracket,
                 Punct::RBrace => Expect::RBrace,
                 Punct::Dot => Expect::Dot,
+                Punct::Ellipsis => Expect::Ellipsis,
                 Punct::Semi => Expect::EndOfLine,
                 // Operators are only ever tried as continuations of an expression.
                 _ => Expect::Operator,

@@ -228,12 +228,16 @@ fn postfix<'a, E: GrammarError<'a>>(sp: Spans, atom: P<'a, E, Expr>, expr: &P2<'
     let single_or_slice = expr.clone().or_not().then(slice_rest.or_not()).try_map_with(move |(first, rest), e| match (first, rest) {
         (first, Some((end, step))) => Ok(IndexItem::Slice { start: first, end, step: step.flatten(), span: sp.of(e.span()) }),
         (Some(x), None) => Ok(IndexItem::Single(x)),
-        (None, None) => Err(E::at(e.span())),
+        (None, None) => {
+            Err(<E as chumsky::label::LabelError<'a, super::Input<'a>, Expect>>::expected_found([Expect::Expression], None, e.span()))
+        }
     });
     let item = choice((at(punct(Punct::Ellipsis), sp).map(IndexItem::Ellipsis).boxed(), single_or_slice.boxed()));
+    // `x[]` indexes nothing (Python rejects it too; `x[...]` is the whole tensor).
     let index = item
         .separated_by(punct(Punct::Comma))
         .allow_trailing()
+        .at_least(1)
         .collect::<Vec<_>>()
         .delimited_by(punct(Punct::LBracket), punct(Punct::RBracket))
         .map(Some)

@@ -126,6 +126,7 @@ fn messages_name_what_could_come_next() {
     assert_eq!(errors("let x = f(a: 1, b 2)"), ["1:19 E0101 expected `:`, `,` or `)`, found integer `2`"]);
     assert_eq!(errors("let x = max(1, 2]"), ["1:17 E0101 expected `,` or `)`, found `]`"]);
     assert_eq!(errors("let a = 1\n] 2"), ["2:1 E0101 expected an expression, found `]`"]);
+    assert_eq!(errors("let b = x[]"), ["1:11 E0101 expected an expression or `...`, found `]`"]);
     // A stray `(` inside brackets: the error is at it, and the lines after still parse.
     let src = "model D() {\n  forward(x: f32[B, 2]) -> f32[B, (3] = x\n  g(x) = x\n}\nlet y = 1 +\n";
     assert_eq!(

@@ -223,19 +223,20 @@ pub enum ExecMode {
 impl Program {
     /// Type-check a program without running anything.
     pub fn check(name: &str, text: &str, root: Option<&Path>) -> Program {
-        let mut session = Session::new(Mode::Check);
-        let mut host = RuntimeHost::new(root.map(|p| p.to_path_buf()), false);
-        let ok = session.run_source(name, text, &mut host);
-        let recipes = recipe_names(&session);
-        Program { session, host, ok, recipes }
+        Program::checked_by(root, |session, host| session.run_source(name, text, host))
     }
 
     /// Type-check what parsed of a program that may have syntax errors (for editors; see
     /// [`Session::check_partial`]).
     pub fn check_partial(name: &str, text: &str, root: Option<&Path>) -> Program {
+        Program::checked_by(root, |session, host| session.check_partial(name, text, host))
+    }
+
+    /// A check-mode session and host, loaded by `load` (which says whether there were no errors).
+    fn checked_by(root: Option<&Path>, load: impl FnOnce(&mut Session, &mut RuntimeHost) -> bool) -> Program {
         let mut session = Session::new(Mode::Check);
         let mut host = RuntimeHost::new(root.map(|p| p.to_path_buf()), false);
-        let ok = session.check_partial(name, text, &mut host);
+        let ok = load(&mut session, &mut host);
         let recipes = recipe_names(&session);
         Program { session, host, ok, recipes }
     }

@@ -82,7 +82,7 @@ pub fn layout(mut toks: Vec<Token>) -> Layout {
                         .with_label("this group is one too deep")
                         .with_help("split the expression with `let`"),
                 );
-                let close = closer_of(p);
+                let close = p.closer();
                 let skipped_to = group_end(&toks, i);
                 out.push((Tok::Punct(p), simple(span)));
                 let end = toks.get(skipped_to).map(|t| t.span).unwrap_or(span);
@@ -95,7 +95,7 @@ pub fn layout(mut toks: Vec<Token>) -> Layout {
                 out.push((Tok::Punct(p), simple(span)));
             }
             Tok::Punct(p @ (Punct::RParen | Punct::RBracket | Punct::RBrace)) => {
-                let opener = opener_of(p);
+                let opener = p.opener();
                 // Close the matching group; a mismatched closer closes the innermost one (the parser
                 // reports the mismatch), so that one wrong bracket does not change the layout of the
                 // rest of the file.
@@ -130,7 +130,7 @@ pub fn layout(mut toks: Vec<Token>) -> Layout {
 /// sees whole groups and keeps what they hold; report them as one E0104 at the innermost opener.
 fn close_all(open: &[Open], at: usize, out: &mut Vec<(Tok, SimpleSpan)>, unclosed: &mut Vec<Diagnostic>) {
     for o in open {
-        out.push((Tok::Punct(closer_of(o.punct)), SimpleSpan::from(at..at)));
+        out.push((Tok::Punct(o.punct.closer()), SimpleSpan::from(at..at)));
     }
     let Some((first, rest)) = open.split_first() else { return };
     let mut d = unclosed_at(first);
@@ -172,26 +172,10 @@ fn in_group(stack: &[Open]) -> bool {
     matches!(stack.last(), Some(o) if o.punct != Punct::LBrace)
 }
 
-fn opener_of(close: Punct) -> Punct {
-    match close {
-        Punct::RParen => Punct::LParen,
-        Punct::RBracket => Punct::LBracket,
-        _ => Punct::LBrace,
-    }
-}
-
-fn closer_of(open: Punct) -> Punct {
-    match open {
-        Punct::LParen => Punct::RParen,
-        Punct::LBracket => Punct::RBracket,
-        _ => Punct::RBrace,
-    }
-}
-
 fn unclosed_at(open: &Open) -> Diagnostic {
     Diagnostic::error("E0104", format!("unclosed delimiter `{}`", open.punct.as_str()), open.span)
         .with_label("opened here and never closed")
-        .with_help(format!("add `{}`", closer_of(open.punct).as_str()))
+        .with_help(format!("add `{}`", open.punct.closer().as_str()))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

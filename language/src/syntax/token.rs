@@ -120,6 +120,24 @@ pub enum Punct {
 }
 
 impl Punct {
+    /// The opening delimiter a closing one closes (`)` → `(`); other punctuation is its own.
+    pub fn opener(self) -> Punct {
+        match self {
+            Punct::RParen => Punct::LParen,
+            Punct::RBracket => Punct::LBracket,
+            Punct::RBrace => Punct::LBrace,
+            p => p,
+        }
+    }
+    /// The closing delimiter of an opening one (`(` → `)`); other punctuation is its own.
+    pub fn closer(self) -> Punct {
+        match self {
+            Punct::LParen => Punct::RParen,
+            Punct::LBracket => Punct::RBracket,
+            Punct::LBrace => Punct::RBrace,
+            p => p,
+        }
+    }
     pub fn as_str(self) -> &'static str {
         use Punct::*;
         match self {

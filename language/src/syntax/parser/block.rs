@@ -47,17 +47,25 @@ pub(super) fn statement<'a, E: GrammarError<'a>>(sp: Spans, expr: &P2<'a, E>, rh
     }
 }
 
-/// `{ statement* }`; a block whose braces hold something unparseable is one error node.
-pub(super) fn block_of<'a, E: GrammarError<'a>>(sp: Spans, stmt: P<'a, E, Stmt>) -> P<'a, E, Expr> {
-    // A statement followed by something else keeps its tree; the rest of its line is skipped.
-    let end = line_end(false).recover_with(via_parser(skip_line(false)));
-    let line = stmt.then_ignore(end).map(Some).recover_with(via_parser(skip_line(false).to(None)));
+/// `{ line* }` where each line is one statement, member or entry, recovered on its own (with
+/// `comma`, lines may also end with a `,`). A line followed by something else keeps its tree; the
+/// rest of the line is skipped.
+pub(super) fn braced_lines<'a, E: GrammarError<'a>, T: Clone + 'a>(line: P<'a, E, T>, comma: bool) -> P<'a, E, Vec<T>> {
+    let end = line_end(comma).recover_with(via_parser(skip_line(false)));
+    let line = line.then_ignore(end).map(Some).recover_with(via_parser(skip_line(false).to(None)));
     punct(Punct::LBrace)
         .ignore_then(seps().ignore_then(line).repeated().collect::<Vec<_>>())
         .then_ignore(seps())
         .then_ignore(punct(Punct::RBrace))
-        .map_with(move |lines, e| {
-            let mut stmts: Vec<Stmt> = lines.into_iter().flatten().collect();
+        .map(|lines| lines.into_iter().flatten().collect())
+        .boxed()
+}
+
+/// `{ statement* }`, whose last expression statement is its value; a block whose braces hold
+/// something unparseable is one error node.
+pub(super) fn block_of<'a, E: GrammarError<'a>>(sp: Spans, stmt: P<'a, E, Stmt>) -> P<'a, E, Expr> {
+    braced_lines(stmt, false)
+        .map_with(move |mut stmts, e| {
             let tail = match stmts.pop() {
                 Some(Stmt::Expr(t)) => Some(Box::new(t)),
                 Some(other) => {
@@ -68,6 +76,6 @@ pub(super) fn block_of<'a, E: GrammarError<'a>>(sp: Spans, stmt: P<'a, E, Stmt>)
             };
             Expr { kind: ExprKind::Block(stmts, tail), span: sp.of(e.span()) }
         })
-        .recover_with(via_parser(skip_group(Punct::LBrace, Punct::RBrace).map_with(move |_, e| error_node(sp.of(e.span())))))
+        .recover_with(via_parser(skip_group(Punct::LBrace).map_with(move |_, e| error_node(sp.of(e.span())))))
         .boxed()
 }

@@ -82,7 +82,7 @@ fn params<'a, E: GrammarError<'a>>(sp: Spans, expr: &P2<'a, E>) -> P<'a, E, Vec<
         .allow_trailing()
         .collect::<Vec<_>>()
         .delimited_by(punct(Punct::LParen), punct(Punct::RParen))
-        .recover_with(via_parser(skip_group(Punct::LParen, Punct::RParen).to(vec![])))
+        .recover_with(via_parser(skip_group(Punct::LParen).to(vec![])))
         .boxed()
 }
 
@@ -122,7 +122,7 @@ fn atom<'a, E: GrammarError<'a>>(sp: Spans, expr: &P2<'a, E>, block: &P2<'a, E>,
         .collect::<Vec<_>>()
         .delimited_by(punct(Punct::LBracket), punct(Punct::RBracket))
         .map_with(move |elems, e| Expr { kind: ExprKind::List(elems), span: sp.of(e.span()) })
-        .recover_with(via_parser(skip_group(Punct::LBracket, Punct::RBracket).map_with(move |_, e| error_node(sp.of(e.span())))));
+        .recover_with(via_parser(skip_group(Punct::LBracket).map_with(move |_, e| error_node(sp.of(e.span())))));
     choice((
         // `precision` and `checkpoint` are names unless a block follows; one token test keeps
         // them off the path of every other name.
@@ -173,7 +173,7 @@ fn paren<'a, E: GrammarError<'a>>(sp: Spans, expr: &P2<'a, E>) -> P<'a, E, Expr>
         .ignore_then(choice((unit.boxed(), record.boxed(), elems.boxed())))
         .then_ignore(punct(Punct::RParen))
         .map_with(move |kind, e| Expr { kind, span: sp.of(e.span()) })
-        .recover_with(via_parser(skip_group(Punct::LParen, Punct::RParen).map_with(move |_, e| error_node(sp.of(e.span())))));
+        .recover_with(via_parser(skip_group(Punct::LParen).map_with(move |_, e| error_node(sp.of(e.span())))));
     group
         .then(at(punct(Punct::FatArrow), sp).then(expr.clone()).or_not())
         .validate(move |(group, lambda), e, emitter| {
@@ -220,7 +220,7 @@ fn postfix<'a, E: GrammarError<'a>>(sp: Spans, atom: P<'a, E, Expr>, expr: &P2<'
         .collect::<Vec<_>>()
         .delimited_by(punct(Punct::LParen), punct(Punct::RParen))
         .map(Some)
-        .recover_with(via_parser(skip_group(Punct::LParen, Punct::RParen).to(None)))
+        .recover_with(via_parser(skip_group(Punct::LParen).to(None)))
         .map(Postfix::Call);
     // `a`, `a:b`, `:b`, `a:b:c`, `::c`, ...: the first expression is parsed once.
     let slice_rest =
@@ -241,7 +241,7 @@ fn postfix<'a, E: GrammarError<'a>>(sp: Spans, atom: P<'a, E, Expr>, expr: &P2<'
         .collect::<Vec<_>>()
         .delimited_by(punct(Punct::LBracket), punct(Punct::RBracket))
         .map(Some)
-        .recover_with(via_parser(skip_group(Punct::LBracket, Punct::RBracket).to(None)))
+        .recover_with(via_parser(skip_group(Punct::LBracket).to(None)))
         .map(Postfix::Index);
     let field_name = select_ref! { Tok::Int(i) = e => Ident { name: i.to_string(), span: sp.of(e.span()) } }.or(name(sp));
     let field = punct(Punct::Dot).ignore_then(field_name.labelled(Expect::FieldName)).map(Postfix::Field);

@@ -1,10 +1,11 @@
 //! Items: `use`, `fn`, `model`, `data`, `let`, recipes, and expression statements; a file is
 //! items, one per line, each recovered on its own.
 
+use super::block::braced_lines;
 use super::error::{Expect, GrammarError};
 use super::expr::{exprs, Exprs};
 use super::recover::skip_line;
-use super::tokens::{at, kw, line_end, name, plain_name, punct, sep, seps, Spans, P};
+use super::tokens::{at, kw, name, plain_name, punct, sep, seps, Spans, P};
 use super::types::type_expr;
 use crate::span::FileId;
 use crate::syntax::ast::*;
@@ -80,18 +81,6 @@ fn fn_rest<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, (Ve
         .boxed()
 }
 
-/// `{ line* }` where each line is one member or entry, recovered on its own.
-fn braced_lines<'a, E: GrammarError<'a>, T: Clone + 'a>(line: P<'a, E, T>) -> P<'a, E, Vec<T>> {
-    let end = line_end(true).recover_with(via_parser(skip_line(false)));
-    let line = line.then_ignore(end).map(Some).recover_with(via_parser(skip_line(false).to(None)));
-    punct(Punct::LBrace)
-        .ignore_then(seps().ignore_then(line).repeated().collect::<Vec<_>>())
-        .then_ignore(seps())
-        .then_ignore(punct(Punct::RBrace))
-        .map(|lines| lines.into_iter().flatten().collect())
-        .boxed()
-}
-
 #[derive(Clone)]
 enum Member {
     Field(Field),
@@ -113,7 +102,7 @@ fn model<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, ItemK
     at(kw(Kw::Model), sp)
         .then(plain_name(sp).labelled(Expect::ModelName))
         .then(g.params.clone().or_not())
-        .then(braced_lines(member))
+        .then(braced_lines(member, true))
         .map_with(move |(((_, name), params), members), e| {
             let (mut fields, mut methods) = (vec![], vec![]);
             for m in members {
@@ -132,7 +121,7 @@ fn recipe<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, Item
     let kind =
         choice((kw(Kw::Train).to(RecipeKind::Train), kw(Kw::Evaluate).to(RecipeKind::Evaluate), kw(Kw::Infer).to(RecipeKind::Infer)));
     kind.then(plain_name(sp).labelled(Expect::RecipeName).or_not())
-        .then(braced_lines(recipe_entry(sp, g)))
+        .then(braced_lines(recipe_entry(sp, g), true))
         .map_with(move |((kind, name), entries), e| ItemKind::Recipe(Rc::new(Recipe { kind, name, entries, span: sp.of(e.span()) })))
         .boxed()
 }

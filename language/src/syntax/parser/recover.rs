@@ -23,19 +23,12 @@ pub(super) fn skip_line<'a, E: GrammarError<'a>>(stray_brace: bool) -> impl Pars
                 Tok::Newline | Tok::Punct(Punct::Semi) if open.is_empty() => break,
                 Tok::Punct(Punct::RBrace) if open.is_empty() && !(stray_brace && skipped == 0) => break,
                 Tok::Punct(p @ (Punct::LParen | Punct::LBracket | Punct::LBrace)) => open.push(p),
-                Tok::Punct(p @ (Punct::RParen | Punct::RBracket | Punct::RBrace)) => {
-                    let opener = match p {
-                        Punct::RParen => Punct::LParen,
-                        Punct::RBracket => Punct::LBracket,
-                        _ => Punct::LBrace,
-                    };
-                    match open.iter().rposition(|o| *o == opener) {
-                        Some(k) => open.truncate(k),
-                        None => {
-                            open.pop();
-                        }
+                Tok::Punct(p @ (Punct::RParen | Punct::RBracket | Punct::RBrace)) => match open.iter().rposition(|o| *o == p.opener()) {
+                    Some(k) => open.truncate(k),
+                    None => {
+                        open.pop();
                     }
-                }
+                },
                 _ => {}
             }
             inp.skip();
@@ -50,13 +43,13 @@ pub(super) fn skip_line<'a, E: GrammarError<'a>>(stray_brace: bool) -> impl Pars
 
 /// A group `open ... close` skipped whole, nested groups included: what replaces a group whose
 /// contents do not parse.
-pub(super) fn skip_group<'a, E: GrammarError<'a>>(open: Punct, close: Punct) -> impl Parser<'a, Input<'a>, (), extra::Err<E>> + Clone {
+pub(super) fn skip_group<'a, E: GrammarError<'a>>(open: Punct) -> impl Parser<'a, Input<'a>, (), extra::Err<E>> + Clone {
     use Punct::*;
     let others = match open {
-        LParen => [(LBracket, RBracket), (LBrace, RBrace)],
-        LBracket => [(LParen, RParen), (LBrace, RBrace)],
-        _ => [(LParen, RParen), (LBracket, RBracket)],
+        LParen => [LBracket, LBrace],
+        LBracket => [LParen, LBrace],
+        _ => [LParen, LBracket],
     }
-    .map(|(o, c)| (Tok::Punct(o), Tok::Punct(c)));
-    nested_delimiters(Tok::Punct(open), Tok::Punct(close), others, |_| ())
+    .map(|o| (Tok::Punct(o), Tok::Punct(o.closer())));
+    nested_delimiters(Tok::Punct(open), Tok::Punct(open.closer()), others, |_| ())
 }

@@ -12,9 +12,8 @@ use dlc_language::ir::{Graph, NodeId};
 use dlc_language::passes::fusion::Region;
 use dlc_language::types::DType;
 use rayon::prelude::*;
-use std::collections::HashMap;
 use std::mem::MaybeUninit;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Elements per chunk: 4 KiB of f32 per register, so a region of a few ops works in L1 (constants
 /// and outputs take no register). Measured on gelu 1M: as fast as 4096 or faster, never slower.
@@ -57,19 +56,19 @@ pub struct Program {
     outputs: Vec<(usize, DType)>,
     /// Per instruction: the low precision (bf16, f16) its result is rounded to, as the eager
     /// interpreter rounds every op of that dtype.
-    round: Vec<Option<DType>>,
+    pub(super) round: Vec<Option<DType>>,
     /// Per region input: read elementwise (its chunk is passed to native code), rather than
     /// only through a broadcast load.
     direct: Vec<bool>,
     /// The same region as native code (Cranelift), when every op has a compiled form; it reads
     /// the region's inputs and then, in order, the broadcast loads' buffers.
-    native: Option<Arc<dlc_jit::Compiled>>,
+    pub(super) native: Option<Arc<dlc_jit::Compiled>>,
     /// When the native code was compiled to be measured against the interpreter (not forced by
     /// `--jit`): the trials so far and the choice (see `Tune`).
-    tune: Option<Tune>,
+    pub(super) tune: Option<Tune>,
     /// The key of its choice in the tuning file (a hash of the native kernel's text, and the
     /// element count), for regions that are measured.
-    tune_key: Option<String>,
+    pub(super) tune_key: Option<String>,
     /// Per instruction: the one value it has at every element, when it is a constant or a
     /// broadcast scalar input. Readers take that value directly; nothing fills a buffer with it.
     scalar: Vec<Option<Scalar>>,
@@ -95,190 +94,7 @@ enum Scalar {
     Splat(usize),
 }
 
-/// A region's identity: its members, inputs and outputs. (Two plans can cut different regions
-/// ending at the same node, so the output alone does not name a program.)
-pub(crate) type RegionKey = (Vec<NodeId>, Vec<NodeId>, Vec<NodeId>);
-
-/// Compiled kernels shared by every executor of a run (a trainer makes a new executor per
-/// step): fused programs by their region, native code by kernel text.
-pub struct KernelCache {
-    programs: Mutex<HashMap<RegionKey, Arc<Program>>>,
-    /// Regions of row kernels in their row form (`Program::for_rows`), by region and whether
-    /// native code was wanted.
-    rows: Mutex<HashMap<(RegionKey, bool), Arc<RowProgram>>>,
-    /// Row kernels measured with their regions' native code against the interpreter, by group
-    /// (its members, inputs and outputs): the measurement and its key in the tuning file.
-    pub(crate) row_tunes: Mutex<HashMap<RegionKey, Arc<(Tune, String)>>>,
-    native: Mutex<HashMap<String, Option<Arc<dlc_jit::Compiled>>>>,
-    /// Compile fused regions to native code (`--jit`; results are equal either way).
-    pub jit: bool,
-    /// Without `--jit`: compile regions of `AUTOTUNE_MIN` elements or more to native code as
-    /// well and keep whichever of the two runs faster (`DLC_AUTOTUNE=0` turns it off).
-    pub autotune: bool,
-    /// Seconds spent in Cranelift so far.
-    pub jit_seconds: Mutex<f64>,
-    /// Choices measured by earlier runs on this machine and build, and where this run's go
-    /// (with autotuning on; `DLC_TUNE_CACHE=0` leaves the file alone).
-    pub store: Option<Arc<super::tune_store::TuneStore>>,
-}
-
-impl KernelCache {
-    pub fn new(jit: bool) -> KernelCache {
-        KernelCache {
-            programs: Default::default(),
-            rows: Default::default(),
-            row_tunes: Default::default(),
-            native: Default::default(),
-            jit,
-            autotune: !jit && std::env::var("DLC_AUTOTUNE").map(|v| v != "0").unwrap_or(true),
-            jit_seconds: Mutex::new(0.0),
-            store: None,
-        }
-    }
-
-    /// The cache with autotuning's choices read from, and saved to, the tuning file.
-    pub fn with_tuning_file(mut self) -> KernelCache {
-        static MACHINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        let wanted = self.autotune && std::env::var("DLC_TUNE_CACHE").map(|v| v != "0").unwrap_or(true);
-        if let (true, Some(path)) = (wanted, super::tune_store::default_path()) {
-            let machine = MACHINE.get_or_init(super::tune_store::machine_key).clone();
-            self.store = Some(Arc::new(super::tune_store::TuneStore::open(path, machine)));
-        }
-        self
-    }
-
-    /// Add the choices this run measured to the tuning file; how many were added.
-    pub fn save_tuning(&self) -> Result<usize, String> {
-        let Some(store) = &self.store else { return Ok(0) };
-        for p in self.programs.lock().expect("kernel cache").values() {
-            if let (Some(key), Some(c)) = (&p.tune_key, p.tune.as_ref().and_then(Tune::measured)) {
-                store.put(key.clone(), c);
-            }
-        }
-        for rt in self.row_tunes.lock().expect("kernel cache").values() {
-            if let Some(c) = rt.0.measured() {
-                store.put(rt.1.clone(), c);
-            }
-        }
-        store.save()
-    }
-
-    /// The row form of a region in a row kernel, made on first use; with `native`, with its
-    /// native code too when every op has one (a row program runs it one row per call).
-    pub(crate) fn row_program(&self, g: &Graph, r: &Region, native: bool) -> Result<Arc<RowProgram>, RuntimeError> {
-        let key = ((r.nodes.clone(), r.inputs.clone(), r.outputs.clone()), native);
-        if let Some(p) = self.rows.lock().expect("kernel cache").get(&key) {
-            return Ok(p.clone());
-        }
-        let (mut program, views) = compile(g, r)?.for_rows();
-        if native && program.round.iter().all(Option::is_none) {
-            program.native = self.native_code(&program.jit_kernel());
-        }
-        let p = Arc::new(RowProgram { program, views });
-        self.rows.lock().expect("kernel cache").insert(key, p.clone());
-        Ok(p)
-    }
-
-    /// Native code for a kernel, compiled once per kernel text (`None` when an op has no
-    /// compiled form or Cranelift fails).
-    fn native_code(&self, k: &dlc_jit::Kernel) -> Option<Arc<dlc_jit::Compiled>> {
-        if !dlc_jit::supports(k) {
-            return None;
-        }
-        let mut native = self.native.lock().expect("kernel cache");
-        native
-            .entry(format!("{k:?}"))
-            .or_insert_with(|| {
-                let c = dlc_jit::compile(k).ok().map(Arc::new);
-                if let Some(c) = &c {
-                    *self.jit_seconds.lock().expect("kernel cache") += c.compile_s;
-                }
-                c
-            })
-            .clone()
-    }
-
-    /// The measurement of a row kernel (`group`: its members, inputs and outputs; `text`: its
-    /// row programs' native kernels; `elements`: rows times row length), taken from the tuning
-    /// file when an earlier run made it.
-    pub(crate) fn row_tune(&self, group: RegionKey, text: &str, elements: usize) -> Arc<(Tune, String)> {
-        let mut tunes = self.row_tunes.lock().expect("kernel cache");
-        tunes
-            .entry(group)
-            .or_insert_with(|| {
-                let key = format!("rows:{:016x}:{elements}", dlc_jit::cuda::ptx_cache::fnv1a(text.as_bytes()));
-                let tune = match self.store.as_ref().and_then(|s| s.get(&key)) {
-                    Some(c) => Tune::decided(c.native),
-                    None => Tune::default(),
-                };
-                Arc::new((tune, key))
-            })
-            .clone()
-    }
-
-    /// The program of a region, compiled on first use.
-    pub fn program(&self, g: &Graph, r: &Region) -> Result<Arc<Program>, RuntimeError> {
-        let region: RegionKey = (r.nodes.clone(), r.inputs.clone(), r.outputs.clone());
-        if let Some(p) = self.programs.lock().expect("kernel cache").get(&region) {
-            return Ok(p.clone());
-        }
-        let mut p = compile(g, r)?;
-        // (Rounding to bf16/f16 has no native form yet: such regions stay interpreted.)
-        let measured = !self.jit && self.autotune && p.numel() >= AUTOTUNE_MIN;
-        if (self.jit || measured) && p.round.iter().all(Option::is_none) {
-            let k = p.jit_kernel();
-            if dlc_jit::supports(&k) {
-                let key = format!("{k:?}");
-                // A choice an earlier run measured: taken as is, and a loser never compiled.
-                let tune_key = format!("{:016x}:{}", dlc_jit::cuda::ptx_cache::fnv1a(key.as_bytes()), p.numel());
-                let stored = if measured { self.store.as_ref().and_then(|s| s.get(&tune_key)) } else { None };
-                if measured {
-                    p.tune_key = Some(tune_key);
-                }
-                if let Some(c) = stored {
-                    p.tune = Some(Tune::decided(c.native));
-                    if !c.native {
-                        let p = Arc::new(p);
-                        self.programs.lock().expect("kernel cache").insert(region, p.clone());
-                        return Ok(p);
-                    }
-                }
-                let mut native = self.native.lock().expect("kernel cache");
-                let entry = native.entry(key).or_insert_with(|| {
-                    let c = dlc_jit::compile(&k).ok().map(Arc::new);
-                    if let Some(c) = &c {
-                        *self.jit_seconds.lock().expect("kernel cache") += c.compile_s;
-                    }
-                    c
-                });
-                p.native = entry.clone();
-                if measured && p.native.is_some() && p.tune.is_none() {
-                    p.tune = Some(Tune::default());
-                }
-            }
-        }
-        let p = Arc::new(p);
-        self.programs.lock().expect("kernel cache").insert(region, p.clone());
-        Ok(p)
-    }
-}
-
-impl KernelCache {
-    /// Per program measured against its native code: what was chosen (`Some(true)`: native),
-    /// or `None` while it is still measuring.
-    pub fn tuned(&self) -> Vec<Option<bool>> {
-        let mut out: Vec<Option<bool>> =
-            self.programs.lock().expect("kernel cache").values().filter(|p| p.tune.is_some()).map(|p| p.tuned_native()).collect();
-        out.extend(self.row_tunes.lock().expect("kernel cache").values().map(|t| t.0.chosen()));
-        out
-    }
-}
-
-impl Default for KernelCache {
-    fn default() -> Self {
-        KernelCache::new(false)
-    }
-}
+pub use super::kernel_cache::KernelCache;
 
 /// A node's shape as sizes (every dim is known by the time a plan runs).
 pub(crate) fn concrete(g: &Graph, n: NodeId) -> Vec<usize> {
@@ -417,7 +233,7 @@ impl Program {
     /// input of the row program, the region input it reads and that input's strides over the
     /// leading dims (from which the caller finds where row r starts in it). An input loaded with
     /// two different broadcasts becomes two inputs.
-    fn for_rows(&self) -> (Program, Vec<(usize, Vec<usize>)>) {
+    pub(super) fn for_rows(&self) -> (Program, Vec<(usize, Vec<usize>)>) {
         let rank = self.shape.len().max(1);
         let row_len = self.shape.last().copied().unwrap_or(1);
         let lead = rank - 1;
@@ -532,7 +348,7 @@ pub(crate) fn as_f32(t: &Tensor) -> Arc<Vec<f32>> {
 }
 
 impl Program {
-    fn numel(&self) -> usize {
+    pub(super) fn numel(&self) -> usize {
         self.shape.iter().product()
     }
 
@@ -567,7 +383,7 @@ impl Program {
 
     /// The program as a JIT kernel: broadcast loads become extra inputs (filled per chunk by
     /// the caller), constants immediates.
-    fn jit_kernel(&self) -> dlc_jit::Kernel {
+    pub(super) fn jit_kernel(&self) -> dlc_jit::Kernel {
         use dlc_jit::{Inst, Src};
         let n_in = self
             .instrs

@@ -7,6 +7,7 @@ mod conv;
 mod elem;
 mod elementwise;
 pub mod fused;
+mod kernel_cache;
 mod math32;
 mod movement;
 mod pool;

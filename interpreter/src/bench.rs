@@ -40,7 +40,8 @@ fn page_faults() -> u64 {
     }
 }
 
-fn stats(mut ms: Vec<f64>) -> (f64, f64, f64) {
+/// (median, min, max) of timings.
+pub(crate) fn stats(mut ms: Vec<f64>) -> (f64, f64, f64) {
     ms.sort_by(|a, b| a.total_cmp(b));
     let n = ms.len();
     if n == 0 {

@@ -323,7 +323,7 @@ fn time_check(file: &std::path::Path, n: usize, json: bool) -> i32 {
             return 1;
         }
     }
-    let (min, median, max) = spread(&mut ms);
+    let (median, min, max) = crate::bench::stats(ms);
     // Parsing alone, of this file and of the whole standard library (which every check parses).
     let parse_file = median_ms(n, || {
         std::hint::black_box(dlc_language::syntax::parse(dlc_language::FileId(0), &text));
@@ -346,22 +346,16 @@ fn time_check(file: &std::path::Path, n: usize, json: bool) -> i32 {
     0
 }
 
-/// (min, median, max) of timings in milliseconds.
-fn spread(ms: &mut [f64]) -> (f64, f64, f64) {
-    ms.sort_by(|a, b| a.total_cmp(b));
-    (ms[0], ms[ms.len() / 2], ms[ms.len() - 1])
-}
-
 /// The median of `n` timed runs of `f`, in milliseconds.
 fn median_ms(n: usize, mut f: impl FnMut()) -> f64 {
-    let mut ms: Vec<f64> = (0..n)
+    let ms: Vec<f64> = (0..n)
         .map(|_| {
             let t0 = std::time::Instant::now();
             f();
             t0.elapsed().as_secs_f64() * 1e3
         })
         .collect();
-    spread(&mut ms).1
+    crate::bench::stats(ms).0
 }
 
 /// How `dlc run` runs.

@@ -134,11 +134,21 @@ fn children<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
     }
 }
 
-/// Dropping a tree of any depth without recursion: an expression with children moves them onto
-/// a stack, and each is emptied before it goes, so no drop recurses. (Chumsky drops the trees of
-/// alternatives it backtracks over, so this cannot wait until after the parse.)
+/// Dropping a tree of any depth without overflowing the stack. The first [`DROP_RECURSION`]
+/// levels drop the ordinary way (recursively, no allocation: nearly every tree ends there);
+/// below that an expression moves its children onto a stack and empties each before it goes,
+/// so no drop recurses further. (Chumsky drops the trees of alternatives it backtracks over, so
+/// this cannot wait until after the parse, and the recursive part must fit in the 64 KiB that
+/// chumsky keeps free when it recurses.)
 impl Drop for Expr {
     fn drop(&mut self) {
+        let depth = DROP_DEPTH.get();
+        if depth < DROP_RECURSION {
+            DROP_DEPTH.set(depth + 1);
+            drop(std::mem::replace(&mut self.kind, ExprKind::Error));
+            DROP_DEPTH.set(depth);
+            return;
+        }
         let kind = std::mem::replace(&mut self.kind, ExprKind::Error);
         let mut stack = vec![];
         move_children(kind, &mut stack);
@@ -146,6 +156,14 @@ impl Drop for Expr {
             move_children(std::mem::replace(&mut e.kind, ExprKind::Error), &mut stack);
         }
     }
+}
+
+/// How many levels of a tree drop recursively; each level is a few small frames.
+const DROP_RECURSION: u32 = 24;
+
+thread_local! {
+    /// How many recursive `Expr` drops enclose the current one on this thread.
+    static DROP_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 fn move_children(kind: ExprKind, stack: &mut Vec<Expr>) {

@@ -48,9 +48,11 @@ cat > "$work/src/main.rs" <<'RS'
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::time::Instant;
 
+/// As dlc's `bench::stats` takes it: of an even count, the mean of the two middle values.
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
 /// Old and new alternately, `n` times each; their medians in microseconds.

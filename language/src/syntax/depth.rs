@@ -142,14 +142,14 @@ fn children<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
 /// chumsky keeps free when it recurses.)
 impl Drop for Expr {
     fn drop(&mut self) {
+        let kind = std::mem::replace(&mut self.kind, ExprKind::Error);
         let depth = DROP_DEPTH.get();
         if depth < DROP_RECURSION {
             DROP_DEPTH.set(depth + 1);
-            drop(std::mem::replace(&mut self.kind, ExprKind::Error));
+            drop(kind);
             DROP_DEPTH.set(depth);
             return;
         }
-        let kind = std::mem::replace(&mut self.kind, ExprKind::Error);
         let mut stack = vec![];
         move_children(kind, &mut stack);
         while let Some(mut e) = stack.pop() {

@@ -153,7 +153,7 @@ impl Host for RuntimeHost {
         // Compute every printed tensor in one plan (fused), then format them from the cache.
         let mut nodes = vec![];
         for v in values {
-            crate::runtime::pipeline::leaves(v, &mut nodes);
+            crate::pipeline::leaves(v, &mut nodes);
         }
         self.exec.eval_many(g, &nodes).map_err(|e| e.to_string())?;
         let mut tensors = vec![];

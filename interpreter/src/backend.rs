@@ -1,6 +1,8 @@
-//! The one interface every back end implements: evaluate a node of a (growing) graph.
-//! Today there is one, the eager interpreter; the Cranelift JIT and the CUDA back end will sit
-//! behind the same trait, and the eager interpreter stays the reference they are tested against.
+//! How a program's top-level statements and the REPL evaluate nodes of a (growing) graph, one
+//! at a time: the interpreter (fused, with Cranelift's native code for large regions when
+//! asked). Planned computations (training steps, evaluations, `infer` blocks) do not come
+//! through here: they run through `crate::runner::Runner`, on any device of the registry. The
+//! eager interpreter is the reference both are tested against.
 
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;

@@ -9,7 +9,10 @@ use dlc_jit::cuda::Gpu;
 use dlc_language::eval::recipe::RecipeInfo;
 use dlc_language::eval::Value;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub use crate::runner::DeviceKind;
+
+/// What a recipe's `device` field or `--device` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Requested {
     /// The GPU when one is present and usable, else the CPU.
     Auto,
@@ -48,7 +51,7 @@ pub fn requested(info: &RecipeInfo) -> (Requested, bool) {
 /// The device chosen and why, in one line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Choice {
-    pub device: &'static str,
+    pub device: DeviceKind,
     pub requested: Requested,
     pub reason: String,
     /// The GPU found, used or not.
@@ -59,32 +62,45 @@ pub struct Choice {
 pub const CUDA_EXECUTOR: bool = true;
 
 /// What `choose` probes: GPU 0 (`dlc_jit::cuda::probe`), or the emulated GPU when
-/// `DLC_EMULATE_GPU=1` asks for it.
-pub fn probe() -> Result<Gpu, String> {
+/// `DLC_EMULATE_GPU=1` asks for it; with the device kind a runner on it is opened as.
+pub fn probe() -> Result<(DeviceKind, Gpu), String> {
     if crate::runner::emulation_requested() {
-        return Ok(Gpu { name: "emulated GPU (DLC_EMULATE_GPU=1)".into(), capability: (9, 0), memory_bytes: 0, driver: 0 });
+        let gpu = Gpu { name: "emulated GPU (DLC_EMULATE_GPU=1)".into(), capability: (9, 0), memory_bytes: 0, driver: 0 };
+        return Ok((DeviceKind::EmulatedCuda, gpu));
     }
-    dlc_jit::cuda::probe()
+    dlc_jit::cuda::probe().map(|g| (DeviceKind::Cuda, g))
+}
+
+/// The device for a recipe (`flag`, from `--device`, first), probing the machine at most once
+/// per process. Also says whether the choice was asked for explicitly.
+pub fn for_recipe(info: &RecipeInfo, flag: Option<Requested>) -> Result<(Choice, bool), String> {
+    static PROBE: std::sync::OnceLock<Result<(DeviceKind, Gpu), String>> = std::sync::OnceLock::new();
+    let (requested, explicit) = match flag {
+        Some(f) => (f, true),
+        None => requested(info),
+    };
+    let choice = choose(requested, || PROBE.get_or_init(probe).clone())?;
+    Ok((choice, explicit))
 }
 
 /// Choose for `requested`, probing the machine only when the answer depends on it.
-pub fn choose(requested: Requested, probe: impl FnOnce() -> Result<Gpu, String>) -> Result<Choice, String> {
+pub fn choose(requested: Requested, probe: impl FnOnce() -> Result<(DeviceKind, Gpu), String>) -> Result<Choice, String> {
     if requested == Requested::Cpu {
-        return Ok(Choice { device: "cpu", requested, reason: "device = cpu".into(), gpu: None });
+        return Ok(Choice { device: DeviceKind::Cpu, requested, reason: "device = cpu".into(), gpu: None });
     }
     match (probe(), requested) {
-        (Err(why), Requested::Auto) => Ok(Choice { device: "cpu", requested, reason: format!("device = auto: no GPU ({why}); running on the CPU"), gpu: None }),
+        (Err(why), Requested::Auto) => Ok(Choice { device: DeviceKind::Cpu, requested, reason: format!("device = auto: no GPU ({why}); running on the CPU"), gpu: None }),
         (Err(why), _) => Err(format!("device = cuda, but there is no usable GPU: {why}. Use `device = auto` (or `--device auto`) to run on the CPU when there is none")),
-        (Ok(gpu), Requested::Auto) if !CUDA_EXECUTOR => Ok(Choice {
-            device: "cpu",
+        (Ok((_, gpu)), Requested::Auto) if !CUDA_EXECUTOR => Ok(Choice {
+            device: DeviceKind::Cpu,
             reason: format!("device = auto: found {gpu}, but this build cannot run steps on a GPU yet (its CUDA kernels are generated and checked, `dlc kernels FILE --check cuda`; the device executor is not written); running on the CPU"),
             requested,
             gpu: Some(gpu),
         }),
-        (Ok(gpu), _) if !CUDA_EXECUTOR => Err(format!(
+        (Ok((_, gpu)), _) if !CUDA_EXECUTOR => Err(format!(
             "device = cuda: found {gpu}, but this build cannot run steps on a GPU yet (the device executor is not written); use `device = auto` or `cpu` to run on the CPU"
         )),
-        (Ok(gpu), _) => Ok(Choice { device: "cuda", requested, reason: format!("device = {}: {gpu}", requested.name()), gpu: Some(gpu) }),
+        (Ok((kind, gpu)), _) => Ok(Choice { device: kind, requested, reason: format!("device = {}: {gpu}", requested.name()), gpu: Some(gpu) }),
     }
 }
 
@@ -92,24 +108,24 @@ pub fn choose(requested: Requested, probe: impl FnOnce() -> Result<Gpu, String>)
 mod tests {
     use super::*;
 
-    fn h100() -> Result<Gpu, String> {
-        Ok(Gpu { name: "NVIDIA H100 80GB HBM3".into(), capability: (9, 0), memory_bytes: 80 << 30, driver: 13000 })
+    fn h100() -> Result<(DeviceKind, Gpu), String> {
+        Ok((DeviceKind::Cuda, Gpu { name: "NVIDIA H100 80GB HBM3".into(), capability: (9, 0), memory_bytes: 80 << 30, driver: 13000 }))
     }
 
-    fn none() -> Result<Gpu, String> {
+    fn none() -> Result<(DeviceKind, Gpu), String> {
         Err("the NVIDIA driver library (libcuda.so.1) was not found".into())
     }
 
     #[test]
     fn cpu_never_probes() {
         let c = choose(Requested::Cpu, || panic!("probed")).expect("cpu");
-        assert_eq!(c.device, "cpu");
+        assert_eq!(c.device, DeviceKind::Cpu);
     }
 
     #[test]
     fn auto_without_a_gpu_says_so_and_runs_on_the_cpu() {
         let c = choose(Requested::Auto, none).expect("auto");
-        assert_eq!(c.device, "cpu");
+        assert_eq!(c.device, DeviceKind::Cpu);
         assert!(c.reason.contains("libcuda.so.1") && c.reason.contains("running on the CPU"), "{}", c.reason);
     }
 
@@ -123,7 +139,7 @@ mod tests {
     fn a_gpu_found_is_chosen_and_named() {
         for r in [Requested::Auto, Requested::Cuda] {
             let c = choose(r, h100).expect("a GPU");
-            assert_eq!(c.device, "cuda");
+            assert_eq!(c.device, DeviceKind::Cuda);
             assert!(c.reason.contains("H100") && c.reason.contains("sm_90"), "{}", c.reason);
         }
     }

@@ -3,10 +3,12 @@
 
 pub mod api;
 pub mod backend;
+pub mod compile;
 pub mod device;
 pub mod exec;
 pub mod kernels;
 pub mod parallel;
+pub mod pipeline;
 pub mod render;
 pub mod runner;
 pub mod runtime;

@@ -1,10 +1,9 @@
 //! The `dlc` command line: a thin client of the library API.
 
-mod bench;
 mod cli;
-mod explain;
-mod kernels_cmd;
-mod repl;
+mod commands;
+mod reports;
+mod session;
 
 // mimalloc keeps freed pages for reuse: a training step frees and reallocates the same tensor
 // sizes every step, and glibc returns large blocks to the OS, so each step page-faulted them

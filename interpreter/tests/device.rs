@@ -6,7 +6,7 @@
 //! CPU's (a block's tree against the interpreter's chunks, f64 in axis sums), so results are
 //! compared within tolerances, not bit for bit.
 
-use dlc::runner::Target;
+use dlc::runner::DeviceKind as Target;
 use dlc::train::{TrainOptions, Trainer};
 
 struct Run {
@@ -22,7 +22,7 @@ fn train(src: &str, target: Target, setup: impl FnOnce(&mut TrainOptions)) -> Ru
     assert!(p.ok, "{:?}", p.diagnostics());
     let info = p.session.t.recipes[0].clone();
     let mut opts = TrainOptions::new(std::env::temp_dir(), 0);
-    opts.target = target;
+    opts.device = target;
     setup(&mut opts);
     let mut t = Trainer::new(&mut p.session, info, opts).expect("trainer");
     let r = t.run().expect("training");
@@ -66,7 +66,7 @@ const MLP: &str = "use std.nn\nuse std.data\nuse std.optim\n\
 fn an_mlp_trains_on_the_device_as_on_the_cpu() {
     let src = MLP.replace("PRECISION", "");
     let cpu = train(&src, Target::Cpu, |_| {});
-    let gpu = train(&src, Target::Emulated, |_| {});
+    let gpu = train(&src, Target::EmulatedCuda, |_| {});
     assert_close(&cpu, &gpu, 1e-4);
     // The evaluations run on the device too: the accuracy exactly, the loss within 1e-4.
     assert_eq!(cpu.evals.len(), 2);
@@ -80,7 +80,7 @@ fn an_mlp_trains_on_the_device_as_on_the_cpu() {
     }
     assert!(kinds.contains_key("group"), "the optimiser's update is one launch: {kinds:?}");
     // Plans are compiled once: the second epoch's evaluation reuses the first one's module.
-    let one_epoch = train(&src.replace("epochs = 2", "epochs = 1"), Target::Emulated, |_| {});
+    let one_epoch = train(&src.replace("epochs = 2", "epochs = 1"), Target::EmulatedCuda, |_| {});
     assert_eq!(gpu.report.modules, one_epoch.report.modules, "{:?}", gpu.report);
     // The matrix products (forward, and both gradients through transposed views) run on the
     // device's gemm, none on the host. Per step: two forward, two weight gradients, one input
@@ -96,7 +96,7 @@ fn an_mlp_trains_on_the_device_as_on_the_cpu() {
 fn a_bf16_mlp_trains_on_the_device_as_on_the_cpu() {
     let src = MLP.replace("PRECISION", "precision = bf16");
     let cpu = train(&src, Target::Cpu, |_| {});
-    let gpu = train(&src, Target::Emulated, |_| {});
+    let gpu = train(&src, Target::EmulatedCuda, |_| {});
     assert_close(&cpu, &gpu, 2e-2);
 }
 
@@ -112,7 +112,7 @@ fn a_conv_bn_net_with_accumulation_trains_on_the_device_as_on_the_cpu() {
         data d = tensors(xs, ys) |> batch(8, drop_last: true)\n\
         train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = sgd(lr: 0.05, momentum: 0.9)\n  accumulate = 2\n  epochs = 1\n  log every 1 steps\n}\n";
     let cpu = train(src, Target::Cpu, |_| {});
-    let gpu = train(src, Target::Emulated, |_| {});
+    let gpu = train(src, Target::EmulatedCuda, |_| {});
     assert_close(&cpu, &gpu, 1e-4);
     let bn_mean = |r: &Run| r.params.iter().find(|(n, _)| n.contains("running_mean")).map(|p| p.1.clone()).expect("running mean");
     assert!(bn_mean(&gpu).iter().any(|v| *v != 0.0), "batch norm's running mean was updated on the device");
@@ -129,7 +129,7 @@ fn a_checkpoint_from_the_device_resumes_on_the_cpu() {
         .replace("PRECISION", "")
         .replace("log every 1 steps", &format!("log every 1 steps\n  checkpoint \"{}\" every 1 epochs", dir.display()));
     let one_epoch = src.replace("epochs = 2", "epochs = 1");
-    train(&one_epoch, Target::Emulated, |_| {});
+    train(&one_epoch, Target::EmulatedCuda, |_| {});
     let resumed = train(&src, Target::Cpu, |o| o.resume = Some(dir.clone()));
     let cpu = train(&src.replace(&format!("checkpoint \"{}\" every 1 epochs", dir.display()), ""), Target::Cpu, |_| {});
     let _ = std::fs::remove_dir_all(&dir);

@@ -2,8 +2,8 @@
 //! `shuffle` (seeded, reshuffled per epoch), `batch` (drop_last), take/skip/split.
 
 use dlc::api::RuntimeHost;
+use dlc::pipeline;
 use dlc::runtime::data::idx;
-use dlc::runtime::pipeline;
 use dlc_language::eval::{Mode, Session, Value};
 use std::path::{Path, PathBuf};
 

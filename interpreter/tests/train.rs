@@ -230,7 +230,7 @@ train {{
     let mut p = Program::run("infer.dl", &infer_src, Some(&examples()), false);
     assert!(p.ok, "{:?}", p.diagnostics());
     let info = p.session.t.recipes[0].clone();
-    let y = dlc::train::infer::run(&mut p.session, &info, &examples()).expect("infer");
+    let y = dlc::train::infer::run(&mut p.session, &info, &examples(), true, cpu().as_mut()).expect("infer");
     assert_eq!(y.shape, vec![2, 10]);
     let bytes = std::fs::read(&npy).expect("npy written");
     assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
@@ -245,7 +245,7 @@ train {{
     let mut p = Program::run("infer.dl", &wrong, Some(&examples()), false);
     assert!(p.ok, "{:?}", p.diagnostics());
     let info = p.session.t.recipes[0].clone();
-    let e = dlc::train::infer::run(&mut p.session, &info, &examples()).expect_err("shapes differ").to_string();
+    let e = dlc::train::infer::run(&mut p.session, &info, &examples(), true, cpu().as_mut()).expect_err("shapes differ").to_string();
     assert!(e.contains("`fc1.weight`") && e.contains("[32, 64]") && e.contains("[48, 64]"), "{e}");
 }
 
@@ -301,4 +301,9 @@ train {{
     assert!(rewritten.last() < rewritten.first(), "{rewritten:?}");
     let bias = |ps: &[(String, Vec<f64>)]| ps.iter().find(|(n, _)| n == "conv.b").map(|p| p.1.clone()).expect("conv.b");
     assert_eq!(bias(&init), bias(&end), "the bias gets no gradient");
+}
+
+/// A runner on the CPU, as `dlc run` opens one for an `infer` block.
+fn cpu() -> Box<dyn dlc::runner::Runner> {
+    dlc::runner::open(dlc::runner::DeviceKind::Cpu, &dlc::runner::RunnerOptions::new(0, true)).expect("the CPU runner")
 }

@@ -6,6 +6,7 @@ mod directives;
 mod lossless;
 mod no_panic;
 mod partial;
+mod structure;
 
 use std::path::{Path, PathBuf};
 

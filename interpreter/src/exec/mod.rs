@@ -202,7 +202,7 @@ impl Executor {
 
     /// The values of `roots`, planned together (fused when `self.fuse`).
     pub fn eval_many(&mut self, g: &Graph, roots: &[NodeId]) -> Result<Vec<Tensor>, RuntimeError> {
-        let planned = dlc_language::passes::pipeline::plan(g, roots, self.fuse)?;
+        let planned = dlc_language::passes::driver::plan(g, roots, self.fuse)?;
         self.run_planned(g, &planned.plan, &planned.memory)?;
         roots.iter().map(|r| self.eval(g, *r)).collect()
     }

@@ -5,9 +5,9 @@
 //! groups must agree bit for bit (the bodies do the interpreter's f32 operations in its order);
 //! row kernels and sums within a tolerance (their sums run in another order).
 
-use super::host_lib::{pointers, Compiler, HostLib};
 use super::reference::{compare, reference, tolerance, Checked, Reference};
 use super::Generated;
+use crate::runner::host_lib::{pointers, Compiler, HostLib};
 use dlc_jit::kir;
 use dlc_jit::render::{self, Dialect};
 use std::path::Path;

@@ -7,10 +7,10 @@
 //! (every kind walks its index space in grid-stride loops, so any grid computes the same), and is
 //! meant for small programs: every barrier is a rendezvous of OS threads.
 
-use super::emulation::{self, CXX};
-use super::host_lib::{pointers, HostLib};
 use super::reference::{compare, reference, tolerance, Checked, Reference};
 use super::Generated;
+use crate::runner::emulation::{self, CXX};
+use crate::runner::host_lib::{pointers, HostLib};
 use std::path::Path;
 
 /// Run every kernel's CUDA C on the CPU against the interpreter, building in `dir`.

@@ -7,18 +7,13 @@
 pub mod c_check;
 pub mod cuda_check;
 pub mod emu_check;
-pub mod emulation;
 pub mod gpu_check;
-pub mod host_lib;
 pub mod reference;
 
-use crate::train::{TrainOptions, Trainer};
 use crate::Program;
 use dlc_jit::kir;
-use dlc_language::eval::Value;
-use dlc_language::ir::{Graph, NodeId};
+use dlc_language::ir::Graph;
 use dlc_language::passes::fusion::{Kernel, Plan};
-use dlc_language::syntax::ast::RecipeKind;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -55,74 +50,44 @@ fn ident(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
 }
 
-/// Every generated kernel of a checked program (run quietly, as `explain` does), and what could
-/// not be lowered.
+/// Every generated kernel of a checked program (run quietly, as `explain` does), as the
+/// compiled program (`crate::compile`) plans them, and what could not be lowered.
 pub fn collect(p: &mut Program, root: &Path) -> (Vec<Generated>, Vec<String>) {
+    let c = crate::compile::program(p, &crate::compile::Options::new(root.to_path_buf()));
+    let g = &c.graph;
     let mut out = vec![];
     let mut skipped = vec![];
-    let printed: Vec<Vec<NodeId>> = p.output().printed.iter().map(|x| x.nodes.clone()).collect();
-    if printed.iter().any(|n| !n.is_empty()) {
-        let g = Arc::new(p.session.graph().clone());
-        for (i, nodes) in printed.iter().enumerate().filter(|(_, n)| !n.is_empty()) {
-            let plan = match dlc_language::passes::pipeline::plan(&g, nodes, true) {
-                Ok(p) => p.plan,
-                Err(e) => {
-                    skipped.push(format!("print #{}: internal compiler error: {e:?}", i + 1));
-                    continue;
-                }
-            };
-            of_plan(&format!("print #{}", i + 1), &format!("print{}", i + 1), &g, &plan, &mut out, &mut skipped);
+    for pr in &c.prints {
+        let origin = format!("print #{}", pr.index);
+        match &pr.planned {
+            Ok(planned) => of_plan(&origin, &format!("print{}", pr.index), g, &planned.plan, &mut out, &mut skipped),
+            Err(e) => skipped.push(format!("{origin}: {e}")),
         }
     }
-    let recipes = p.session.t.recipes.clone();
-    for info in recipes.iter().filter(|r| r.kind == RecipeKind::Infer) {
-        let name = info.name.clone().unwrap_or_else(|| "infer".into());
-        let (Some(_), Some(Value::Tensor(_))) = (info.field("model"), info.field("input").cloned()) else { continue };
-        match crate::train::infer::computation(&mut p.session, info) {
-            Ok(c) => {
-                let g = Arc::new(p.session.graph().clone());
-                let plan = match dlc_language::passes::pipeline::plan(&g, &[c.out], true) {
-                    Ok(p) => p.plan,
-                    Err(e) => {
-                        skipped.push(format!("infer \"{name}\": internal compiler error: {e:?}"));
-                        continue;
-                    }
-                };
-                of_plan(&format!("infer \"{name}\""), &format!("infer_{}", ident(&name)), &g, &plan, &mut out, &mut skipped);
-            }
-            Err(e) => skipped.push(format!("infer \"{name}\": {e}")),
+    for inf in &c.infers {
+        let origin = format!("infer \"{}\"", inf.name);
+        match &inf.compiled {
+            Ok(ic) => of_plan(&origin, &format!("infer_{}", ident(&inf.name)), g, &ic.planned.plan, &mut out, &mut skipped),
+            Err(e) => skipped.push(format!("{origin}: {e}")),
         }
     }
-    for info in recipes.into_iter().filter(|r| r.kind == RecipeKind::Train) {
-        let name = info.name.clone().unwrap_or_else(|| "train".into());
-        let mut trainer = match Trainer::new(&mut p.session, info, TrainOptions::new(root.to_path_buf(), 0)) {
-            Ok(t) => t,
+    for t in &c.trains {
+        let name = &t.name;
+        let step = match &t.step {
+            Ok(s) => s,
             Err(e) => {
                 skipped.push(format!("train \"{name}\": {e}"));
                 continue;
             }
         };
-        let Some(shapes) = trainer.batch_shapes() else {
-            skipped.push(format!("train \"{name}\": the batch shapes are only known at run time"));
-            continue;
-        };
-        let plan = match trainer.compile_step(&shapes) {
-            Ok((plan, _)) => plan,
-            Err(e) => {
-                skipped.push(format!("train \"{name}\": {e}"));
-                continue;
-            }
-        };
-        let evaluations = trainer.compile_evaluations();
-        let g = Arc::new(trainer.graph().clone());
-        let tag = ident(&name);
-        of_plan(&format!("train \"{name}\" step"), &format!("{tag}_step"), &g, &plan, &mut out, &mut skipped);
-        for (data, r) in evaluations {
+        let tag = ident(name);
+        of_plan(&format!("train \"{name}\" step"), &format!("{tag}_step"), g, &step.plan, &mut out, &mut skipped);
+        for (data, r) in &step.evaluations {
             match r {
                 Ok((_, eg)) => of_plan(
                     &format!("train \"{name}\" evaluate {data}"),
-                    &format!("{tag}_eval_{}", ident(&data)),
-                    &g,
+                    &format!("{tag}_eval_{}", ident(data)),
+                    g,
                     &eg.plan,
                     &mut out,
                     &mut skipped,

@@ -7,7 +7,7 @@ use crate::exec::Executor;
 use crate::runtime::tensor::Tensor;
 use dlc_jit::kir::{self, Ty};
 use dlc_language::ir::{Graph, NodeId};
-use dlc_language::passes::fusion::{Kernel, Plan};
+use dlc_language::passes::fusion::Plan;
 
 /// What one kernel's check found.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -22,17 +22,6 @@ pub struct Checked {
     /// Elements that differ in any bit.
     pub differing: usize,
     pub ok: bool,
-}
-
-/// The plan kernel's inputs and outputs, in the kernel IR's parameter order.
-pub(crate) fn io(k: &Kernel) -> Vec<(Vec<NodeId>, Vec<NodeId>)> {
-    match k {
-        Kernel::Fused(r) => vec![(r.inputs.clone(), r.outputs.clone())],
-        Kernel::Group(rs) => rs.iter().map(|r| (r.inputs.clone(), r.outputs.clone())).collect(),
-        Kernel::Rows(rg) => vec![(rg.inputs.clone(), rg.outputs.clone())],
-        Kernel::Reduce(rk) => vec![(rk.prologue.inputs.clone(), rk.outputs())],
-        Kernel::Library(_) | Kernel::Free(_) | Kernel::View(_) => vec![],
-    }
 }
 
 /// Deterministic test values for an input of `dtype`: integers small enough to be class labels,
@@ -85,7 +74,7 @@ pub struct Reference {
 /// varies them between kernels).
 pub fn reference(gen: &Generated, salt: usize) -> Result<Reference, String> {
     let g: &Graph = &gen.graph;
-    let groups = io(&gen.plan_kernel);
+    let groups = gen.plan_kernel.io();
     let mut ex = Executor::new(0);
     let mut inputs: Vec<(NodeId, Tensor)> = vec![];
     for (k, n) in groups.iter().flat_map(|(ins, _)| ins.iter()).enumerate() {

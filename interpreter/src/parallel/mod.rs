@@ -13,9 +13,7 @@
 //! - logged values are averaged across ranks, evaluations are summed over each rank's share of
 //!   the data; rank 0 alone prints, writes metrics and checkpoints.
 
-pub mod buckets;
 mod comm;
 pub mod world;
 
-pub use buckets::{plan_buckets, Bucket};
 pub use world::World;

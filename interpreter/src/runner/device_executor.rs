@@ -15,7 +15,6 @@ use super::driver::{Driver, ModuleId, Product};
 use super::storage;
 use super::{AfterKernel, Report, Runner, Slot};
 use crate::exec::Executor;
-use crate::kernels::reference::io;
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
 use dlc_jit::kir::{self, Ty};
@@ -228,7 +227,7 @@ impl<D: Driver> DeviceExecutor<D> {
         let mut ex = Executor::new(0);
         let reads: Vec<NodeId> = match k {
             Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).src.clone(),
-            _ => io(k).into_iter().flat_map(|(ins, _)| ins).collect(),
+            _ => k.io().into_iter().flat_map(|(ins, _)| ins).collect(),
         };
         for s in reads {
             self.host_input(g, s, &mut ex)?;
@@ -288,7 +287,7 @@ impl<D: Driver> DeviceExecutor<D> {
     /// Launch plan kernel `k` as the generated kernel `loaded` of `module`.
     fn launch(&mut self, g: &Graph, k: &Kernel, module: ModuleId, loaded: &Loaded) -> Result<(), RuntimeError> {
         let params = &loaded.params;
-        let groups = io(k);
+        let groups = k.io();
         let nodes: Vec<(NodeId, bool)> =
             groups.iter().flat_map(|(ins, outs)| ins.iter().map(|n| (*n, false)).chain(outs.iter().map(|n| (*n, true)))).collect();
         if nodes.len() != params.len() {
@@ -397,7 +396,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
             let outputs: Vec<NodeId> = match k {
                 Kernel::View(_) => vec![],
                 Kernel::Library(n) | Kernel::Free(n) => vec![*n],
-                _ => io(k).into_iter().flat_map(|(_, outs)| outs).collect(),
+                _ => k.io().into_iter().flat_map(|(_, outs)| outs).collect(),
             };
             if outputs.iter().all(|o| self.values.contains_key(o)) {
                 continue;

@@ -1,12 +1,12 @@
 //! The emulated device: buffers in host memory, and each plan's kernels as the CUDA C the GPU
 //! would get, compiled by the system C++ compiler after the emulation header
-//! (`kernels::emulation`) and called through their host entries. Not a way to run fast: it is
+//! (`emulation.rs`) and called through their host entries. Not a way to run fast: it is
 //! how the device executor is exercised end to end (and in CI) where there is no GPU. Selected
 //! by `DLC_EMULATE_GPU=1` with `--device cuda`.
 
 use super::driver::{Driver, ModuleId, Product};
-use crate::kernels::emulation::{self, Entry, CXX};
-use crate::kernels::host_lib::HostLib;
+use super::emulation::{self, Entry, CXX};
+use super::host_lib::HostLib;
 use dlc_jit::kir;
 use dlc_jit::kir::Ty;
 use dlc_jit::render::Launch;

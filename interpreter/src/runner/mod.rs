@@ -4,14 +4,20 @@
 //! every device: the CPU's runner is the interpreter (host.rs); a GPU's is the device executor
 //! (device_executor.rs) over a driver (driver.rs): CUDA through cudarc (cuda.rs), or the same
 //! CUDA C compiled for the CPU (emulated.rs, `DLC_EMULATE_GPU=1`), which is how the device
-//! executor is tested without a GPU.
+//! executor is tested without a GPU. The registry (registry.rs) lists the devices as peers and
+//! opens a runner on any of them; nothing above this module asks which device it runs on.
 
 pub mod cuda;
 pub mod device_executor;
 pub mod driver;
 pub mod emulated;
+pub mod emulation;
 pub mod host;
+pub mod host_lib;
+pub mod registry;
 pub mod storage;
+
+pub use registry::{open, DeviceKind, RunnerOptions};
 
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
@@ -77,35 +83,7 @@ pub trait Runner {
     fn unpin_all(&mut self);
 }
 
-/// Where a run's steps go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    Cpu,
-    /// GPU 0 through CUDA.
-    Cuda,
-    /// The device executor over the emulated GPU (`DLC_EMULATE_GPU=1`; tests).
-    Emulated,
-}
-
 /// Whether `DLC_EMULATE_GPU=1` asks for the emulated device (tests and CI, without a GPU).
 pub fn emulation_requested() -> bool {
     std::env::var("DLC_EMULATE_GPU").is_ok_and(|v| v == "1")
-}
-
-/// The GPU target a run that chose `cuda` gets: emulated when asked for.
-pub fn gpu_target() -> Target {
-    if emulation_requested() {
-        Target::Emulated
-    } else {
-        Target::Cuda
-    }
-}
-
-/// The device executor for a GPU target (the CPU's runner is `host::HostRunner`).
-pub fn open(target: Target) -> Result<Box<dyn Runner>, String> {
-    match target {
-        Target::Emulated => Ok(Box::new(device_executor::DeviceExecutor::new(emulated::Emulated::new()))),
-        Target::Cuda => Ok(Box::new(device_executor::DeviceExecutor::new(cuda::Cuda::open()?))),
-        Target::Cpu => Err("the CPU runs plans in the interpreter (runner::host::HostRunner)".into()),
-    }
 }

@@ -2,7 +2,7 @@
 
 pub mod data;
 pub mod format;
-pub mod pipeline;
+
 pub mod rng;
 pub mod tensor;
 
@@ -20,6 +20,18 @@ pub enum RuntimeError {
     /// expression in the program that asked for it.
     #[error("{message}")]
     Data { message: String, span: dlc_language::Span },
+    /// Training stopped by Ctrl-C (after saving a checkpoint when the recipe names a directory).
+    #[error("interrupted")]
+    Interrupted,
+    /// The program asks for something this version checks but does not execute yet.
+    #[error("{0}")]
+    NotExecutedYet(String),
+    /// A checkpoint could not be read or written.
+    #[error("{0}")]
+    Checkpoint(String),
+    /// The device could not be opened or failed.
+    #[error("{0}")]
+    Device(String),
 }
 
 /// A pass that broke an IR invariant stops the run with the verifier's message (an internal

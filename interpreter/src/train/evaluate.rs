@@ -5,7 +5,7 @@
 use super::metric_names::{metric_names, shown};
 use super::metrics::Metrics;
 use super::{checkpoint, err, shapes_of, Evaluation, TrainReport, Trainer};
-use crate::runtime::pipeline::{self, leaves};
+use crate::pipeline::{self, leaves};
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::{Ctx, Pipeline};
 use dlc_language::eval::Value;
@@ -23,7 +23,7 @@ pub struct EvalGraph {
     /// Values that depend on the parameters alone, computed once per evaluation (by
     /// `frontier_plan`) and kept for every batch.
     pub frontier: Vec<NodeId>,
-    pub frontier_plan: dlc_language::passes::pipeline::Planned,
+    pub frontier_plan: dlc_language::passes::driver::Planned,
     /// How many kernels those took (run once, not per batch).
     pub once: usize,
     /// The kernels each batch runs.
@@ -33,7 +33,7 @@ pub struct EvalGraph {
     /// Batch norms (and other per-channel affine chains) folded into the product before them.
     pub folded: Vec<dlc_language::passes::bn_fold::Fold>,
     /// The metrics' graph as traced and after batch-norm folding (`dlc explain --dump`).
-    pub passes: Vec<(&'static str, Vec<NodeId>)>,
+    pub passes: dlc_language::passes::driver::Stages,
     /// The kernels before evaluation specialisation took out what runs once.
     pub full_plan: dlc_language::passes::fusion::Plan,
 }
@@ -171,17 +171,17 @@ impl<'s> Trainer<'s> {
         let (v, ids) = self.trace(body, shapes, false)?;
         let mut nodes = vec![];
         leaves(&v, &mut nodes);
-        use dlc_language::passes::pipeline;
+        use dlc_language::passes::driver;
         // Batch norm folded into the convolution or linear layer before it (not under
         // --no-fuse: the eager interpreter computes the program as written), then the recipe's
         // precision, as the training step's forward computes (torch.autocast around evaluation).
-        let precision = self.precision.unwrap_or(DType::F32);
-        let forward = pipeline::inference_forward(&mut self.session.t.graph, &nodes, &[], self.opts.fuse, precision)?;
+        let opts = self.driver_options();
+        let forward = driver::inference_forward(&mut self.session.t.graph, &nodes, &[], &opts)?;
         let (nodes, folded, passes) = (forward.roots, forward.folds, forward.stages);
         let graph = &self.session.t.graph;
-        let pipeline::Planned { plan, memory, frontier, full } = pipeline::compile_eval(graph, &nodes, self.opts.fuse)?;
+        let driver::Planned { plan, memory, frontier, full } = driver::compile_eval(graph, &nodes, self.opts.fuse)?;
         let full = full.expect("an evaluation keeps its whole plan");
-        let frontier_plan = pipeline::plan(graph, &frontier, self.opts.fuse)?;
+        let frontier_plan = driver::plan(graph, &frontier, self.opts.fuse)?;
         Ok(EvalGraph {
             nodes,
             ids,
@@ -259,7 +259,7 @@ impl<'s> Trainer<'s> {
 
     /// Parameters and buffers from a checkpoint (no optimiser state), matched by path and shape.
     pub fn load_weights(&mut self, dir: &std::path::Path) -> Result<(), RuntimeError> {
-        let ck = checkpoint::load(dir).map_err(RuntimeError::Io)?;
+        let ck = checkpoint::load(dir).map_err(RuntimeError::Checkpoint)?;
         self.set_parameters(&ck.params, &format!("the checkpoint in {}", dir.display()))
     }
 

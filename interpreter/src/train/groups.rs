@@ -44,7 +44,9 @@ impl Group {
         match self.kind.as_str() {
             "sgd" | "lars" => Ok(1),
             "adam" | "adamw" | "lamb" => Ok(2),
-            other => Err(err(format!("the `{other}` optimiser is checked but not executed yet (sgd, adam, adamw, lamb and lars run)"))),
+            other => Err(RuntimeError::NotExecutedYet(format!(
+                "the `{other}` optimiser is checked but not executed yet (sgd, adam, adamw, lamb and lars run)"
+            ))),
         }
     }
 
@@ -114,7 +116,7 @@ impl Group {
             .call(&rule, args, Default::default(), Default::default())
             .map_err(|_| err(format!("the {kind} update failed to trace: {:?}", t.diags.last().map(|d| d.message.clone()))))?;
         let mut nodes = vec![];
-        crate::runtime::pipeline::leaves(&out, &mut nodes);
+        crate::pipeline::leaves(&out, &mut nodes);
         // Keep each new value in its parameter's dtype.
         Ok(nodes.into_iter().map(|n| t.cast(n, dtype, Default::default())).collect())
     }

@@ -1,34 +1,39 @@
 //! `infer { model, checkpoint, input, output }`: run a trained model on new inputs. The output is
-//! printed, or written as a `.npy` file when `output` names one (a PNG grid for `.png`).
+//! printed, or written as a `.npy` file when `output` names one (a PNG grid for `.png`). A block
+//! is compiled by the driver (batch norm folded, autocast, fused, memory planned) and runs
+//! through a runner on the chosen device, as training steps do.
 
 use super::checkpoint;
 use crate::exec::Executor;
+use crate::runner::{Runner, Slot};
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
 use dlc_language::eval::model::collect_params;
 use dlc_language::eval::recipe::RecipeInfo;
+use dlc_language::eval::tracer::Tracer;
 use dlc_language::eval::value::{Ctx, Func};
 use dlc_language::eval::{Session, Value};
-use dlc_language::ir::Op;
+use dlc_language::ir::{NodeId, Op};
+use dlc_language::passes::driver;
 use dlc_language::types::{DType, Dim, TensorTy};
+use std::collections::HashMap;
 use std::path::Path;
 
 fn err(msg: impl Into<String>) -> RuntimeError {
     RuntimeError::Unsupported(msg.into())
 }
 
-/// The model's parameters, loaded from the block's checkpoint when it names one (matched by
-/// path; a model method such as `Vae().decode` loads its model's parameters).
-fn load_checkpoint(
-    t: &dlc_language::eval::tracer::Tracer,
-    info: &RecipeInfo,
-    model: &Value,
-    root: &Path,
-    ex: &mut Executor,
-) -> Result<(), RuntimeError> {
-    let Some(Value::Str(dir)) = info.field("checkpoint") else { return Ok(()) };
-    let dir = root.join(&**dir);
-    let ck = checkpoint::load(&dir).map_err(RuntimeError::Io)?;
+/// The model's parameters by id: loaded from the block's checkpoint when it names one (matched
+/// by path; a model method such as `Vae().decode` loads its model's parameters), else
+/// initialised from the seed as a program's parameters are.
+fn parameters(t: &Tracer, info: &RecipeInfo, model: &Value, root: &Path) -> Result<Vec<(u32, Tensor)>, RuntimeError> {
+    let ck = match info.field("checkpoint") {
+        Some(Value::Str(dir)) => {
+            let dir = root.join(&**dir);
+            Some((checkpoint::load(&dir).map_err(RuntimeError::Checkpoint)?, dir))
+        }
+        _ => None,
+    };
     let owner = match model {
         Value::Func(f) => match &**f {
             Func::Method { model, .. } => Value::Model(model.clone()),
@@ -38,21 +43,27 @@ fn load_checkpoint(
     };
     let mut found = vec![];
     collect_params(&owner, "", &mut found);
+    let mut init = Executor::new(0);
+    let mut out = vec![];
     for (path, v) in found {
         let Value::Tensor(node) = v else { continue };
-        if let Op::Param(id) = t.graph.node(node).op {
-            let ty = t.graph.params[id as usize].ty.clone();
-            let shape: Vec<usize> = ty.shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect();
-            let source = format!("the checkpoint in {}", dir.display());
-            let w = checkpoint::param_from(&ck.params, &path, &shape, ty.dtype, &source).map_err(err)?;
-            ex.set_param(id, w);
-        }
+        let Op::Param(id) = t.graph.node(node).op else { continue };
+        let w = match &ck {
+            Some((ck, dir)) => {
+                let ty = t.graph.params[id as usize].ty.clone();
+                let shape: Vec<usize> = ty.shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect();
+                let source = format!("the checkpoint in {}", dir.display());
+                checkpoint::param_from(&ck.params, &path, &shape, ty.dtype, &source).map_err(err)?
+            }
+            None => init.param(&t.graph, id)?,
+        };
+        out.push((id, w));
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Apply the model to one input value; returns the output node.
-pub fn apply(session: &mut Session, info: &RecipeInfo, model: &Value, input: Value) -> Result<dlc_language::ir::NodeId, RuntimeError> {
+pub fn apply(session: &mut Session, info: &RecipeInfo, model: &Value, input: Value) -> Result<NodeId, RuntimeError> {
     let t = &mut session.t;
     t.ctx = Ctx { module: info.module, instance: None, env: vec![] };
     let before = t.diags.len();
@@ -66,43 +77,84 @@ pub fn apply(session: &mut Session, info: &RecipeInfo, model: &Value, input: Val
     }
 }
 
-/// What the block computes, as `run` executes it and `dlc explain` reports it: the model
-/// applied to the input, with batch norm folded into the product before it (as in evaluation),
-/// then the block's `precision` (products in bf16 or f16 with f32 accumulation, as
-/// `torch.autocast` around inference).
-pub fn computation(session: &mut Session, info: &RecipeInfo) -> Result<Computation, RuntimeError> {
-    let model = info.field("model").cloned().ok_or_else(|| err("the infer block has no model"))?;
-    let input = info.field("input").cloned().ok_or_else(|| err("the infer block has no input"))?;
-    let out = apply(session, info, &model, input.clone())?;
-    // The input is the data: what depends on the parameters alone is folded, not the input.
-    let data: Vec<dlc_language::ir::NodeId> = match input {
-        Value::Tensor(n) => vec![n],
-        _ => vec![],
-    };
+/// The compile driver's options for an `infer` block: its `precision` (products in bf16 or
+/// f16 with f32 accumulation, as `torch.autocast` around inference), fused unless `fuse` is
+/// false (`--no-fuse`: the program as written).
+pub fn driver_options(info: &RecipeInfo, fuse: bool) -> driver::Options {
     let precision = super::precision::low_precision(info.field("precision")).unwrap_or(DType::F32);
-    let forward = dlc_language::passes::pipeline::inference_forward(&mut session.t.graph, &[out], &data, true, precision)?;
-    Ok(Computation { out: forward.roots[0], folds: forward.folds })
+    driver::Options { fuse, remat: false, precision, bucket_cap: None }
 }
 
-/// An `infer` block's output node, and the batch norms folded on the way.
-pub struct Computation {
-    pub out: dlc_language::ir::NodeId,
+/// An `infer` block compiled: the model applied to an input bound from outside, rewritten for
+/// inference (batch norm folded into the product before it, not through the input, then the
+/// precision's autocast) and planned; and the block's `input` expression planned on its own
+/// (its value is computed once and bound). What `dlc run` executes and `dlc bench` times.
+pub struct Compiled {
+    /// The input the model reads.
+    pub input_id: u32,
+    /// The block's `input` expression and its plan (`None` when the caller binds the input).
+    pub input: Option<(NodeId, driver::Planned)>,
+    /// The output node, as traced and as planned.
+    pub traced: NodeId,
+    pub out: NodeId,
     pub folds: Vec<dlc_language::passes::bn_fold::Fold>,
+    pub stages: driver::Stages,
+    pub planned: driver::Planned,
 }
 
-/// `roots` under the block's `precision` field (f32 when it has none).
-fn under_precision(session: &mut Session, info: &RecipeInfo, roots: &[dlc_language::ir::NodeId]) -> Vec<dlc_language::ir::NodeId> {
-    let precision = super::precision::low_precision(info.field("precision")).unwrap_or(DType::F32);
-    dlc_language::passes::autocast::lower_all(&mut session.t.graph, roots, precision)
+/// Compile the model applied to a fresh input of type `ty`.
+fn compile_model(session: &mut Session, info: &RecipeInfo, model: &Value, ty: TensorTy, fuse: bool) -> Result<Compiled, RuntimeError> {
+    let t = &mut session.t;
+    let input_id = t.graph.add_input("infer input", ty.clone());
+    let input = t.node(Op::Input(input_id), ty.dtype, ty.shape, vec![], Default::default());
+    let traced = apply(session, info, model, Value::Tensor(input))?;
+    // The input is the data: what depends on the parameters alone is folded, not the input.
+    let (forward, planned) = driver::compile_infer(&mut session.t.graph, traced, &[input], &driver_options(info, fuse))?;
+    Ok(Compiled { input_id, input: None, traced, out: forward.roots[0], folds: forward.folds, stages: forward.stages, planned })
 }
 
-/// Run the block; returns the output tensor.
-pub fn run(session: &mut Session, info: &RecipeInfo, root: &Path) -> Result<Tensor, RuntimeError> {
-    let out = computation(session, info)?.out;
+/// Compile the block (its `input` a tensor).
+pub fn compile(session: &mut Session, info: &RecipeInfo, fuse: bool) -> Result<Compiled, RuntimeError> {
     let model = info.field("model").cloned().ok_or_else(|| err("the infer block has no model"))?;
-    let mut ex = Executor::new(0);
-    load_checkpoint(&session.t, info, &model, root, &mut ex)?;
-    let y = ex.eval(&session.t.graph, out)?;
+    let Some(Value::Tensor(input)) = info.field("input").cloned() else { return Err(err("the infer block's input is not a tensor")) };
+    let ty = session.t.ty(input);
+    let mut c = compile_model(session, info, &model, ty, fuse)?;
+    c.input = Some((input, driver::plan(&session.t.graph, &[input], fuse)?));
+    Ok(c)
+}
+
+/// Put the model's parameters on the runner.
+pub fn load(session: &Session, info: &RecipeInfo, root: &Path, runner: &mut dyn Runner) -> Result<(), RuntimeError> {
+    let model = info.field("model").cloned().ok_or_else(|| err("the infer block has no model"))?;
+    for (id, w) in parameters(&session.t, info, &model, root)? {
+        runner.put(Slot::Param(id), &w)?;
+    }
+    Ok(())
+}
+
+/// Compute the block's input on the runner and bind it for the model's runs.
+pub fn bind_input(session: &Session, c: &Compiled, runner: &mut dyn Runner) -> Result<(), RuntimeError> {
+    if let Some((node, p)) = &c.input {
+        runner.run(&session.t.graph, &p.plan, &p.memory)?;
+        runner.keep(&session.t.graph, *node, Slot::Input(c.input_id))?;
+        runner.read_input_from(c.input_id, Slot::Input(c.input_id));
+    }
+    Ok(())
+}
+
+/// Run the model's plan on the runner (parameters loaded, input bound); returns the output.
+pub fn execute(session: &Session, c: &Compiled, runner: &mut dyn Runner) -> Result<Tensor, RuntimeError> {
+    runner.run(&session.t.graph, &c.planned.plan, &c.planned.memory)?;
+    runner.fetch(&session.t.graph, c.out)
+}
+
+/// Run the block on the runner: compile, load its parameters, bind its input, execute, write
+/// its output file.
+pub fn run(session: &mut Session, info: &RecipeInfo, root: &Path, fuse: bool, runner: &mut dyn Runner) -> Result<Tensor, RuntimeError> {
+    let c = compile(session, info, fuse)?;
+    load(session, info, root, runner)?;
+    bind_input(session, &c, runner)?;
+    let y = execute(session, &c, runner)?;
     if let Some(Value::Str(path)) = info.field("output") {
         let path = root.join(&**path);
         if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
@@ -117,8 +169,15 @@ pub fn run(session: &mut Session, info: &RecipeInfo, root: &Path) -> Result<Tens
 /// `infer { generate = N, input = "prompt", vocab = FILE, context = T }`: sample N characters
 /// from a character-level language model (logits [1, T, V]), one at a time, each from the
 /// softmax of the last position's logits divided by `temperature` (default 1), the window being
-/// the last `context` characters. Returns the prompt followed by the sample.
-pub fn generate(session: &mut Session, info: &RecipeInfo, root: &Path) -> Result<String, RuntimeError> {
+/// the last `context` characters. Returns the prompt followed by the sample. Each window length
+/// is compiled once, as any block is, and run on the runner.
+pub fn generate(
+    session: &mut Session,
+    info: &RecipeInfo,
+    root: &Path,
+    fuse: bool,
+    runner: &mut dyn Runner,
+) -> Result<String, RuntimeError> {
     let model = info.field("model").cloned().ok_or_else(|| err("the infer block has no model"))?;
     let Some(Value::Str(prompt)) = info.field("input").cloned() else { return Err(err("with `generate`, `input` is a text prompt")) };
     let Some(Value::Str(vocab_file)) = info.field("vocab").cloned() else { return Err(err("`generate` needs `vocab`")) };
@@ -141,48 +200,46 @@ pub fn generate(session: &mut Session, info: &RecipeInfo, root: &Path) -> Result
     if ids.is_empty() {
         return Err(err("the prompt is empty: give at least one character"));
     }
-    let mut ex = Executor::new(0);
-    load_checkpoint(&session.t, info, &model, root, &mut ex)?;
-    let params = ex.params.clone();
-    // One traced graph per window length (1..=context), each built on first use.
-    let mut graphs: std::collections::HashMap<usize, (u32, dlc_language::ir::NodeId)> = Default::default();
+    load(session, info, root, runner)?;
+    // One compiled graph per window length (1..=context), each built on first use.
+    let mut compiled: HashMap<usize, Compiled> = HashMap::new();
     for i in 0..n {
         let window: Vec<usize> = ids[ids.len().saturating_sub(context)..].to_vec();
         let len = window.len();
-        if !graphs.contains_key(&len) {
-            let t = &mut session.t;
-            let dims = vec![Dim::known(1), Dim::known(len as i64)];
-            let id = t.graph.add_input("prompt", TensorTy::new(DType::I64, dims.clone()));
-            let node = t.node(Op::Input(id), DType::I64, dims, vec![], Default::default());
-            let out = apply(session, info, &model, Value::Tensor(node))?;
-            graphs.insert(len, (id, under_precision(session, info, &[out])[0]));
+        if !compiled.contains_key(&len) {
+            let ty = TensorTy::new(DType::I64, vec![Dim::known(1), Dim::known(len as i64)]);
+            compiled.insert(len, compile_model(session, info, &model, ty, fuse)?);
         }
-        let (id, out) = graphs[&len];
-        let mut ex = Executor::new(0);
-        ex.params = params.clone();
-        ex.inputs.insert(id, Tensor::from_f64(DType::I64, vec![1, len], window.iter().map(|&w| w as f64)));
-        let logits = ex.eval(&session.t.graph, out)?;
-        let v = logits.to_f64();
-        let classes = *logits.shape.last().unwrap_or(&1);
-        if logits.numel() != len * classes {
-            return Err(err(format!("`generate` needs logits [1, T, vocab], the model returned {:?}", logits.shape)));
-        }
-        let last = &v[(len - 1) * classes..];
-        let max = last.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let weights: Vec<f64> = last.iter().map(|l| ((l - max) / temperature).exp()).collect();
-        let total: f64 = weights.iter().sum();
-        let mut u = crate::runtime::rng::uniform(seed, i as u64) * total;
-        let mut pick = classes - 1;
-        for (k, w) in weights.iter().enumerate() {
-            if u < *w {
-                pick = k;
-                break;
-            }
-            u -= w;
-        }
+        let c = &compiled[&len];
+        let id = c.input_id;
+        runner.put(Slot::Input(id), &Tensor::from_f64(DType::I64, vec![1, len], window.iter().map(|&w| w as f64)))?;
+        runner.read_input_from(id, Slot::Input(id));
+        let logits = execute(session, c, runner)?;
+        let pick = sample_last(&logits, len, temperature, seed, i)?;
         ids.push(pick.min(vocab.len().saturating_sub(1)));
     }
     Ok(ids.iter().map(|&i| vocab[i]).collect())
+}
+
+/// A class drawn from the softmax of the last position's logits over `temperature`.
+fn sample_last(logits: &Tensor, len: usize, temperature: f64, seed: u64, i: usize) -> Result<usize, RuntimeError> {
+    let v = logits.to_f64();
+    let classes = *logits.shape.last().unwrap_or(&1);
+    if logits.numel() != len * classes {
+        return Err(err(format!("`generate` needs logits [1, T, vocab], the model returned {:?}", logits.shape)));
+    }
+    let last = &v[(len - 1) * classes..];
+    let max = last.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let weights: Vec<f64> = last.iter().map(|l| ((l - max) / temperature).exp()).collect();
+    let total: f64 = weights.iter().sum();
+    let mut u = crate::runtime::rng::uniform(seed, i as u64) * total;
+    for (k, w) in weights.iter().enumerate() {
+        if u < *w {
+            return Ok(k);
+        }
+        u -= w;
+    }
+    Ok(classes - 1)
 }
 
 /// NumPy's .npy format, version 1.0: magic, header dict padded to 64 bytes, little-endian data.

@@ -14,19 +14,18 @@ mod overrides;
 pub mod png;
 pub mod precision;
 mod replicas;
+mod run_loop;
 pub mod schedule;
 mod step;
 
 pub use evaluate::EvalGraph;
-use evaluate::When;
 use groups::{Group, Param};
-use metrics::Metrics;
 pub use overrides::apply_overrides;
 use step::Step;
 
 use crate::exec::Executor;
+use crate::pipeline::{self, Batches, Element};
 use crate::runner::Runner;
-use crate::runtime::pipeline::{self, Batches, Element};
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
 use dlc_language::eval::recipe::RecipeInfo;
@@ -37,7 +36,6 @@ use dlc_language::types::DType;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::time::Instant;
 
 /// What a per-step callback sees after each optimiser step.
 #[derive(Debug, Clone)]
@@ -89,8 +87,9 @@ pub struct TrainOptions {
     /// Read autotuning's earlier choices from the tuning file and add this run's to it at the
     /// end (`exec::tune_store`; the command line turns it on, embedders and tests leave it off).
     pub tuning_file: bool,
-    /// Where the steps run (the CPU unless the device chosen was `cuda`); see `crate::runner`.
-    pub target: crate::runner::Target,
+    /// Where the steps run (the CPU unless the device chosen was `cuda`): a runner on it is
+    /// opened through the registry (`crate::runner::registry`).
+    pub device: crate::runner::DeviceKind,
     /// The data-parallel job this process is a rank of (`None`: one process).
     pub world: Option<Rc<crate::parallel::World>>,
     /// Compile the steps as a data-parallel rank would even in one process (`dlc explain` shows
@@ -121,7 +120,7 @@ impl TrainOptions {
             jit: false,
             profile: None,
             tuning_file: false,
-            target: crate::runner::Target::Cpu,
+            device: crate::runner::DeviceKind::Cpu,
             world: None,
             plan_parallel: false,
         }
@@ -163,11 +162,15 @@ impl Evaluation {
     }
 }
 
-/// Training stopped by Ctrl-C (after saving a checkpoint when the recipe has a directory).
-pub const INTERRUPTED: &str = "interrupted";
-
 fn err(msg: impl Into<String>) -> RuntimeError {
     RuntimeError::Unsupported(msg.into())
+}
+
+/// How often something happens during training (`checkpoint ... every 2 epochs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Every {
+    Steps(usize),
+    Epochs(usize),
 }
 
 fn shapes_of(e: &Element) -> Vec<(DType, Vec<usize>)> {
@@ -197,17 +200,6 @@ pub struct Trainer<'s> {
     precision: Option<DType>,
     /// f16's dynamic loss scaling.
     scaler: Option<precision::LossScaler>,
-    /// The autocast rewrite while a step is being compiled.
-    autocast: Option<dlc_language::passes::autocast::Autocast>,
-    /// The conv-bias elimination while a step is being compiled.
-    conv_bias: Option<dlc_language::passes::conv_bias::ConvBias>,
-    /// While a step is compiled the second time, with automatic rematerialisation.
-    remat: bool,
-    /// While a step is compiled without it: the values it would recompute (passes::remat).
-    remat_candidates: std::collections::HashSet<dlc_language::ir::NodeId>,
-    /// Each value the step's forward rewrites lowered: as traced, after conv-bias elimination,
-    /// after autocast (what `--dump` shows and the verifier checks after each).
-    lowered: Vec<[dlc_language::ir::NodeId; 3]>,
     /// The training data before its first epoch-dependent stage, prepared once.
     prepared: Option<pipeline::Prepared>,
     /// Each evaluation pipeline's batches (they do not change between evaluations), by pipeline.
@@ -250,7 +242,7 @@ impl<'s> Trainer<'s> {
             .and_then(|p| p.field("bucket_mb"))
             .and_then(|b| b.as_float())
             .map(|mb| (mb * 1024.0 * 1024.0) as usize)
-            .unwrap_or(crate::parallel::buckets::DEFAULT_CAP_BYTES)
+            .unwrap_or(dlc_language::passes::buckets::DEFAULT_CAP_BYTES)
             .max(4);
         // Rank 0 alone prints, draws progress and writes metrics and checkpoints.
         if !world.is_root() {
@@ -278,15 +270,10 @@ impl<'s> Trainer<'s> {
         } else {
             crate::exec::fused::KernelCache::new(opts.jit)
         });
-        let runner: Box<dyn Runner> = if opts.target == crate::runner::Target::Cpu {
-            let mut ex = Executor::new(opts.seed);
-            ex.fuse = opts.fuse;
-            ex.kernels = kernels.clone();
-            ex.profile = opts.profile.clone();
-            Box::new(crate::runner::host::HostRunner::new(ex))
-        } else {
-            crate::runner::open(opts.target).map_err(|e| err(format!("the GPU could not be used: {e}")))?
-        };
+        let runner_opts =
+            crate::runner::RunnerOptions { seed: opts.seed, fuse: opts.fuse, kernels: kernels.clone(), profile: opts.profile.clone() };
+        let runner = crate::runner::open(opts.device, &runner_opts)
+            .map_err(|e| RuntimeError::Device(format!("the {} device could not be used: {e}", opts.device.name())))?;
         let precision = precision::low_precision(info.field("precision"));
         let scaler = (precision == Some(DType::F16)).then(precision::LossScaler::default);
         Ok(Trainer {
@@ -301,11 +288,6 @@ impl<'s> Trainer<'s> {
             accumulate,
             precision,
             scaler,
-            autocast: None,
-            conv_bias: None,
-            remat: false,
-            remat_candidates: Default::default(),
-            lowered: vec![],
             prepared: None,
             eval_batches: vec![],
             grad_sums,
@@ -374,16 +356,17 @@ impl<'s> Trainer<'s> {
         Ok(())
     }
 
-    /// `checkpoint "dir" every ...`: the directory and (unit, count).
-    fn checkpoint_clause(&self) -> Option<(PathBuf, String, usize)> {
+    /// `checkpoint "dir" every ...`: the directory and how often.
+    fn checkpoint_clause(&self) -> Option<(PathBuf, Every)> {
         self.info.recipe.entries.iter().find_map(|e| match e {
             RecipeEntry::Checkpoint { dir, every, .. } => {
                 let d = match &dir.kind {
                     dlc_language::syntax::ast::ExprKind::Str(s) => PathBuf::from(s),
                     _ => return None,
                 };
-                let n = every.count.as_ref().and_then(int_literal);
-                Some((d, every.unit.name.clone(), n.unwrap_or(1).max(1)))
+                let n = every.count.as_ref().and_then(int_literal).unwrap_or(1).max(1);
+                // The checker accepts `step(s)` and `epoch(s)` only.
+                Some((d, if every.unit.name.starts_with("step") { Every::Steps(n) } else { Every::Epochs(n) }))
             }
             _ => None,
         })
@@ -396,7 +379,7 @@ impl<'s> Trainer<'s> {
         if !self.world.is_root() {
             return Ok(());
         }
-        checkpoint::save(dir, &self.checkpoint(step, epoch)).map_err(RuntimeError::Io)?;
+        checkpoint::save(dir, &self.checkpoint(step, epoch)).map_err(RuntimeError::Checkpoint)?;
         if self.opts.echo {
             println!("checkpoint: {} (step {step})", dir.display());
         }
@@ -461,202 +444,6 @@ impl<'s> Trainer<'s> {
         Ok(report)
     }
 
-    fn run_steps(&mut self) -> Result<TrainReport, RuntimeError> {
-        let epochs_field = self.info.field("epochs").and_then(|v| v.as_int());
-        let max_steps = self.info.field("steps").and_then(|v| v.as_int()).map(|s| s as usize);
-        let log_every = self.info.recipe.entries.iter().find_map(|e| match e {
-            RecipeEntry::Log { every, .. } => every.count.as_ref().and_then(int_literal),
-            _ => None,
-        });
-        let base_lrs: Vec<f64> = self.groups.iter().map(|g| g.lr()).collect();
-        let schedule = self.info.field("schedule").cloned();
-        let mut report = TrainReport::default();
-        let mut step = 0usize;
-        let mut start_epoch = 0usize;
-        if let Some(dir) = self.opts.resume.clone() {
-            let ck = checkpoint::load(&dir).map_err(RuntimeError::Io)?;
-            self.restore(&ck)?;
-            step = ck.step;
-            start_epoch = ck.epoch;
-            if self.opts.echo {
-                println!("resumed from {} at step {step}", dir.display());
-            }
-        }
-        // Every rank starts from rank 0's parameters and state (its init, or what it resumed).
-        self.broadcast_replicas()?;
-        let ck_clause = self.checkpoint_clause();
-        let epochs = epochs_field.map(|e| e as usize).unwrap_or(usize::MAX);
-        let data_started = Instant::now();
-        let first = self.epoch_batches(0)?;
-        let first_data_s = data_started.elapsed().as_secs_f64();
-        if first.is_empty() {
-            return Err(err("the training data pipeline yields no batches"));
-        }
-        // Opened once the data have loaded: a run that cannot start writes nothing.
-        let metrics_path = self.opts.metrics.clone().or_else(|| ck_clause.as_ref().map(|c| c.0.join("metrics.jsonl")));
-        // Written once, by rank 0.
-        let mut metrics = Metrics::open(metrics_path.filter(|_| self.world.is_root()))?;
-        // Optimiser steps per epoch: with `accumulate = N`, N batches make one step and a
-        // last incomplete group of batches is dropped (like `batch(drop_last: true)`).
-        let n_acc = self.accumulate;
-        let per_epoch = first.len() / n_acc;
-        if per_epoch == 0 {
-            return Err(err(format!("`accumulate = {n_acc}` needs at least {n_acc} batches per epoch; the data yields {}", first.len())));
-        }
-        let skip_in_epoch = if self.opts.resume.is_some() { step.saturating_sub(start_epoch * per_epoch) } else { 0 };
-        // The schedule's horizon comes from the recipe as written, not from `--set`: a run split
-        // with `--set epochs=1` and `--resume` follows the same learning rates as one whole run.
-        let declared = |name: &str| self.expr_field(name).as_ref().and_then(int_literal);
-        let total = declared("steps")
-            .or_else(|| declared("epochs").map(|e| e * per_epoch))
-            .unwrap_or_else(|| max_steps.unwrap_or(per_epoch.saturating_mul(epochs.min(1 << 20))));
-        // Epoch 0's batches were read to size the schedule; a resumed run starts elsewhere.
-        let mut batches = if start_epoch == 0 { Some(first) } else { None };
-        let started = Instant::now();
-        let mut last_draw = Instant::now();
-        let first_step = step;
-        let mut samples = 0usize;
-        if max_steps.map(|m| step >= m).unwrap_or(false) || start_epoch >= epochs {
-            report.steps = step;
-            return Ok(report);
-        }
-        'outer: for epoch in start_epoch..epochs {
-            // The epoch's data are prepared before its steps (on all cores); the time is reported
-            // beside the epoch's, so a data-bound run shows itself.
-            let data_started = Instant::now();
-            let (data, data_s) = match batches.take() {
-                Some(b) if epoch == 0 => (b, first_data_s),
-                _ => (self.epoch_batches(epoch as u64)?, data_started.elapsed().as_secs_f64()),
-            };
-            let mut epoch_loss = (0.0, 0usize);
-            let epoch_started = Instant::now();
-            let skip = if epoch == start_epoch { skip_in_epoch } else { 0 };
-            let mut data = data.into_iter().skip(skip * n_acc);
-            for _ in skip..per_epoch {
-                step += 1;
-                let rates: Vec<f64> = base_lrs.iter().map(|lr| schedule::lr_at(schedule.as_ref(), *lr, step, total, per_epoch)).collect();
-                // The logged values of a step are the means over its micro-batches.
-                let mut logged: Vec<(String, f64)> = vec![];
-                for micro in 0..n_acc {
-                    let batch = data.next().ok_or_else(|| err("the data pipeline yielded fewer batches than in epoch 1"))?;
-                    samples += batch.first().map(|t| t.shape.first().copied().unwrap_or(1)).unwrap_or(1);
-                    // Each rank draws its own random streams (dropout masks) for its examples.
-                    let draw = ((step - 1) * n_acc + micro) * self.world.size() + self.world.rank() + 1;
-                    let vals = self.run_batch(batch, step, draw, &rates, micro + 1 == n_acc)?;
-                    if logged.is_empty() {
-                        logged = vals.into_iter().map(|(n, v)| (n, v / n_acc as f64)).collect();
-                    } else {
-                        logged.iter_mut().zip(vals).for_each(|(l, (_, v))| l.1 += v / n_acc as f64);
-                    }
-                }
-                // Across ranks: the logged values are the job's means, and a Ctrl-C on any rank
-                // stops every rank after this same step.
-                let asked_to_stop = self.opts.interrupt.as_ref().map(|f| f.load(std::sync::atomic::Ordering::SeqCst)).unwrap_or(false);
-                let interrupted = self.agree(&mut logged, asked_to_stop);
-                let loss = logged[0].1;
-                epoch_loss = (epoch_loss.0 + loss, epoch_loss.1 + 1);
-                if step == first_step + 1 {
-                    // Time to first step, data loading included (what a user waits for, and what
-                    // bench/compare.py sets beside PyTorch's).
-                    let mut line = serde_json::json!({"step": step, "event": "first_step", "data_s": first_data_s});
-                    if let Some(s) = crate::runtime::seconds_since_start() {
-                        line["since_start_s"] = serde_json::json!(s);
-                    }
-                    metrics.write(line);
-                }
-                if self.opts.progress && last_draw.elapsed().as_millis() >= 100 {
-                    last_draw = Instant::now();
-                    let done = step - epoch * per_epoch;
-                    let rate_s = samples as f64 / started.elapsed().as_secs_f64().max(1e-9);
-                    let secs_per_step = started.elapsed().as_secs_f64() / (step - first_step).max(1) as f64;
-                    let end = max_steps.unwrap_or(per_epoch.saturating_mul(epochs.min(1 << 20)));
-                    let left = end.saturating_sub(step) as f64 * secs_per_step;
-                    let width = 24;
-                    let filled = (done * width / per_epoch.max(1)).min(width);
-                    eprint!(
-                        "\r\x1b[2Kepoch {} [{}{}] {done}/{per_epoch} {} {loss:.4} {rate_s:.0} samples/s ETA {}",
-                        epoch + 1,
-                        "#".repeat(filled),
-                        " ".repeat(width - filled),
-                        logged[0].0,
-                        eta(left)
-                    );
-                }
-                let mut stop = max_steps == Some(step);
-                if let Some(cb) = self.opts.on_step.as_mut() {
-                    let ev = StepEvent { step, epoch: epoch + 1, logged: logged.clone(), lr: rates.clone() };
-                    stop |= cb(&ev) == Control::Stop;
-                }
-                if log_every.map(|n| step % n == 0).unwrap_or(false) || stop {
-                    report.losses.push((step, loss));
-                    let rate_s = samples as f64 / started.elapsed().as_secs_f64().max(1e-9);
-                    let mut line = serde_json::json!({"step": step, "epoch": epoch + 1, "lr": rates[0], "samples_per_s": rate_s});
-                    for (n, v) in &logged {
-                        line[n.as_str()] = serde_json::json!(v);
-                    }
-                    metrics.write(line);
-                    if self.opts.echo {
-                        self.clear_progress();
-                        let shown: Vec<String> = logged.iter().map(|(n, v)| format!("{n} {v:.4}")).collect();
-                        println!("epoch {} step {step}: {}, lr {:.3e}, {rate_s:.0} samples/s", epoch + 1, shown.join(", "), rates[0]);
-                    }
-                }
-                if !stop {
-                    self.evaluate(epoch + 1, When::Step(step), step, &mut report, &mut metrics)?;
-                }
-                let done_epochs = if step % per_epoch == 0 { epoch + 1 } else { epoch };
-                if interrupted {
-                    if let Some((dir, _, _)) = &ck_clause {
-                        self.save(dir, step, done_epochs)?;
-                    }
-                    metrics.write(serde_json::json!({"step": step, "event": "interrupted"}));
-                    return Err(err(INTERRUPTED));
-                }
-                if let Some((dir, unit, n)) = &ck_clause {
-                    if unit.starts_with("step") && step % n == 0 && !stop {
-                        self.save(dir, step, done_epochs)?;
-                    }
-                }
-                if stop {
-                    report.steps = step;
-                    self.evaluate(epoch + 1, When::Final, step, &mut report, &mut metrics)?;
-                    if let Some((dir, _, _)) = &ck_clause {
-                        self.save(dir, step, done_epochs)?;
-                    }
-                    break 'outer;
-                }
-            }
-            let mean = epoch_loss.0 / epoch_loss.1.max(1) as f64;
-            if self.opts.echo {
-                self.clear_progress();
-                println!(
-                    "epoch {} done: mean loss {mean:.4} over {} steps in {:.1} s (data prepared in {data_s:.2} s before){}",
-                    epoch + 1,
-                    epoch_loss.1,
-                    epoch_started.elapsed().as_secs_f64(),
-                    self.loss_scale().map(|(s, k)| format!("; f16 loss scale {s}, {k} steps skipped so far")).unwrap_or_default()
-                );
-            }
-            report.losses.push((step, mean));
-            let secs = epoch_started.elapsed().as_secs_f64();
-            metrics.write(serde_json::json!({"step": step, "epoch": epoch + 1, "mean_loss": mean, "epoch_s": secs, "data_s": data_s}));
-            self.evaluate(epoch + 1, When::EpochEnd, step, &mut report, &mut metrics)?;
-            if let Some((dir, unit, n)) = &ck_clause {
-                if (unit.starts_with("epoch") && (epoch + 1) % n == 0) || epoch + 1 == epochs {
-                    self.save(dir, step, epoch + 1)?;
-                }
-            }
-        }
-        report.steps = step;
-        if self.opts.tuning_file {
-            // Losing the choices costs a measurement next run, nothing more: say so, go on.
-            if let Err(e) = self.kernels.save_tuning() {
-                eprintln!("warning: autotuning's choices were not saved: {e}");
-            }
-        }
-        Ok(report)
-    }
-
     /// Recipe fields this trainer accepts but does not act on yet, to be said out loud.
     pub fn ignored_fields(&self) -> Vec<String> {
         ignored_fields(&self.info)
@@ -689,14 +476,17 @@ impl<'s> Trainer<'s> {
     pub fn step_passes(
         &self,
         shapes: &[(DType, Vec<usize>)],
-    ) -> Option<(Vec<(&'static str, Vec<dlc_language::ir::NodeId>)>, &dlc_language::passes::memory::MemoryPlan)> {
+    ) -> Option<(dlc_language::passes::driver::Stages, &dlc_language::passes::memory::MemoryPlan)> {
         self.steps.get(shapes).map(|s| (s.passes.clone(), &s.memory))
     }
 
     /// The data-parallel plan of the step for these shapes (compiled already, as a rank or with
     /// `plan_parallel`): its buckets with the parameters in each, the kernels of the backward
     /// half, and the kernels of the update half.
-    pub fn parallel_plan(&self, shapes: &[(DType, Vec<usize>)]) -> Option<(Vec<(crate::parallel::Bucket, Vec<String>)>, usize, usize)> {
+    pub fn parallel_plan(
+        &self,
+        shapes: &[(DType, Vec<usize>)],
+    ) -> Option<(Vec<(dlc_language::passes::buckets::Bucket, Vec<String>)>, usize, usize)> {
         let st = self.steps.get(shapes)?;
         let update = st.update.as_ref()?;
         let buckets = st.buckets.iter().map(|b| (b.clone(), b.grads.iter().map(|i| self.params[*i].path.clone()).collect())).collect();
@@ -759,18 +549,6 @@ fn int_literal(e: &Expr) -> Option<usize> {
     match e.kind {
         dlc_language::syntax::ast::ExprKind::Int(n) => Some(n.max(1) as usize),
         _ => None,
-    }
-}
-
-/// `1h02m`, `3m05s`, `42s`.
-fn eta(secs: f64) -> String {
-    let s = secs.max(0.0) as u64;
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
     }
 }
 

@@ -4,8 +4,8 @@
 //! before anything there reads them.
 
 use super::{err, precision, replicas, shapes_of, zeros_like, Trainer};
+use crate::pipeline::Element;
 use crate::runner::Slot;
-use crate::runtime::pipeline::Element;
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
 use dlc_language::types::DType;

@@ -3,8 +3,8 @@
 //! logged values averaged, and a check at the end that every replica holds the same parameters.
 
 use super::{err, Trainer};
+use crate::pipeline::{Batches, Element};
 use crate::runner::Slot;
-use crate::runtime::pipeline::{Batches, Element};
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
 use std::sync::Arc;
@@ -53,7 +53,8 @@ pub(super) fn run_and_sum(
     st: &super::step::Step,
 ) -> Result<Vec<Vec<f32>>, RuntimeError> {
     let sizes: Vec<usize> = st.buckets.iter().map(|b| b.bytes / 4).collect();
-    let flat = |b: &crate::parallel::Bucket, fetch: &mut dyn FnMut(dlc_language::ir::NodeId) -> Result<Tensor, RuntimeError>| {
+    let flat = |b: &dlc_language::passes::buckets::Bucket,
+                fetch: &mut dyn FnMut(dlc_language::ir::NodeId) -> Result<Tensor, RuntimeError>| {
         let mut v: Vec<f32> = Vec::with_capacity(b.bytes / 4);
         for &i in &b.grads {
             let g = fetch(st.reduce[i].0)?;

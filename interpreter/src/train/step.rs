@@ -5,15 +5,15 @@
 //! so that what follows in the block sees the new parameters (as after `optimizer.step()`).
 
 use super::{err, precision, Trainer};
-use crate::runtime::pipeline::leaves;
+use crate::pipeline::leaves;
 use crate::runtime::RuntimeError;
 use dlc_language::eval::model::{collect_params, substitute};
 use dlc_language::eval::tracer::Tracer;
 use dlc_language::eval::value::Ctx;
 use dlc_language::eval::Value;
+use dlc_language::ir::Graph;
 use dlc_language::ir::{NodeId, Op};
-use dlc_language::passes::autocast::Autocast;
-use dlc_language::passes::autodiff;
+use dlc_language::passes::driver::{self, StepGraph, StepRewrites, StepTracer};
 use dlc_language::syntax::ast::{Expr, ExprKind, Param as AstParam, RecipeEntry, Stmt};
 use dlc_language::types::{DType, Dim, TensorTy};
 use std::collections::HashMap;
@@ -57,7 +57,7 @@ pub struct Step {
     /// traced forward values, the same after conv-bias elimination and after autocast, then
     /// the whole step after autodiff (with rematerialisation, when it was kept). Each was
     /// checked by the IR verifier.
-    pub passes: Vec<(&'static str, Vec<NodeId>)>,
+    pub passes: driver::Stages,
     /// Under data parallelism: each gradient the optimiser reads (after `accumulate`'s mean)
     /// and the input its average across ranks is bound to. `plan` then computes the logged
     /// values, these gradients, the gradient sums and the buffer updates; `update` the new
@@ -65,7 +65,7 @@ pub struct Step {
     pub reduce: Vec<(NodeId, u32)>,
     pub update: Option<(dlc_language::passes::fusion::Plan, dlc_language::passes::memory::MemoryPlan)>,
     /// The gradients' all-reduce buckets, in the order `plan` writes them.
-    pub buckets: Vec<crate::parallel::Bucket>,
+    pub buckets: Vec<dlc_language::passes::buckets::Bucket>,
 }
 
 impl Step {
@@ -100,6 +100,33 @@ fn input_like(t: &mut Tracer, name: &str, like: NodeId) -> (u32, NodeId) {
     let ty = t.ty(like);
     let id = t.graph.add_input(name, ty.clone());
     (id, t.node(Op::Input(id), ty.dtype, ty.shape, vec![], Default::default()))
+}
+
+/// The trainer tracing a step for the driver.
+struct StepTrace<'t, 's, 'a> {
+    trainer: &'t mut Trainer<'s>,
+    shapes: &'a [(DType, Vec<usize>)],
+    /// The random-draw counter before the first trace (the second starts from it too), and
+    /// where the first left it.
+    seeds: u64,
+    after_first: Option<u64>,
+}
+
+impl StepTracer for StepTrace<'_, '_, '_> {
+    type Traced = Step;
+    type Error = RuntimeError;
+
+    fn trace(&mut self, rw: &mut StepRewrites) -> Result<(StepGraph, Step), RuntimeError> {
+        if rw.rematerialising() {
+            self.after_first = Some(self.trainer.session.t.seed_counter);
+            self.trainer.session.t.seed_counter = self.seeds;
+        }
+        self.trainer.trace_step(self.shapes, rw)
+    }
+
+    fn graph(&self) -> &Graph {
+        &self.trainer.session.t.graph
+    }
 }
 
 /// The scalar inputs every step has.
@@ -171,36 +198,37 @@ impl<'s> Trainer<'s> {
         })
     }
 
-    /// The step for this batch shape. With fusion on, when a value backward could recompute
-    /// instead of keeping (passes::remat) is live where the step's planned peak is reached, it
-    /// is compiled a second time with those values recomputed, and that one is kept when its
-    /// planned peak is lower.
+    /// The compile driver's options for this recipe's steps.
+    pub(super) fn driver_options(&self) -> driver::Options {
+        driver::Options {
+            fuse: self.opts.fuse,
+            remat: self.opts.remat,
+            precision: self.precision.unwrap_or(DType::F32),
+            bucket_cap: self.split_step().then_some(self.bucket_cap),
+        }
+    }
+
+    /// The step for this batch shape, compiled by the driver (which may trace it twice, the
+    /// second time with rematerialisation; both traces draw the same random streams).
     pub(super) fn build_step(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<Step, RuntimeError> {
         let started = std::time::Instant::now();
+        let opts = self.driver_options();
         let seeds = self.session.t.seed_counter;
-        self.remat_candidates.clear();
-        let plain = self.build_step_once(shapes)?;
-        // (Candidates are only gathered when rematerialisation may be tried.)
-        if !self.remat_candidates.iter().any(|c| plain.memory.live_at_peak.contains(c)) {
-            return Ok(plain);
+        let mut tracer = StepTrace { trainer: self, shapes, seeds, after_first: None };
+        let compiled = driver::compile_step(&mut tracer, &opts)?;
+        if let Some(after) = tracer.after_first {
+            self.session.t.seed_counter = after;
         }
-        // The second trace draws the same random streams (dropout) as the first.
-        let after_plain = self.session.t.seed_counter;
-        self.session.t.seed_counter = seeds;
-        self.remat = true;
-        let alt = self.build_step_once(shapes);
-        self.remat = false;
-        self.session.t.seed_counter = after_plain;
-        let mut step = match alt {
-            Ok(alt) if alt.memory.peak() < plain.memory.peak() => alt,
-            _ => plain,
-        };
+        let driver::CompiledStep { graph, planned, rewrites, traced: mut step } = compiled;
+        step.passes = graph.stages;
+        step.autocast = rewrites.autocast_decisions().to_vec();
+        step.removed_biases = rewrites.removed_biases();
+        (step.plan, step.memory, step.update, step.buckets) = (planned.plan, planned.memory, planned.update, planned.buckets);
         step.compile_s = started.elapsed().as_secs_f64();
         Ok(step)
     }
 
-    fn build_step_once(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<Step, RuntimeError> {
-        let started = std::time::Instant::now();
+    fn trace_step(&mut self, shapes: &[(DType, Vec<usize>)], rw: &mut StepRewrites) -> Result<(StepGraph, Step), RuntimeError> {
         let t = &mut self.session.t;
         let sc = Scalars {
             t: scalar_input(t, "step"),
@@ -208,15 +236,9 @@ impl<'s> Trainer<'s> {
             lrs: self.groups.iter().map(|g| scalar_input(t, &format!("lr {}", g.name))).collect(),
         };
         t.buffer_updates.clear();
-        self.lowered.clear();
         let elem = self.pipeline.elem.clone();
         let mut elem_inputs = vec![];
         let e = self.element_inputs(&elem, &mut shapes.iter(), &mut elem_inputs);
-        // Always: `precision` blocks may lower parts of an f32 recipe (with none, and an f32
-        // recipe, the rewrite returns every node as it is).
-        self.autocast = Some(Autocast::new(self.precision.unwrap_or(DType::F32)));
-        // `--no-fuse` runs the step as written: the reference for the compiler's rewrites.
-        self.conv_bias = self.opts.fuse.then(Default::default);
         let scale = self.scaler.is_some().then(|| scalar_input(&mut self.session.t, "loss scale"));
         if self.split_step() && scale.is_some() {
             return Err(err("data parallelism with `precision = f16` (dynamic loss scaling) is not supported yet; use `bf16`"));
@@ -231,28 +253,23 @@ impl<'s> Trainer<'s> {
             (Some(_), Some(_)) => {
                 Err(err("`precision = f16` (with loss scaling) applies to recipes with a `loss`; use `bf16` with a custom `step`"))
             }
-            (Some((params, body)), None) => self.trace_custom(&params, &body, e, &sc, before),
-            (None, _) => self.trace_classic(e, &sc, scale.map(|s| s.1), before),
+            (Some((params, body)), None) => self.trace_custom(&params, &body, e, &sc, before, rw),
+            (None, _) => self.trace_classic(e, &sc, scale.map(|s| s.1), before, rw),
         };
         self.leave();
         let (mut logged, updates, accum, finite) = traced?;
         let mut buffer_updates = std::mem::take(&mut self.session.t.buffer_updates);
         // What the step reports and the running statistics come from the same (autocast)
         // forward pass as the gradients, not from a second f32 one.
-        for (_, n) in logged.iter_mut() {
-            *n = self.lower(*n);
+        for n in logged.iter_mut().map(|l| &mut l.1).chain(buffer_updates.iter_mut().map(|b| &mut b.1)) {
+            *n = rw.lower(&mut self.session.t.graph, *n);
         }
-        for (_, n) in buffer_updates.iter_mut() {
-            *n = self.lower(*n);
-        }
-        let autocast = self.autocast.take().map(|a| a.decisions).unwrap_or_default();
-        if self.scaler.is_none() && autocast.iter().any(|d| d.dtype == DType::F16) {
+        if self.scaler.is_none() && rw.autocast_decisions().iter().any(|d| d.dtype == DType::F16) {
             return Err(err(
                 "a `precision f16 { ... }` block needs `precision = f16` in the recipe: f16 gradients need its dynamic loss scaling (use `bf16` in the block otherwise)",
             ));
         }
-        let removed_biases = self.conv_bias.take().map(|c| c.removed.into_iter().map(|r| r.1).collect()).unwrap_or_default();
-        let mut step = Step {
+        let step = Step {
             elem_inputs,
             t_input: sc.t.0,
             draw_input: sc.draw.0,
@@ -264,8 +281,8 @@ impl<'s> Trainer<'s> {
             plan: Default::default(),
             memory: Default::default(),
             compile_s: 0.0,
-            autocast,
-            removed_biases,
+            autocast: vec![],
+            removed_biases: vec![],
             scale: scale.map(|s| s.0).zip(finite),
             passes: vec![],
             reduce: std::mem::take(&mut self.reduce),
@@ -273,63 +290,22 @@ impl<'s> Trainer<'s> {
             buckets: vec![],
         };
         let g = &self.session.t.graph;
-        let stage = |i: usize| self.lowered.iter().map(|l| l[i]).collect::<Vec<_>>();
-        step.passes = vec![("trace", stage(0)), ("conv-bias", stage(1)), ("autocast", stage(2)), ("autodiff", step.roots())];
-        if step.reduce.is_empty() {
-            let planned = dlc_language::passes::pipeline::compile_step(g, &step.passes, &step.roots(), self.opts.fuse)?;
-            (step.plan, step.memory) = (planned.plan, planned.memory);
-        } else {
-            let local = dlc_language::passes::pipeline::compile_step(g, &step.passes, &step.local_roots(), self.opts.fuse)?;
-            let new: Vec<NodeId> = step.updates.iter().flat_map(|u| u.2.iter().copied()).collect();
-            let update = dlc_language::passes::pipeline::plan(g, &new, self.opts.fuse)?;
+        let split = (!step.reduce.is_empty()).then(|| {
             let sizes: Vec<(NodeId, usize)> = step
                 .reduce
                 .iter()
                 .map(|(n, _)| (*n, g.node(*n).shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).product::<usize>() * 4))
                 .collect();
-            step.buckets = crate::parallel::plan_buckets(&local.plan, &sizes, self.bucket_cap);
-            (step.plan, step.memory) = (local.plan, local.memory);
-            step.update = Some((update.plan, update.memory));
-        }
-        step.compile_s = started.elapsed().as_secs_f64();
-        Ok(step)
+            let new: Vec<NodeId> = step.updates.iter().flat_map(|u| u.2.iter().copied()).collect();
+            (step.local_roots(), sizes, new)
+        });
+        let graph = StepGraph { stages: rw.stages(step.roots()), roots: step.roots(), split };
+        Ok((graph, step))
     }
 
-    /// `n` after the step's forward rewrites: conv biases before batch norm removed (with
-    /// fusion on), then the recipe's autocast policy.
-    fn lower(&mut self, traced: NodeId) -> NodeId {
-        // A value lowered already (the loss, lowered for the report and again for autodiff).
-        if self.lowered.iter().any(|l| l[2] == traced) {
-            return traced;
-        }
-        let c = match self.conv_bias.as_mut() {
-            Some(c) => c.map(&mut self.session.t.graph, traced),
-            None => traced,
-        };
-        let a = match self.autocast.as_mut() {
-            Some(a) => a.map(&mut self.session.t.graph, c),
-            None => c,
-        };
-        self.lowered.push([traced, c, a]);
-        a
-    }
-
-    /// Gradients of `loss` (under autocast) for these parameters.
-    fn grads(&mut self, loss: NodeId, wrt: &[NodeId]) -> Result<Vec<NodeId>, RuntimeError> {
-        let loss = self.lower(loss);
-        let graph = &mut self.session.t.graph;
-        let grads = if self.remat {
-            autodiff::grad_rematerialised(graph, loss, wrt)
-        } else {
-            let forward = graph.len() as u32;
-            let grads = autodiff::grad(graph, loss, wrt);
-            // What a second compile could recompute (see `build_step`).
-            if let (Ok(gs), true) = (&grads, self.opts.fuse && self.opts.remat) {
-                self.remat_candidates.extend(dlc_language::passes::remat::choose(graph, forward, gs).values);
-            }
-            grads
-        };
-        grads.map_err(|e| err(format!("cannot differentiate the loss: {e:?}")))
+    /// Gradients of `loss` (through the step's rewrites) for these parameters.
+    fn grads(&mut self, loss: NodeId, wrt: &[NodeId], rw: &mut StepRewrites) -> Result<Vec<NodeId>, RuntimeError> {
+        rw.grad(&mut self.session.t.graph, loss, wrt).map_err(|e| err(format!("cannot differentiate the loss: {e}")))
     }
 
     fn clip(&mut self, grads: Vec<NodeId>) -> Result<Vec<NodeId>, RuntimeError> {
@@ -367,7 +343,14 @@ impl<'s> Trainer<'s> {
 
     /// The classic step; with `scale` (f16), the loss is scaled, the gradients unscaled, and
     /// the updates skipped unless every gradient is finite (the flag is returned).
-    fn trace_classic(&mut self, elem: Value, sc: &Scalars, scale: Option<NodeId>, before: usize) -> Result<Traced, RuntimeError> {
+    fn trace_classic(
+        &mut self,
+        elem: Value,
+        sc: &Scalars,
+        scale: Option<NodeId>,
+        before: usize,
+        rw: &mut StepRewrites,
+    ) -> Result<Traced, RuntimeError> {
         let loss_expr = self.expr_field("loss").ok_or_else(|| err("the recipe has no loss"))?;
         self.session.t.bind_element(&elem);
         let loss = match self.session.t.eval(&loss_expr) {
@@ -377,15 +360,15 @@ impl<'s> Trainer<'s> {
         };
         let idx: Vec<usize> = (0..self.params.len()).collect();
         let nodes: Vec<NodeId> = self.params.iter().map(|p| p.node).collect();
-        let loss = self.lower(loss);
+        let loss = rw.lower(&mut self.session.t.graph, loss);
         let (mut grads, finite) = match scale {
             Some(s) => {
                 let scaled = precision::scale_loss(&mut self.session.t, loss, s)?;
-                let g = self.grads(scaled, &nodes)?;
+                let g = self.grads(scaled, &nodes, rw)?;
                 let (g, finite) = precision::unscale(&mut self.session.t, &g, s)?;
                 (g, Some(finite))
             }
-            None => (self.grads(loss, &nodes)?, None),
+            None => (self.grads(loss, &nodes, rw)?, None),
         };
         let mut accum = vec![];
         if self.accumulate > 1 {
@@ -440,6 +423,7 @@ impl<'s> Trainer<'s> {
         elem: Value,
         sc: &Scalars,
         before: usize,
+        rw: &mut StepRewrites,
     ) -> Result<Traced, RuntimeError> {
         if self.accumulate > 1 {
             return Err(err("`accumulate` applies to recipes with a `loss`; a custom `step` decides its own updates"));
@@ -499,7 +483,7 @@ impl<'s> Trainer<'s> {
                             }
                         }
                     }
-                    let g = self.grads(loss, &nodes)?;
+                    let g = self.grads(loss, &nodes, rw)?;
                     let g = self.clip(g)?;
                     let new = self.apply_updates(&idx, &nodes, &g, sc, &mut states)?;
                     let map: HashMap<NodeId, NodeId> = nodes.iter().zip(&new).map(|(old, (_, outs))| (*old, outs[0])).collect();

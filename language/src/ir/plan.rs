@@ -50,6 +50,18 @@ pub enum Kernel {
 }
 
 impl Kernel {
+    /// A generated kernel's inputs and outputs, per region, in the kernel IR's parameter order
+    /// (empty for library calls, free nodes and views, which have no generated kernel).
+    pub fn io(&self) -> Vec<(Vec<NodeId>, Vec<NodeId>)> {
+        match self {
+            Kernel::Fused(r) => vec![(r.inputs.clone(), r.outputs.clone())],
+            Kernel::Group(rs) => rs.iter().map(|r| (r.inputs.clone(), r.outputs.clone())).collect(),
+            Kernel::Rows(rg) => vec![(rg.inputs.clone(), rg.outputs.clone())],
+            Kernel::Reduce(rk) => vec![(rk.prologue.inputs.clone(), rk.outputs())],
+            Kernel::Library(_) | Kernel::Free(_) | Kernel::View(_) => vec![],
+        }
+    }
+
     /// The values the kernel reads from before it (a matrix product's transposed operand is
     /// the transpose node, not its source).
     pub fn reads(&self, g: &Graph) -> Vec<NodeId> {

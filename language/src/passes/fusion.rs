@@ -77,9 +77,11 @@ pub fn is_transpose(op: &Op) -> bool {
     }
 }
 
-/// Partition what `roots` need into kernels. With `fuse` false every working node is its own
-/// kernel (the eager interpreter's plan, for `--no-fuse` and for comparison).
-pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
+/// Partition what `roots` need into kernels: fused regions, library calls, views. With `fuse`
+/// false every working node is its own kernel (the eager interpreter's plan, for `--no-fuse`
+/// and for comparison). The driver (driver.rs) runs rows and prologue after it, then
+/// [`group_independent`].
+pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Vec<Kernel> {
     // Run in creation order (a node's sources are always older than it): the forward pass as
     // written, then backward as autodiff made it, from the loss back, each weight's gradient
     // as soon as backward reaches its layer, as PyTorch's autograd engine orders it. A depth-
@@ -239,18 +241,12 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Plan {
             _ => true,
         })
     });
-    let kernels = if fuse {
-        let kernels = super::rows::fuse_rows(g, kernels, roots);
-        group_independent(g, super::prologue::fuse_prologues(g, kernels, roots))
-    } else {
-        kernels
-    };
-    Plan { kernels, roots: roots.to_vec() }
+    kernels
 }
 
 /// Merge runs of fused regions that do not read each other's outputs into one launch. Free
 /// kernels in between that do not depend on the run are moved before it; anything else ends it.
-fn group_independent(g: &Graph, kernels: Vec<Kernel>) -> Vec<Kernel> {
+pub fn group_independent(g: &Graph, kernels: Vec<Kernel>) -> Vec<Kernel> {
     let mut out = vec![];
     let mut run: Vec<Region> = vec![];
     let mut hoisted: Vec<Kernel> = vec![];
@@ -301,7 +297,7 @@ mod tests {
         assert!(s.run_source("t.dl", src, &mut crate::eval::host::NullHost), "{:?}", s.diagnostics());
         let crate::eval::Value::Tensor(root) = s.t.lookup("y").expect("y is bound") else { panic!("y is not a tensor") };
         let g = s.t.graph.clone();
-        (plan(&g, &[root], fuse), g)
+        (crate::passes::driver::plan(&g, &[root], fuse).expect("verified").plan, g)
     }
 
     #[test]

@@ -136,7 +136,7 @@ mod tests {
         let a = g.add(Node { op: Op::MatMul, dtype: DType::F32, shape: sh(), src: vec![x, x] }, s);
         let e = g.add(Node { op: Op::Unary(UnaryOp::Exp), dtype: DType::F32, shape: sh(), src: vec![a] }, s);
         let b = g.add(Node { op: Op::MatMul, dtype: DType::F32, shape: sh(), src: vec![e, e] }, s);
-        let plan = fusion::plan(&g, &[b], true);
+        let plan = crate::passes::driver::plan(&g, &[b], true).expect("verified").plan;
         let m = plan_memory(&g, &plan);
         let one = 64 * 64 * 4;
         assert_eq!(m.inputs, one);

@@ -4,11 +4,12 @@
 pub mod autocast;
 pub mod autodiff;
 pub mod bn_fold;
+pub mod buckets;
 pub mod conv_bias;
+pub mod driver;
 pub mod fusion;
 pub mod invariant;
 pub mod memory;
-pub mod pipeline;
 pub mod prologue;
 pub mod remat;
 pub mod rewrite;

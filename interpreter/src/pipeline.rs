@@ -2,11 +2,11 @@
 //! elements. An element is the list of tensor leaves of the stage's element value (tuples and
 //! records flattened in order); `map` evaluates the graph the checker traced for its lambda.
 
-use super::data::{cifar, csv, idx, npy, text, DataError};
-use super::rng;
-use super::tensor::{Data, Tensor};
-use super::RuntimeError;
 use crate::exec::Executor;
+use crate::runtime::data::{cifar, csv, idx, npy, text, DataError};
+use crate::runtime::rng;
+use crate::runtime::tensor::{Data, Tensor};
+use crate::runtime::RuntimeError;
 use dlc_language::eval::value::{Pipeline, Stage};
 use dlc_language::eval::Value;
 use dlc_language::ir::{Graph, NodeId, Op};
@@ -217,8 +217,8 @@ pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> R
             // The function's graph compiled once, as a step is: its elementwise chain (cast,
             // scale, normalise) one fused kernel that reads the element's bytes and writes its
             // floats once, broadcast constants recomputed where they are read.
-            let dlc_language::passes::pipeline::Planned { plan, memory, .. } =
-                dlc_language::passes::pipeline::plan(graph, &outs, true).map_err(|e| RuntimeError::Unsupported(format!("{e:?}")))?;
+            let dlc_language::passes::driver::Planned { plan, memory, .. } =
+                dlc_language::passes::driver::plan(graph, &outs, true).map_err(|e| RuntimeError::Unsupported(format!("{e:?}")))?;
             let kernels = Arc::new(crate::exec::fused::KernelCache::new(false));
             // Elements are independent: map them on all cores (rayon keeps the order, so the
             // result does not depend on the number of threads).

@@ -2,8 +2,8 @@
 //! use of CUDA (blocks run one after another; a block's threads as OS threads when the kernel
 //! has barriers or shuffles, else in a loop; `__syncthreads` a barrier; shared memory one array
 //! per block; `__shfl_down_sync` an exchange through memory between two barriers), and a host
-//! entry per kernel. The emulation check (emu_check.rs) and the emulated device
-//! (`crate::runner::emulated`) both build on it.
+//! entry per kernel. The emulated device (emulated.rs) runs on it, and the kernel-check harness's
+//! emulation check builds on it too (kernels/emu_check.rs).
 
 use super::host_lib::Compiler;
 use dlc_jit::kir;

@@ -3,9 +3,9 @@
 //! eager interpreter's one-kernel-per-op, each fused region with its size, shape and the source
 //! lines it came from.
 
-use dlc::train::{TrainOptions, Trainer};
+use crate::reports::Memory;
+use dlc::compile;
 use dlc::Program;
-use dlc_language::eval::Value;
 use dlc_language::ir::{Graph, NodeId, Op};
 use dlc_language::passes::autocast::Decision;
 use dlc_language::passes::fusion::{Kernel, Plan};
@@ -17,7 +17,7 @@ use std::path::Path;
 mod dump;
 mod text;
 
-pub use dump::Pass;
+pub use dump::DumpPass;
 
 const FUSE_REASON: &str =
     "fuse pointwise operations: the chain reads its inputs and writes its result once, instead of one memory pass per op";
@@ -153,160 +153,38 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
     })
 }
 
-pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
+pub fn main(file: &Path, as_json: bool, dump: Option<DumpPass>) -> i32 {
     // The top-level statements run (quietly) to know what each `print` computes.
-    let (mut p, root) = match crate::cli::load_quietly(file, "nothing to explain") {
+    let (mut p, root) = match crate::session::load_quietly(file, "nothing to explain") {
         Ok(loaded) => loaded,
         Err(status) => return status,
     };
+    let mut opts = compile::Options::new(root);
+    // A recipe that asks for data parallelism (or a run under mpirun) gets its bucket plan.
+    opts.plan_parallel = dlc::parallel::world::launched_by_mpi()
+        || p.session.t.recipes.iter().any(|r| r.kind == RecipeKind::Train && r.field("parallel").is_some());
+    let c = compile::program(&mut p, &opts);
     if let Some(pass) = dump {
-        return dump::main(&mut p, &root, pass);
+        return dump::main(&c, pass.0);
     }
     let mut items = vec![];
-    let printed: Vec<Vec<NodeId>> = p.output().printed.iter().map(|x| x.nodes.clone()).collect();
-    for (i, nodes) in printed.iter().enumerate().filter(|(_, n)| !n.is_empty()) {
-        let g = p.session.graph();
-        let plan = match dlc_language::passes::pipeline::plan(g, nodes, true) {
-            Ok(p) => p.plan,
-            Err(e) => {
-                items.push(json!({"what": "print", "at": format!("print #{}", i + 1), "error": format!("internal compiler error: {e:?}")}));
-                continue;
-            }
-        };
-        let mut item = describe(&p, g, &plan);
-        item["what"] = json!("print");
-        item["at"] = json!(format!("print #{}", i + 1));
-        items.push(item);
-    }
-    let recipes = p.session.t.recipes.clone();
-    // `infer` blocks: the model applied to the input (the input itself is data, not counted).
-    for info in recipes.iter().filter(|r| r.kind == RecipeKind::Infer) {
-        let name = info.name.clone().unwrap_or_else(|| "infer".into());
-        let (Some(_), Some(Value::Tensor(input))) = (info.field("model"), info.field("input").cloned()) else {
-            continue;
-        };
-        // As `infer` runs it.
-        let Ok(dlc::train::infer::Computation { out, .. }) = dlc::train::infer::computation(&mut p.session, info) else {
-            items.push(json!({"what": "infer", "name": name, "error": "applying the model to the input failed"}));
-            continue;
-        };
-        let g = p.session.graph();
-        let data: std::collections::HashSet<NodeId> = g.topo(&[input]).into_iter().collect();
-        let mut plan = match dlc_language::passes::pipeline::plan(g, &[out], true) {
-            Ok(p) => p.plan,
-            Err(e) => {
-                items.push(json!({"what": "infer", "name": name, "error": format!("internal compiler error: {e:?}")}));
-                continue;
-            }
-        };
-        plan.kernels.retain(|k| match k {
-            Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => !data.contains(n),
-            _ => true,
+    for pr in &c.prints {
+        let at = format!("print #{}", pr.index);
+        items.push(match &pr.planned {
+            Ok(planned) => merge(describe(&p, &c.graph, &planned.plan), json!({"what": "print", "at": at})),
+            Err(e) => json!({"what": "print", "at": at, "error": e}),
         });
-        let mut item = describe(&p, g, &plan);
-        item["what"] = json!("infer");
-        item["name"] = json!(name);
-        items.push(item);
     }
-    for info in recipes.into_iter().filter(|r| r.kind == RecipeKind::Train) {
-        let name = info.name.clone().unwrap_or_else(|| "train".into());
-        let device = match crate::cli::device_for(&info, None) {
-            Ok((c, _)) => {
-                json!({"device": c.device, "requested": c.requested.name(), "reason": c.reason, "gpu": c.gpu.map(|g| g.to_string())})
-            }
-            Err(e) => json!({"device": null, "error": e}),
-        };
-        let on_gpu = device["device"] == "cuda";
-        let mut opts = TrainOptions::new(root.clone(), 0);
-        // A recipe that asks for data parallelism (or a run under mpirun) gets its bucket plan.
-        let parallel_field = info.field("parallel").cloned();
-        opts.plan_parallel = parallel_field.is_some() || dlc::parallel::world::launched_by_mpi();
-        let mut trainer = match Trainer::new(&mut p.session, info, opts) {
-            Ok(t) => t,
-            Err(e) => {
-                items.push(json!({"what": "train", "name": name, "error": e.to_string()}));
-                continue;
-            }
-        };
-        let Some(shapes) = trainer.batch_shapes() else {
-            items.push(json!({"what": "train", "name": name, "error": "the batch shapes are only known at run time"}));
-            continue;
-        };
-        match trainer.compile_step(&shapes) {
-            Ok((plan, secs)) => {
-                let nodes = trainer.graph().len();
-                let autocast = trainer.autocast(&shapes).map(|(d, ds)| (d, ds, trainer.loss_scale().is_some()));
-                let evaluations = trainer.compile_evaluations();
-                let removed = trainer.removed_biases(&shapes);
-                let parallel = trainer.parallel_plan(&shapes).map(|(buckets, backward, update)| {
-                    json!({
-                        "ranks": parallel_field.as_ref().and_then(|p| p.field("ranks")).and_then(|r| r.as_int()).map(|r| json!(r)).unwrap_or(json!("auto")),
-                        "backward_kernels": backward,
-                        "update_kernels": update,
-                        "buckets": buckets.iter().map(|(b, params)| json!({
-                            "params": params,
-                            "bytes": b.bytes,
-                            "ready_after": b.ready_after,
-                            "overlaps_kernels": backward.saturating_sub(b.ready_after + 1),
-                        })).collect::<Vec<_>>(),
-                        "reason": PARALLEL_REASON,
-                    })
-                });
-                let mut item = json!({});
-                // Describe against the program's sources; the trainer's graph has the step.
-                let g = trainer.graph().clone();
-                drop(trainer);
-                item = merge(item, describe(&p, &g, &plan));
-                item["what"] = json!("train");
-                item["name"] = json!(name);
-                if device["device"] == "cuda" {
-                    item["device_plan"] = device_plan(&g, &plan);
-                }
-                item["device"] = device;
-                if let Some(p) = parallel {
-                    item["parallel"] = p;
-                }
-                item["batch"] = json!(shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
-                item["graph_nodes"] = json!(nodes);
-                item["compile_ms"] = json!((secs * 1e4).round() / 10.0);
-                item["precision"] = precision_report(&p, autocast);
-                item["removed_biases"] = json!({
-                    "count": removed.len(),
-                    "at": removed.iter().map(|s| span_line(&p, *s).unwrap_or_default()).collect::<Vec<_>>(),
-                    "reason": BIAS_REASON,
-                });
-                item["memory"] = memory_report(&dlc_language::passes::memory::plan_memory(&g, &plan));
-                item["checkpoints"] = checkpoint_report(&p, &g, &plan);
-                items.push(item);
-                for (data, r) in evaluations {
-                    items.push(match r {
-                        Ok((shapes, eg)) => {
-                            let mut e = describe(&p, &g, &eg.plan);
-                            e["what"] = json!("evaluate");
-                            e["name"] = json!(data);
-                            e["batch"] = json!(shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
-                            e["hoisted_kernels"] = json!(eg.once);
-                            if on_gpu {
-                                e["device_plan"] = device_plan(&g, &eg.plan);
-                            }
-                            e["memory"] = memory_report(&eg.memory);
-                            e["eval_reason"] = json!(EVAL_REASON);
-                            e["folded_batch_norms"] = json!({
-                                "count": eg.folded.len(),
-                                "folds": eg.folded.iter().map(|f| json!({
-                                    "product": span_line(&p, f.product).unwrap_or_default(),
-                                    "affine": span_line(&p, f.chain).unwrap_or_default(),
-                                    "ops": f.ops,
-                                })).collect::<Vec<_>>(),
-                                "reason": FOLD_REASON,
-                            });
-                            e
-                        }
-                        Err(err) => json!({"what": "evaluate", "name": data, "error": err.to_string()}),
-                    });
-                }
-            }
-            Err(e) => items.push(json!({"what": "train", "name": name, "error": e.to_string()})),
+    for inf in &c.infers {
+        items.push(match &inf.compiled {
+            Ok(ic) => merge(describe(&p, &c.graph, &ic.planned.plan), json!({"what": "infer", "name": inf.name})),
+            Err(e) => json!({"what": "infer", "name": inf.name, "error": e}),
+        });
+    }
+    for t in &c.trains {
+        match &t.step {
+            Ok(step) => items.extend(train_items(&p, &c.graph, t, step)),
+            Err(e) => items.push(json!({"what": "train", "name": t.name, "error": e})),
         }
     }
     let threads = rayon::current_num_threads();
@@ -328,6 +206,86 @@ pub fn main(file: &Path, as_json: bool, dump: Option<Pass>) -> i32 {
         text::print(&report);
     }
     0
+}
+
+/// The device a recipe runs on, as the report says it.
+fn device_report(info: &dlc_language::eval::recipe::RecipeInfo) -> Json {
+    match dlc::device::for_recipe(info, None) {
+        Ok((c, _)) => {
+            json!({"device": c.device.name(), "requested": c.requested.name(), "reason": c.reason, "gpu": c.gpu.map(|g| g.to_string())})
+        }
+        Err(e) => json!({"device": null, "error": e}),
+    }
+}
+
+/// A training step's item and its evaluations' items.
+fn train_items(p: &Program, g: &Graph, t: &compile::Train, step: &compile::Step) -> Vec<Json> {
+    let device = device_report(&t.info);
+    let on_gpu = device["device"] == "cuda";
+    let mut item = describe(p, g, &step.plan);
+    item["what"] = json!("train");
+    item["name"] = json!(t.name);
+    if on_gpu {
+        item["device_plan"] = device_plan(g, &step.plan);
+    }
+    item["device"] = device;
+    if let Some(par) = &step.parallel {
+        let ranks = t.info.field("parallel").and_then(|p| p.field("ranks")).and_then(|r| r.as_int());
+        item["parallel"] = json!({
+            "ranks": ranks.map(|r| json!(r)).unwrap_or(json!("auto")),
+            "backward_kernels": par.backward_kernels,
+            "update_kernels": par.update_kernels,
+            "buckets": par.buckets.iter().map(|(b, params)| json!({
+                "params": params,
+                "bytes": b.bytes,
+                "ready_after": b.ready_after,
+                "overlaps_kernels": par.backward_kernels.saturating_sub(b.ready_after + 1),
+            })).collect::<Vec<_>>(),
+            "reason": PARALLEL_REASON,
+        });
+    }
+    item["batch"] = json!(step.shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
+    item["graph_nodes"] = json!(step.graph_nodes);
+    item["compile_ms"] = json!((step.compile_s * 1e4).round() / 10.0);
+    item["precision"] = precision_report(p, step.autocast.clone());
+    item["removed_biases"] = json!({
+        "count": step.removed_biases.len(),
+        "at": step.removed_biases.iter().map(|s| span_line(p, *s).unwrap_or_default()).collect::<Vec<_>>(),
+        "reason": BIAS_REASON,
+    });
+    item["memory"] = Memory::json(&step.memory);
+    item["checkpoints"] = checkpoint_report(p, g, &step.plan);
+    let mut items = vec![item];
+    for (data, r) in &step.evaluations {
+        items.push(match r {
+            Ok((shapes, eg)) => evaluation_item(p, g, data, shapes, eg, on_gpu),
+            Err(err) => json!({"what": "evaluate", "name": data, "error": err}),
+        });
+    }
+    items
+}
+
+fn evaluation_item(p: &Program, g: &Graph, data: &str, shapes: &compile::Shapes, eg: &dlc::train::EvalGraph, on_gpu: bool) -> Json {
+    let mut e = describe(p, g, &eg.plan);
+    e["what"] = json!("evaluate");
+    e["name"] = json!(data);
+    e["batch"] = json!(shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
+    e["hoisted_kernels"] = json!(eg.once);
+    if on_gpu {
+        e["device_plan"] = device_plan(g, &eg.plan);
+    }
+    e["memory"] = Memory::json(&eg.memory);
+    e["eval_reason"] = json!(EVAL_REASON);
+    e["folded_batch_norms"] = json!({
+        "count": eg.folded.len(),
+        "folds": eg.folded.iter().map(|f| json!({
+            "product": span_line(p, f.product).unwrap_or_default(),
+            "affine": span_line(p, f.chain).unwrap_or_default(),
+            "ops": f.ops,
+        })).collect::<Vec<_>>(),
+        "reason": FOLD_REASON,
+    });
+    e
 }
 
 /// Autocast's decisions: the precision, each lowered op with its source line, and what stays f32.
@@ -409,13 +367,6 @@ pub(super) const FOLD_REASON: &str = "in evaluation batch norm is a per-channel 
 
 pub(super) const BIAS_REASON: &str = "a convolution's bias before batch norm is subtracted again with the batch mean: its add and its gradient are dead work (bias=False before BatchNorm); the running mean still includes it";
 
-pub(super) const MEMORY_REASON: &str =
-    "buffers by liveness: each value is freed after its last reader and its memory reused, so the peak is known before the run";
-
-fn mib(b: usize) -> f64 {
-    (b as f64 / (1 << 20) as f64 * 100.0).round() / 100.0
-}
-
 /// The memory plan of a step, in MiB.
 /// Where a plan's kernels run on the GPU: generated kernels, products on cuBLAS, and the ops that
 /// go through the host for want of a device kernel (each a download, the interpreter, an upload).
@@ -432,45 +383,6 @@ fn device_plan(g: &dlc_language::ir::Graph, plan: &dlc_language::passes::fusion:
 const PARALLEL_REASON: &str = "data parallel (DDP): the step runs in two halves; after each bucket's last gradient is written its all-reduce starts while the rest of backward runs, and the optimiser's update reads the averages";
 
 const DEVICE_REASON: &str = "on a GPU each generated kernel is one launch on device-resident buffers and each matrix product one cuBLAS call; an op with no device kernel yet is computed by the interpreter, its inputs copied to the host and its output back";
-
-pub fn memory_report(m: &dlc_language::passes::memory::MemoryPlan) -> Json {
-    json!({
-        "parameters_mib": mib(m.parameters),
-        "inputs_mib": mib(m.inputs),
-        "intermediates_peak_mib": mib(m.peak_intermediates),
-        "intermediates_without_reuse_mib": mib(m.without_reuse),
-        "peak_mib": mib(m.peak()),
-        "reason": MEMORY_REASON,
-    })
-}
-
-/// One line for `dlc check` and `dlc explain`.
-pub fn memory_line(m: &Json) -> String {
-    format!(
-        "memory plan: peak {} MiB = parameters {} + inputs (batch, optimiser state) {} + intermediates {} (without reuse: {})",
-        m["peak_mib"], m["parameters_mib"], m["inputs_mib"], m["intermediates_peak_mib"], m["intermediates_without_reuse_mib"]
-    )
-}
-
-/// The memory plan of each training recipe's step, for `dlc check`: (recipe name, batch, report),
-/// or why it cannot be known before the run.
-pub fn step_memory(p: &mut Program, root: &Path) -> Vec<(String, Result<(String, Json), String>)> {
-    let recipes = p.session.t.recipes.clone();
-    let mut out = vec![];
-    for info in recipes.into_iter().filter(|r| r.kind == RecipeKind::Train) {
-        let name = info.name.clone().unwrap_or_else(|| "train".into());
-        let r = (|| {
-            let mut trainer = Trainer::new(&mut p.session, info, TrainOptions::new(root.to_path_buf(), 0)).map_err(|e| e.to_string())?;
-            let shapes = trainer.batch_shapes().ok_or("the batch shapes are only known at run time")?;
-            let (plan, _) = trainer.compile_step(&shapes).map_err(|e| e.to_string())?;
-            let m = dlc_language::passes::memory::plan_memory(trainer.graph(), &plan);
-            let batch = shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>().join(", ");
-            Ok((batch, memory_report(&m)))
-        })();
-        out.push((name, r));
-    }
-    out
-}
 
 /// `file:line` of a span, when it points into a source file.
 fn span_line(p: &Program, span: dlc_language::span::Span) -> Option<String> {

@@ -3,10 +3,9 @@
 //! times (median, min, max), samples/s, compile time, kernels per step and peak memory; `--json`
 //! prints one object, for scripts that compare with the PyTorch peers.
 
-use dlc::exec::Executor;
-use dlc::train::{apply_overrides, Control, TrainOptions, Trainer};
+use crate::reports::stats;
+use dlc::train::{apply_overrides, infer, Control, TrainOptions, Trainer};
 use dlc::Program;
-use dlc_language::eval::Value;
 use dlc_language::syntax::ast::RecipeKind;
 use serde_json::json;
 use std::cell::RefCell;
@@ -40,17 +39,6 @@ fn page_faults() -> u64 {
     }
 }
 
-/// (median, min, max) of timings.
-pub(crate) fn stats(mut ms: Vec<f64>) -> (f64, f64, f64) {
-    ms.sort_by(|a, b| a.total_cmp(b));
-    let n = ms.len();
-    if n == 0 {
-        return (0.0, 0.0, 0.0);
-    }
-    let median = if n % 2 == 1 { ms[n / 2] } else { (ms[n / 2 - 1] + ms[n / 2]) / 2.0 };
-    (median, ms[0], ms[n - 1])
-}
-
 /// What `dlc bench` was asked for.
 pub struct Options {
     pub steps: usize,
@@ -63,14 +51,14 @@ pub struct Options {
     /// The `train` recipe (or `infer` block) to time, by name; the first one when `None`.
     pub recipe: Option<String>,
     /// `--device`: where to run the training steps (the recipe's `device` when `None`).
-    pub device: Option<crate::cli::DeviceFlag>,
+    pub device: Option<dlc::device::Requested>,
 }
 
 pub fn main(file: &Path, o: Options) -> i32 {
-    let Options { steps, warmup, fuse, jit, json: as_json, .. } = o;
+    let Options { fuse, jit, json: as_json, .. } = o;
     let recipe = o.recipe.clone();
     let started = Instant::now();
-    let (mut p, root) = match crate::cli::load_quietly(file, "nothing to benchmark") {
+    let (mut p, root) = match crate::session::load_quietly(file, "nothing to benchmark") {
         Ok(loaded) => loaded,
         Err(status) => return status,
     };
@@ -81,7 +69,7 @@ pub fn main(file: &Path, o: Options) -> i32 {
     let result = if let Some(info) = named(RecipeKind::Train) {
         bench_train(&mut p, info, &root, &o)
     } else if let Some(info) = named(RecipeKind::Infer) {
-        bench_infer(&mut p, &info, steps, warmup, fuse, jit)
+        bench_infer(&mut p, &info, &root, &o)
     } else if let Some(want) = &recipe {
         let names: Vec<String> = recipes
             .iter()
@@ -117,7 +105,7 @@ pub fn main(file: &Path, o: Options) -> i32 {
         println!("{report}");
     } else {
         if let Ok(Some(r)) = serde_json::from_value::<Option<dlc::runner::Report>>(report["device_report"].clone()) {
-            println!("device: {}", crate::cli::runner_summary(&r));
+            println!("device: {}", crate::reports::runner_summary(&r));
         }
         println!(
             "{}: {} {} steps after {} warm-up ({}): median {:.3} ms, min {:.3} ms, max {:.3} ms; {:.0} samples/s; {} kernels a step (eager {}); compiled in {:.1} ms; peak RSS {:.0} MiB{}",
@@ -176,13 +164,11 @@ fn bench_train(
     opts.remat = remat;
     opts.jit = jit;
     opts.tuning_file = true;
-    let choice = crate::cli::device_for(&info, o.device).map(|c| c.0)?;
+    let choice = dlc::device::for_recipe(&info, o.device).map(|c| c.0)?;
     // Under mpirun, each rank times its steps of the data-parallel job.
     let world = std::rc::Rc::new(dlc::parallel::World::from_environment()?);
     opts.world = Some(world.clone());
-    if choice.device == "cuda" {
-        opts.target = dlc::runner::gpu_target();
-    }
+    opts.device = choice.device;
     let prof: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, (usize, f64)>>> = Default::default();
     if profile {
         opts.profile = Some(prof.clone());
@@ -232,125 +218,54 @@ fn bench_train(
         "kernels": plan.kernel_count(),
         "eager_kernels": plan.eager_count(),
         "page_faults_per_step": faults_per_step,
-        "planned_peak_mib": crate::explain::memory_report(&dlc_language::passes::memory::plan_memory(trainer.graph(), &plan))["peak_mib"],
-        "tuning": tuning_report(trainer.kernels()),
+        "planned_peak_mib": crate::reports::Memory::of(&dlc_language::passes::memory::plan_memory(trainer.graph(), &plan)).peak_mib,
+        "tuning": crate::reports::tuning(trainer.kernels()),
         "ranks": world.size(),
         "rank": world.rank(),
         "allreduce_ms_per_step": world.traffic().gradient_s * 1e3 / steps_run,
         "allreduce_share": world.traffic().gradient_s / (all.iter().sum::<f64>() / 1e3).max(1e-12),
-        "device": choice.device,
-        "device_report": (choice.device == "cuda").then(|| trainer.runner_report()),
+        "device": choice.device.name(),
+        "device_report": choice.device.is_gpu().then(|| trainer.runner_report()),
     }))
 }
 
-/// Autotuning in a run: the regions measured (native code against the interpreter), what won,
-/// and how many choices came from the tuning file instead.
-fn tuning_report(k: &dlc::exec::fused::KernelCache) -> serde_json::Value {
-    let tuned = k.tuned();
-    let store = k.store.as_ref();
-    json!({
-        "regions": tuned.len(),
-        "native": tuned.iter().filter(|c| **c == Some(true)).count(),
-        "interpreter": tuned.iter().filter(|c| **c == Some(false)).count(),
-        "undecided": tuned.iter().filter(|c| c.is_none()).count(),
-        "from_file": store.map(|s| s.hits.load(std::sync::atomic::Ordering::Relaxed)).unwrap_or(0),
-        "measured_now": store.map(|s| s.measured()).unwrap_or(0),
-        "file": store.map(|s| s.path.display().to_string()),
-        "file_unreadable": store.and_then(|s| s.unreadable.clone()),
-    })
-}
-
-/// `dlc tune FILE`: run enough steps of each `train` recipe for autotuning to measure every
-/// region it measures, and save the choices to the tuning file, so that later runs start with
-/// them (no measuring, no native code compiled for regions where the interpreter won).
-pub fn tune(file: &Path) -> i32 {
-    let (mut p, root) = match crate::cli::load_quietly(file, "nothing to tune") {
-        Ok(loaded) => loaded,
-        Err(status) => return status,
-    };
-    let recipes: Vec<_> = p.session.t.recipes.iter().filter(|r| r.kind == RecipeKind::Train).cloned().collect();
-    if recipes.is_empty() {
-        eprintln!("error: `{}` has no `train` recipe to tune", file.display());
-        return 1;
-    }
-    for mut info in recipes {
-        let name = info.name.clone().unwrap_or_else(|| "train".into());
-        // Warm-up and trials of every measured region, and one step to spare.
-        let steps = dlc::exec::fused::TUNE_LAUNCHES + 1;
-        if let Err(e) = apply_overrides(&mut info, &[("steps".into(), steps.to_string())]) {
-            eprintln!("error: {e}");
-            return 1;
-        }
-        let mut opts = TrainOptions::new(root.clone(), 0);
-        opts.tuning_file = true;
-        let result = Trainer::new(&mut p.session, info, opts).and_then(|mut t| t.run().map(|_| tuning_report(t.kernels())));
-        match result {
-            Ok(r) => println!(
-                "tune: train `{name}`: {} regions of {}+ elements: {} native, {} interpreter ({} measured now, {} from the tuning file){}",
-                r["regions"],
-                dlc::exec::fused::AUTOTUNE_MIN,
-                r["native"],
-                r["interpreter"],
-                r["measured_now"],
-                r["from_file"],
-                r["file"]
-                    .as_str()
-                    .map(|f| format!("; saved in {f}"))
-                    .unwrap_or_else(|| "; no tuning file (DLC_TUNE_CACHE=0 or no home directory)".into())
-            ),
-            Err(e) => {
-                eprintln!("error: tuning `{name}` failed: {e}");
-                return 1;
-            }
-        }
-    }
-    0
-}
-
+/// Time an `infer` block as `dlc run` executes it: compiled by `train::infer::compile`, its
+/// parameters and input put on a runner on the block's device, then the model's plan run and
+/// its output fetched, `warmup + steps` times.
 fn bench_infer(
     p: &mut Program,
     info: &dlc_language::eval::recipe::RecipeInfo,
-    steps: usize,
-    warmup: usize,
-    fuse: bool,
-    jit: bool,
+    root: &Path,
+    o: &Options,
 ) -> Result<serde_json::Value, String> {
-    let model = info.field("model").cloned().ok_or("the infer block has no model")?;
-    let Some(Value::Tensor(input)) = info.field("input").cloned() else { return Err("the infer block's input is not a tensor".into()) };
+    let Options { steps, warmup, fuse, jit, .. } = *o;
+    let choice = dlc::device::for_recipe(info, o.device).map(|c| c.0)?;
     let compile_started = Instant::now();
-    // What `infer` runs (batch norm folded, the block's precision); under --no-fuse the model
-    // as written, as the eager interpreter computes it.
-    let (out, folded) = if fuse {
-        dlc::train::infer::computation(&mut p.session, info).map(|c| (c.out, c.folds.len()))
-    } else {
-        dlc::train::infer::apply(&mut p.session, info, &model, Value::Tensor(input)).map(|n| (n, 0))
-    }
-    .map_err(|e| e.to_string())?;
-    let t = &p.session.t;
-    let plan = dlc_language::passes::pipeline::plan(&t.graph, &[out], fuse).map_err(|e| format!("{e:?}"))?.plan;
+    let c = infer::compile(&mut p.session, info, fuse).map_err(|e| e.to_string())?;
     let compile_s = compile_started.elapsed().as_secs_f64();
+    let mut ropts = dlc::runner::RunnerOptions::new(0, fuse);
+    ropts.kernels = std::sync::Arc::new(dlc::exec::fused::KernelCache::new(jit));
+    let mut runner = dlc::runner::open(choice.device, &ropts)?;
+    let fail = |e: dlc::runtime::RuntimeError| e.to_string();
+    infer::load(&p.session, info, root, runner.as_mut()).map_err(fail)?;
     // The input is computed once; each timed run computes the model's output from it.
-    let mut ex = Executor::new(0);
-    let x = ex.eval(&t.graph, input).map_err(|e| e.to_string())?;
-    let n = x.numel();
+    infer::bind_input(&p.session, &c, runner.as_mut()).map_err(fail)?;
     let mut times = vec![];
-    let kernels = std::sync::Arc::new(dlc::exec::fused::KernelCache::new(jit));
+    let mut n = 0;
     for i in 0..warmup + steps {
-        let mut ex = Executor::new(0);
-        ex.fuse = fuse;
-        ex.kernels = kernels.clone();
-        ex.preset(input, x.clone());
         let t0 = Instant::now();
-        ex.run_plan(&t.graph, &plan).map_err(|e| e.to_string())?;
-        let y = ex.eval(&t.graph, out).map_err(|e| e.to_string())?;
+        let y = infer::execute(&p.session, &c, runner.as_mut()).map_err(fail)?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
+        n = y.numel();
         std::hint::black_box(&y);
         if i >= warmup {
             times.push(ms);
         }
     }
     let (median, min, max) = stats(times.clone());
-    let batch = x.shape.first().copied().unwrap_or(1);
+    let input_ty = &p.session.t.graph.inputs[c.input_id as usize].ty;
+    let batch = input_ty.shape.first().and_then(|d| d.as_known()).unwrap_or(1) as usize;
+    let plan = &c.planned.plan;
     Ok(json!({
         "what": "infer",
         "steps": times.len(),
@@ -365,6 +280,8 @@ fn bench_infer(
         "compile_ms": compile_s * 1e3,
         "kernels": plan.kernel_count(),
         "eager_kernels": plan.eager_count(),
-        "folded_batch_norms": folded,
+        "folded_batch_norms": c.folds.len(),
+        "device": choice.device.name(),
+        "device_report": choice.device.is_gpu().then(|| runner.report()),
     }))
 }

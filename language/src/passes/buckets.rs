@@ -4,8 +4,8 @@
 //! position in the plan of the kernel that writes a bucket's last gradient is where its
 //! all-reduce can start, and the kernels after it are what it can overlap with.
 
-use dlc_language::ir::NodeId;
-use dlc_language::passes::fusion::{Kernel, Plan};
+use super::fusion::{Kernel, Plan};
+use crate::ir::NodeId;
 
 /// PyTorch DDP's `bucket_cap_mb` default.
 pub const DEFAULT_CAP_BYTES: usize = 25 * 1024 * 1024;
@@ -23,7 +23,7 @@ pub struct Bucket {
 fn writer(plan: &Plan, n: NodeId) -> Option<usize> {
     plan.kernels.iter().position(|k| match k {
         Kernel::Library(m) | Kernel::Free(m) | Kernel::View(m) => *m == n,
-        _ => crate::kernels::reference::io(k).iter().any(|(_, outs)| outs.contains(&n)),
+        _ => k.io().iter().any(|(_, outs)| outs.contains(&n)),
     })
 }
 

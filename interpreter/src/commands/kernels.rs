@@ -34,7 +34,7 @@ fn dialect(e: Emit) -> Dialect {
 }
 
 pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathBuf>, as_json: bool) -> i32 {
-    let (mut p, root) = match crate::cli::load_quietly(file, "no kernels to generate") {
+    let (mut p, root) = match crate::session::load_quietly(file, "no kernels to generate") {
         Ok(loaded) => loaded,
         Err(status) => return status,
     };

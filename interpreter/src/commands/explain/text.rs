@@ -1,8 +1,6 @@
 //! `dlc explain`'s text form: the JSON report (see `mod.rs`) as lines a person reads.
 
-use super::{
-    memory_line, AUTO_REMAT_REASON, BIAS_REASON, CHECKPOINT_REASON, FOLD_REASON, MEMORY_REASON, PROLOGUE_REASON, REMAT_REASON, ROWS_REASON,
-};
+use super::{AUTO_REMAT_REASON, BIAS_REASON, CHECKPOINT_REASON, FOLD_REASON, PROLOGUE_REASON, REMAT_REASON, ROWS_REASON};
 use serde_json::Value as Json;
 
 pub fn print(r: &Json) {
@@ -153,8 +151,8 @@ pub fn print(r: &Json) {
             println!("      why: {AUTO_REMAT_REASON}");
         }
         if item["memory"].is_object() {
-            println!("    {}", memory_line(&item["memory"]));
-            println!("      why: {}", MEMORY_REASON);
+            println!("    {}", crate::reports::memory_line(&item["memory"]));
+            println!("      why: {}", crate::reports::MEMORY_REASON);
         }
         let prec = &item["precision"];
         // Each product once, with its precision when a block chose it.

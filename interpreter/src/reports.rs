@@ -1,0 +1,116 @@
+//! Reports more than one command prints: typed (`Serialize`) with a text form each, and the
+//! small statistics the timing commands share.
+
+use dlc_language::passes::memory::MemoryPlan;
+use serde::Serialize;
+
+pub const MEMORY_REASON: &str =
+    "buffers by liveness: each value is freed after its last reader and its memory reused, so the peak is known before the run";
+
+fn mib(b: usize) -> f64 {
+    (b as f64 / (1 << 20) as f64 * 100.0).round() / 100.0
+}
+
+/// A memory plan in MiB (`dlc check`, `explain`, `bench`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Memory {
+    pub parameters_mib: f64,
+    pub inputs_mib: f64,
+    pub intermediates_peak_mib: f64,
+    pub intermediates_without_reuse_mib: f64,
+    pub peak_mib: f64,
+    pub reason: &'static str,
+}
+
+impl Memory {
+    pub fn of(m: &MemoryPlan) -> Memory {
+        Memory {
+            parameters_mib: mib(m.parameters),
+            inputs_mib: mib(m.inputs),
+            intermediates_peak_mib: mib(m.peak_intermediates),
+            intermediates_without_reuse_mib: mib(m.without_reuse),
+            peak_mib: mib(m.peak()),
+            reason: MEMORY_REASON,
+        }
+    }
+
+    pub fn json(m: &MemoryPlan) -> serde_json::Value {
+        serde_json::to_value(Memory::of(m)).unwrap_or_default()
+    }
+}
+
+/// One line for `dlc check` and `dlc explain`, from a memory report (typed or as JSON).
+pub fn memory_line(m: &serde_json::Value) -> String {
+    format!(
+        "memory plan: peak {} MiB = parameters {} + inputs (batch, optimiser state) {} + intermediates {} (without reuse: {})",
+        m["peak_mib"], m["parameters_mib"], m["inputs_mib"], m["intermediates_peak_mib"], m["intermediates_without_reuse_mib"]
+    )
+}
+
+/// One line on what a runner did: kernels, what ran on the host, bytes copied.
+pub fn runner_summary(r: &dlc::runner::Report) -> String {
+    let host: Vec<String> = r.host_ops.iter().map(|(op, n)| format!("{op} x{n}")).collect();
+    format!(
+        "{} kernel launches from {} compiled plans ({:.1} s compiling) on {}; on the host: {}; copied {:.1} MB up, {:.1} MB down",
+        r.launches,
+        r.modules,
+        r.compile_s,
+        r.device,
+        if host.is_empty() { "nothing".into() } else { host.join(", ") },
+        r.bytes_up as f64 / 1e6,
+        r.bytes_down as f64 / 1e6
+    )
+}
+
+/// `1234567` as `1,234,567`.
+pub fn group_digits(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// (median, min, max) of timings.
+pub fn stats(mut ms: Vec<f64>) -> (f64, f64, f64) {
+    ms.sort_by(|a, b| a.total_cmp(b));
+    let n = ms.len();
+    if n == 0 {
+        return (0.0, 0.0, 0.0);
+    }
+    let median = if n % 2 == 1 { ms[n / 2] } else { (ms[n / 2 - 1] + ms[n / 2]) / 2.0 };
+    (median, ms[0], ms[n - 1])
+}
+
+/// The median of `n` timed runs of `f`, in milliseconds.
+pub fn median_ms(n: usize, mut f: impl FnMut()) -> f64 {
+    let ms: Vec<f64> = (0..n)
+        .map(|_| {
+            let t0 = std::time::Instant::now();
+            f();
+            t0.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    stats(ms).0
+}
+
+/// Autotuning in a run: the regions measured (native code against the interpreter), what won,
+/// and how many choices came from the tuning file instead.
+pub fn tuning(k: &dlc::exec::fused::KernelCache) -> serde_json::Value {
+    let tuned = k.tuned();
+    let store = k.store.as_ref();
+    serde_json::json!({
+        "regions": tuned.len(),
+        "native": tuned.iter().filter(|c| **c == Some(true)).count(),
+        "interpreter": tuned.iter().filter(|c| **c == Some(false)).count(),
+        "undecided": tuned.iter().filter(|c| c.is_none()).count(),
+        "from_file": store.map(|s| s.hits.load(std::sync::atomic::Ordering::Relaxed)).unwrap_or(0),
+        "measured_now": store.map(|s| s.measured()).unwrap_or(0),
+        "file": store.map(|s| s.path.display().to_string()),
+        "file_unreadable": store.and_then(|s| s.unreadable.clone()),
+    })
+}

@@ -1,0 +1,82 @@
+//! The devices, as peers: each entry says what it is called, how to find it (probe) and how to
+//! open a runner on it. The CPU is an ordinary entry. Adding a device is one module with a
+//! `Runner` (or a `driver::Driver` under the device executor) plus one line in [`DEVICES`].
+
+use super::device_executor::DeviceExecutor;
+use super::{cuda, emulated, host, Runner};
+use crate::exec::fused::KernelCache;
+use crate::exec::Executor;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// A device a runner can be opened on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    /// The interpreter on the host's cores.
+    Cpu,
+    /// GPU 0 through CUDA (cudarc, NVRTC, cuBLAS).
+    Cuda,
+    /// The device executor over the emulated GPU: the CUDA C built for the CPU
+    /// (`DLC_EMULATE_GPU=1` stands it in for `cuda`; how the GPU path is tested without one).
+    EmulatedCuda,
+}
+
+impl DeviceKind {
+    /// The device's name as recipes, flags and reports say it (the emulated GPU is `cuda`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Cuda | DeviceKind::EmulatedCuda => "cuda",
+        }
+    }
+
+    pub fn is_gpu(self) -> bool {
+        self != DeviceKind::Cpu
+    }
+}
+
+/// What opening a runner needs: the host runner's interpreter settings and the run's kernel
+/// cache (device runners compile their own kernels and ignore them).
+pub struct RunnerOptions {
+    pub seed: u64,
+    pub fuse: bool,
+    pub kernels: Arc<KernelCache>,
+    pub profile: Option<Arc<Mutex<HashMap<String, (usize, f64)>>>>,
+}
+
+impl RunnerOptions {
+    pub fn new(seed: u64, fuse: bool) -> RunnerOptions {
+        RunnerOptions { seed, fuse, kernels: Arc::new(KernelCache::new(false)), profile: None }
+    }
+}
+
+struct Entry {
+    kind: DeviceKind,
+    open: fn(&RunnerOptions) -> Result<Box<dyn Runner>, String>,
+}
+
+/// Every device this build can run on.
+const DEVICES: &[Entry] = &[
+    Entry { kind: DeviceKind::Cpu, open: open_host },
+    Entry { kind: DeviceKind::Cuda, open: |_| Ok(Box::new(DeviceExecutor::new(cuda::Cuda::open()?))) },
+    Entry { kind: DeviceKind::EmulatedCuda, open: |_| Ok(Box::new(DeviceExecutor::new(emulated::Emulated::new()))) },
+];
+
+fn open_host(o: &RunnerOptions) -> Result<Box<dyn Runner>, String> {
+    let mut ex = Executor::new(o.seed);
+    ex.fuse = o.fuse;
+    ex.kernels = o.kernels.clone();
+    ex.profile = o.profile.clone();
+    Ok(Box::new(host::HostRunner::new(ex)))
+}
+
+/// A runner on `kind`.
+pub fn open(kind: DeviceKind, opts: &RunnerOptions) -> Result<Box<dyn Runner>, String> {
+    let entry = DEVICES.iter().find(|e| e.kind == kind).ok_or_else(|| format!("this build has no `{}` device", kind.name()))?;
+    (entry.open)(opts)
+}
+
+/// Every device kind in the registry (the conformance suite runs each that opens here).
+pub fn kinds() -> Vec<DeviceKind> {
+    DEVICES.iter().map(|e| e.kind).collect()
+}

@@ -35,7 +35,8 @@ unsafe impl Sync for Compiled {}
 
 impl Compiled {
     /// Compute elements `0..len`: `inputs[k]` and `outputs[j]` each point at `len` f32 values
-    /// (one, for a parameter only read as a splat), in the order the module's doc gives.
+    /// (at least one for a parameter only read as a splat; a parameter only read through
+    /// buffers is not read), in the order `dlc_jit::cranelift`'s doc gives.
     ///
     /// # Safety
     /// The pointers must be valid for those elements, as many as [`super::input_count`] and

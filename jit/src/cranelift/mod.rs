@@ -47,15 +47,10 @@ fn read(index: &Index) -> Read {
     }
 }
 
-/// Whether a load is passed as a caller-filled buffer after the parameters: a broadcast load
-/// with a non-zero stride. The caller fills one per such load, in body order.
-pub fn buffered(index: &Index) -> bool {
-    read(index) == Read::Buffer
-}
-
-/// How many input pointers the native code takes: the parameters, then the buffered loads.
+/// How many input pointers the native code takes: the parameters, then a buffer per broadcast
+/// load with a non-zero stride.
 pub fn input_count(e: &Elementwise) -> usize {
-    e.inputs.len() + e.body.iter().filter(|i| matches!(i, Inst::Load { index, .. } if buffered(index))).count()
+    e.inputs.len() + e.body.iter().filter(|i| matches!(i, Inst::Load { index, .. } if read(index) == Read::Buffer)).count()
 }
 
 /// Whether every instruction of `e` has a compiled form.

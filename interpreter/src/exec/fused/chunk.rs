@@ -48,9 +48,12 @@ impl Program {
         let len = dsts.first().map(|d| d.len()).unwrap_or(0);
         let end = start + len;
         if let (Some(native), true) = (&self.native, native) {
-            // Broadcast loads into their registers, then one native pass over the chunk.
-            // Inputs read elementwise point at this chunk; those only read through a broadcast
-            // (smaller, and never read by the kernel) at their start.
+            // Broadcast loads into their registers, then one native pass over the chunk, with
+            // the calling convention of `dlc_jit::cranelift`: inputs read elementwise point at
+            // this chunk, those only read through a broadcast (smaller, and never read by the
+            // kernel but for a splat's element 0) at their start, then the broadcasts' registers
+            // in order (the kernel's strided loads, in body order, became these `Expand`s in
+            // that order).
             let mut ptrs: Small<*const f32> = Small::new(std::ptr::null());
             for (k, x) in ins.iter().enumerate() {
                 ptrs.push(if self.direct[k] { x[start..end].as_ptr() } else { x.as_ptr() });

@@ -1,6 +1,6 @@
 //! Coefficients of the f32 math functions, shared by the interpreter's kernels
-//! (interpreter/src/exec/math32.rs) and the compiled ones (math.rs here), which must compute the
-//! same bits. Minimax fits made by `scripts/fit_math.py`; lowest degree first.
+//! (interpreter/src/exec/math32.rs) and the compiled ones (cranelift/math.rs and render/math.rs
+//! here), which must compute the same bits. Minimax fits made by `scripts/fit_math.py`; lowest degree first.
 
 #[allow(clippy::approx_constant)] // P[0] is fitted (it comes out one ulp from 2/sqrt(pi))
 pub const ERF_P: [f32; 7] = [1.128_379_1, 0.198_179_47, 0.050_344_553, 0.003_632_172_2, 0.000_140_596_73, -1.963_202e-6, 2.014_837_7e-8];

@@ -1,9 +1,11 @@
 //! The kernels compiled during a run, shared by every executor of it (a trainer makes a new
-//! executor per step): fused programs by their region, their row forms, native code by kernel
-//! text, and the autotuning measurements between native code and the chunk interpreter.
+//! executor per step): fused programs by their region, their row forms, native code by the key of
+//! its kernel, and the autotuning measurements between native code and the chunk interpreter.
 
 use super::fused::{compile, Program, RowProgram, Tune, AUTOTUNE_MIN};
 use crate::runtime::RuntimeError;
+use dlc_jit::cranelift::{self, Compiled};
+use dlc_jit::kir::Elementwise;
 use dlc_language::ir::{Graph, NodeId};
 use dlc_language::passes::fusion::Region;
 use std::collections::HashMap;
@@ -14,7 +16,7 @@ use std::sync::{Arc, Mutex};
 pub(crate) type RegionKey = (Vec<NodeId>, Vec<NodeId>, Vec<NodeId>);
 
 /// Compiled kernels shared by every executor of a run (a trainer makes a new executor per
-/// step): fused programs by their region, native code by kernel text.
+/// step): fused programs by their region, native code by the key of its kernel.
 pub struct KernelCache {
     programs: Mutex<HashMap<RegionKey, Arc<Program>>>,
     /// Regions of row kernels in their row form (`Program::for_rows`), by region and whether
@@ -23,7 +25,8 @@ pub struct KernelCache {
     /// Row kernels measured with their regions' native code against the interpreter, by group
     /// (its members, inputs and outputs): the measurement and its key in the tuning file.
     pub(crate) row_tunes: Mutex<HashMap<RegionKey, Arc<(Tune, String)>>>,
-    native: Mutex<HashMap<String, Option<Arc<dlc_jit::Compiled>>>>,
+    /// Native code by `dlc_jit::cranelift::key` of its kernel.
+    native: Mutex<HashMap<String, Option<Arc<Compiled>>>>,
     /// Compile fused regions to native code (`--jit`; results are equal either way).
     pub jit: bool,
     /// Without `--jit`: compile regions of `AUTOTUNE_MIN` elements or more to native code as
@@ -85,25 +88,25 @@ impl KernelCache {
             return Ok(p.clone());
         }
         let (mut program, views) = compile(g, r)?.for_rows();
-        if native && program.round.iter().all(Option::is_none) {
-            program.native = self.native_code(&program.jit_kernel());
+        if native {
+            program.native = self.native_code(&program.kernel);
         }
         let p = Arc::new(RowProgram { program, views });
         self.rows.lock().expect("kernel cache").insert(key, p.clone());
         Ok(p)
     }
 
-    /// Native code for a kernel, compiled once per kernel text (`None` when an op has no
-    /// compiled form or Cranelift fails).
-    fn native_code(&self, k: &dlc_jit::Kernel) -> Option<Arc<dlc_jit::Compiled>> {
-        if !dlc_jit::supports(k) {
+    /// Native code for a kernel, compiled once per key (`dlc_jit::cranelift::key`: what the
+    /// code depends on) (`None` when an op has no compiled form or Cranelift fails).
+    fn native_code(&self, k: &Elementwise) -> Option<Arc<Compiled>> {
+        if !cranelift::supports(k) {
             return None;
         }
         let mut native = self.native.lock().expect("kernel cache");
         native
-            .entry(format!("{k:?}"))
+            .entry(cranelift::key(k))
             .or_insert_with(|| {
-                let c = dlc_jit::compile(k).ok().map(Arc::new);
+                let c = cranelift::compile(k).ok().map(Arc::new);
                 if let Some(c) = &c {
                     *self.jit_seconds.lock().expect("kernel cache") += c.compile_s;
                 }
@@ -137,38 +140,26 @@ impl KernelCache {
             return Ok(p.clone());
         }
         let mut p = compile(g, r)?;
-        // (Rounding to bf16/f16 has no native form yet: such regions stay interpreted.)
         let measured = !self.jit && self.autotune && p.numel() >= AUTOTUNE_MIN;
-        if (self.jit || measured) && p.round.iter().all(Option::is_none) {
-            let k = p.jit_kernel();
-            if dlc_jit::supports(&k) {
-                let key = format!("{k:?}");
-                // A choice an earlier run measured: taken as is, and a loser never compiled.
-                let tune_key = format!("{:016x}:{}", dlc_jit::cuda::ptx_cache::fnv1a(key.as_bytes()), p.numel());
-                let stored = if measured { self.store.as_ref().and_then(|s| s.get(&tune_key)) } else { None };
-                if measured {
-                    p.tune_key = Some(tune_key);
+        if (self.jit || measured) && cranelift::supports(&p.kernel) {
+            // A choice an earlier run measured: taken as is, and a loser never compiled.
+            let key = cranelift::key(&p.kernel);
+            let tune_key = format!("{:016x}:{}", dlc_jit::cuda::ptx_cache::fnv1a(key.as_bytes()), p.numel());
+            let stored = if measured { self.store.as_ref().and_then(|s| s.get(&tune_key)) } else { None };
+            if measured {
+                p.tune_key = Some(tune_key);
+            }
+            if let Some(c) = stored {
+                p.tune = Some(Tune::decided(c.native));
+                if !c.native {
+                    let p = Arc::new(p);
+                    self.programs.lock().expect("kernel cache").insert(region, p.clone());
+                    return Ok(p);
                 }
-                if let Some(c) = stored {
-                    p.tune = Some(Tune::decided(c.native));
-                    if !c.native {
-                        let p = Arc::new(p);
-                        self.programs.lock().expect("kernel cache").insert(region, p.clone());
-                        return Ok(p);
-                    }
-                }
-                let mut native = self.native.lock().expect("kernel cache");
-                let entry = native.entry(key).or_insert_with(|| {
-                    let c = dlc_jit::compile(&k).ok().map(Arc::new);
-                    if let Some(c) = &c {
-                        *self.jit_seconds.lock().expect("kernel cache") += c.compile_s;
-                    }
-                    c
-                });
-                p.native = entry.clone();
-                if measured && p.native.is_some() && p.tune.is_none() {
-                    p.tune = Some(Tune::default());
-                }
+            }
+            p.native = self.native_code(&p.kernel);
+            if measured && p.native.is_some() && p.tune.is_none() {
+                p.tune = Some(Tune::default());
             }
         }
         let p = Arc::new(p);

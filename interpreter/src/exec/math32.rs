@@ -3,7 +3,7 @@
 //! The polynomial and rational coefficients are minimax fits made by `scripts/fit_math.py`.
 //! Each function's maximum error is measured by the tests below and listed in docs/precision.md.
 //!
-//! The JIT (jit/src/math.rs) mirrors each of these operation for operation, with a fused
+//! The JIT (jit/src/cranelift/math.rs) mirrors each of these operation for operation, with a fused
 //! multiply-add exactly where these call `mul_add`, so compiled and interpreted kernels agree bit
 //! for bit. Change one, change the other: `tests/jit.rs` and the corpus compare them. Both read
 //! their coefficients from `dlc_jit::coeffs`.

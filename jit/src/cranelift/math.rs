@@ -4,11 +4,11 @@
 //! results are identical bit for bit.
 
 use crate::coeffs::*;
-use crate::{BinaryOp, UnaryOp};
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::FunctionBuilder;
+use dlc_language::ir::{BinaryOp, UnaryOp};
 use std::collections::HashMap;
 
 pub struct Emit<'a, 'b> {

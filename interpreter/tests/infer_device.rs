@@ -1,7 +1,7 @@
 //! `infer` blocks run where the recipe says, through the same compiled plan in `dlc run` and
 //! `dlc bench`.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

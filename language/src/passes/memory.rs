@@ -121,7 +121,6 @@ pub fn plan_memory(g: &Graph, plan: &Plan) -> MemoryPlan {
 mod tests {
     use super::*;
     use crate::ir::{Node, UnaryOp};
-    use crate::passes::fusion;
     use crate::span::Span;
     use crate::types::Dim;
 

@@ -3,7 +3,7 @@
 
 use crate::commands;
 use clap::{Parser, Subcommand};
-use dlc::device::Requested;
+use dlc::device::DeviceRequest;
 use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
@@ -63,8 +63,8 @@ enum Cmd {
         jit: bool,
         /// Run on this device, whatever the recipes say: `auto` (the GPU when there is one that
         /// this build can use, else the CPU), `cpu` or `cuda`.
-        #[arg(long, value_enum)]
-        device: Option<Requested>,
+        #[arg(long, value_parser = dlc::device::device_flag())]
+        device: Option<DeviceRequest>,
     },
     /// Show what the compiler did to each recipe and printed value, and why: fusion regions,
     /// kernel counts, source lines.
@@ -107,8 +107,8 @@ enum Cmd {
         #[arg(long)]
         recipe: Option<String>,
         /// Run the timed training steps on this device (default: the recipe's `device`).
-        #[arg(long, value_enum)]
-        device: Option<Requested>,
+        #[arg(long, value_parser = dlc::device::device_flag())]
+        device: Option<DeviceRequest>,
     },
     /// List the generated kernels of every training step, evaluation, `infer` block and printed
     /// value in the kernel IR; write them as CUDA C or C; check them (NVRTC and ptxas for

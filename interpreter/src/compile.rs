@@ -56,8 +56,6 @@ pub struct Print {
 /// An `infer` block, compiled as `dlc run` runs it.
 pub struct Infer {
     pub name: String,
-    /// The block's input node (data: not counted as the model's work).
-    pub input: NodeId,
     pub compiled: Result<infer::Compiled, String>,
 }
 
@@ -109,9 +107,9 @@ pub fn program(p: &mut Program, opts: &Options) -> Compiled {
     for info in recipes.iter().filter(|r| r.kind == RecipeKind::Infer) {
         let name = info.name.clone().unwrap_or_else(|| "infer".into());
         // A `generate` block's input is a prompt: it is compiled per window length as it runs.
-        let (Some(_), Some(Value::Tensor(input))) = (info.field("model"), info.field("input").cloned()) else { continue };
+        let (Some(_), Some(Value::Tensor(_))) = (info.field("model"), info.field("input")) else { continue };
         let compiled = infer::compile(&mut p.session, info, opts.fuse).map_err(|e| e.to_string());
-        infers.push(Infer { name, input, compiled });
+        infers.push(Infer { name, compiled });
     }
     let trains = recipes.into_iter().filter(|r| r.kind == RecipeKind::Train).map(|info| train(p, info, opts)).collect();
     Compiled { prints, infers, trains, graph: Arc::new(p.session.graph().clone()) }

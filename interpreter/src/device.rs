@@ -7,59 +7,26 @@
 
 use dlc_jit::cuda::Gpu;
 use dlc_language::eval::recipe::RecipeInfo;
-use dlc_language::eval::Value;
 
 pub use crate::runner::DeviceKind;
 
-/// What a recipe's `device` field or `--device` asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Requested {
-    /// The GPU when one is present and usable, else the CPU.
-    Auto,
-    Cpu,
-    Cuda,
-}
+pub use dlc_language::eval::spec::DeviceRequest;
 
-impl Requested {
-    pub fn parse(s: &str) -> Option<Requested> {
-        match s {
-            "auto" => Some(Requested::Auto),
-            "cpu" => Some(Requested::Cpu),
-            "cuda" => Some(Requested::Cuda),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Requested::Auto => "auto",
-            Requested::Cpu => "cpu",
-            Requested::Cuda => "cuda",
-        }
-    }
-}
-
-/// What a recipe asks for, and whether it says so itself (an absent field is `auto`, quietly).
-pub fn requested(info: &RecipeInfo) -> (Requested, bool) {
-    match info.field("device") {
-        Some(Value::Str(s)) => (Requested::parse(s).unwrap_or(Requested::Auto), true),
-        Some(Value::Auto) => (Requested::Auto, true),
-        _ => (Requested::Auto, false),
-    }
+/// `--device`'s parser: one of `auto`, `cpu`, `cuda` (clap lists them when another is given).
+pub fn device_flag() -> impl clap::builder::TypedValueParser<Value = DeviceRequest> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(DeviceRequest::NAMES).map(|s| DeviceRequest::parse(&s).expect("one of the possible values"))
 }
 
 /// The device chosen and why, in one line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Choice {
     pub device: DeviceKind,
-    pub requested: Requested,
+    pub requested: DeviceRequest,
     pub reason: String,
     /// The GPU found, used or not.
     pub gpu: Option<Gpu>,
 }
-
-/// Whether this build can run training, evaluation and inference on a GPU.
-pub const CUDA_EXECUTOR: bool = true;
 
 /// What `choose` probes: GPU 0 (`dlc_jit::cuda::probe`), or the emulated GPU when
 /// `DLC_EMULATE_GPU=1` asks for it; with the device kind a runner on it is opened as.
@@ -73,33 +40,24 @@ pub fn probe() -> Result<(DeviceKind, Gpu), String> {
 
 /// The device for a recipe (`flag`, from `--device`, first), probing the machine at most once
 /// per process. Also says whether the choice was asked for explicitly.
-pub fn for_recipe(info: &RecipeInfo, flag: Option<Requested>) -> Result<(Choice, bool), String> {
+pub fn for_recipe(info: &RecipeInfo, flag: Option<DeviceRequest>) -> Result<(Choice, bool), String> {
     static PROBE: std::sync::OnceLock<Result<(DeviceKind, Gpu), String>> = std::sync::OnceLock::new();
     let (requested, explicit) = match flag {
         Some(f) => (f, true),
-        None => requested(info),
+        None => DeviceRequest::of(info),
     };
     let choice = choose(requested, || PROBE.get_or_init(probe).clone())?;
     Ok((choice, explicit))
 }
 
 /// Choose for `requested`, probing the machine only when the answer depends on it.
-pub fn choose(requested: Requested, probe: impl FnOnce() -> Result<(DeviceKind, Gpu), String>) -> Result<Choice, String> {
-    if requested == Requested::Cpu {
+pub fn choose(requested: DeviceRequest, probe: impl FnOnce() -> Result<(DeviceKind, Gpu), String>) -> Result<Choice, String> {
+    if requested == DeviceRequest::Cpu {
         return Ok(Choice { device: DeviceKind::Cpu, requested, reason: "device = cpu".into(), gpu: None });
     }
     match (probe(), requested) {
-        (Err(why), Requested::Auto) => Ok(Choice { device: DeviceKind::Cpu, requested, reason: format!("device = auto: no GPU ({why}); running on the CPU"), gpu: None }),
+        (Err(why), DeviceRequest::Auto) => Ok(Choice { device: DeviceKind::Cpu, requested, reason: format!("device = auto: no GPU ({why}); running on the CPU"), gpu: None }),
         (Err(why), _) => Err(format!("device = cuda, but there is no usable GPU: {why}. Use `device = auto` (or `--device auto`) to run on the CPU when there is none")),
-        (Ok((_, gpu)), Requested::Auto) if !CUDA_EXECUTOR => Ok(Choice {
-            device: DeviceKind::Cpu,
-            reason: format!("device = auto: found {gpu}, but this build cannot run steps on a GPU yet (its CUDA kernels are generated and checked, `dlc kernels FILE --check cuda`; the device executor is not written); running on the CPU"),
-            requested,
-            gpu: Some(gpu),
-        }),
-        (Ok((_, gpu)), _) if !CUDA_EXECUTOR => Err(format!(
-            "device = cuda: found {gpu}, but this build cannot run steps on a GPU yet (the device executor is not written); use `device = auto` or `cpu` to run on the CPU"
-        )),
         (Ok((kind, gpu)), _) => Ok(Choice { device: kind, requested, reason: format!("device = {}: {gpu}", requested.name()), gpu: Some(gpu) }),
     }
 }
@@ -118,26 +76,26 @@ mod tests {
 
     #[test]
     fn cpu_never_probes() {
-        let c = choose(Requested::Cpu, || panic!("probed")).expect("cpu");
+        let c = choose(DeviceRequest::Cpu, || panic!("probed")).expect("cpu");
         assert_eq!(c.device, DeviceKind::Cpu);
     }
 
     #[test]
     fn auto_without_a_gpu_says_so_and_runs_on_the_cpu() {
-        let c = choose(Requested::Auto, none).expect("auto");
+        let c = choose(DeviceRequest::Auto, none).expect("auto");
         assert_eq!(c.device, DeviceKind::Cpu);
         assert!(c.reason.contains("libcuda.so.1") && c.reason.contains("running on the CPU"), "{}", c.reason);
     }
 
     #[test]
     fn cuda_without_a_gpu_is_an_error_naming_what_is_missing() {
-        let e = choose(Requested::Cuda, none).expect_err("no GPU");
+        let e = choose(DeviceRequest::Cuda, none).expect_err("no GPU");
         assert!(e.contains("libcuda.so.1") && e.contains("device = auto"), "{e}");
     }
 
     #[test]
     fn a_gpu_found_is_chosen_and_named() {
-        for r in [Requested::Auto, Requested::Cuda] {
+        for r in [DeviceRequest::Auto, DeviceRequest::Cuda] {
             let c = choose(r, h100).expect("a GPU");
             assert_eq!(c.device, DeviceKind::Cuda);
             assert!(c.reason.contains("H100") && c.reason.contains("sm_90"), "{}", c.reason);

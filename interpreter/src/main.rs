@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod console;
 mod reports;
 mod session;
 

@@ -2,7 +2,7 @@
 //! small statistics the timing commands share.
 
 use dlc_language::passes::memory::MemoryPlan;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub const MEMORY_REASON: &str =
     "buffers by liveness: each value is freed after its last reader and its memory reused, so the peak is known before the run";
@@ -12,14 +12,14 @@ fn mib(b: usize) -> f64 {
 }
 
 /// A memory plan in MiB (`dlc check`, `explain`, `bench`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Memory {
     pub parameters_mib: f64,
     pub inputs_mib: f64,
     pub intermediates_peak_mib: f64,
     pub intermediates_without_reuse_mib: f64,
     pub peak_mib: f64,
-    pub reason: &'static str,
+    pub reason: String,
 }
 
 impl Memory {
@@ -30,7 +30,7 @@ impl Memory {
             intermediates_peak_mib: mib(m.peak_intermediates),
             intermediates_without_reuse_mib: mib(m.without_reuse),
             peak_mib: mib(m.peak()),
-            reason: MEMORY_REASON,
+            reason: MEMORY_REASON.into(),
         }
     }
 
@@ -39,12 +39,20 @@ impl Memory {
     }
 }
 
-/// One line for `dlc check` and `dlc explain`, from a memory report (typed or as JSON).
-pub fn memory_line(m: &serde_json::Value) -> String {
-    format!(
-        "memory plan: peak {} MiB = parameters {} + inputs (batch, optimiser state) {} + intermediates {} (without reuse: {})",
-        m["peak_mib"], m["parameters_mib"], m["inputs_mib"], m["intermediates_peak_mib"], m["intermediates_without_reuse_mib"]
-    )
+impl Memory {
+    /// One line for `dlc check` and `dlc explain`.
+    pub fn line(&self) -> String {
+        // Numbers as JSON writes them (`12.0`), so the line reads as `--json` does.
+        let n = |x: f64| serde_json::json!(x);
+        format!(
+            "memory plan: peak {} MiB = parameters {} + inputs (batch, optimiser state) {} + intermediates {} (without reuse: {})",
+            n(self.peak_mib),
+            n(self.parameters_mib),
+            n(self.inputs_mib),
+            n(self.intermediates_peak_mib),
+            n(self.intermediates_without_reuse_mib)
+        )
+    }
 }
 
 /// One line on what a runner did: kernels, what ran on the host, bytes copied.

@@ -56,7 +56,6 @@ fn run(body: &str, fuse: bool) -> Run {
     let info = p.session.t.recipes[0].clone();
     let mut opts = TrainOptions::new(root, 0);
     opts.fuse = fuse;
-    opts.echo = false;
     let mut t = Trainer::new(&mut p.session, info, opts).expect("trainer");
     let report = t.run().expect("training runs");
     let compiled = t.compile_evaluations();

@@ -13,7 +13,12 @@ fn text(b: &[u8]) -> String {
 /// compiled by one function), with the input computed once before either.
 #[test]
 fn bench_and_run_of_an_infer_block_execute_the_same_plan_on_the_emulated_gpu() {
-    let file = "bench/softmax_rows.dl";
+    // Small: the emulated GPU runs each block's threads for real.
+    let dir = std::env::temp_dir().join(format!("dlc-infer-device-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = dir.join("softmax.dl");
+    std::fs::write(&path, "infer rows {\n  model = softmax\n  input = randn(f32[8, 100], seed: 0)\n}\n").expect("written");
+    let file = path.to_str().expect("a UTF-8 path");
     let emulated = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_dlc"))
             .args(args)
@@ -43,4 +48,5 @@ fn bench_and_run_of_an_infer_block_execute_the_same_plan_on_the_emulated_gpu() {
     // Three: the model's launches twice more, and there are some.
     let three = bench("3");
     assert!(three > one && (three - one) % 2 == 0, "{one} then {three}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -23,12 +23,15 @@ fn program(update: &str, state: usize) -> String {
     let mut src = format!("use std.optim\nlet s0 = ({}{})\n", lit(&P0), ", zeros(f64[3])".repeat(state));
     for (t, g) in GRADS.iter().enumerate() {
         let st: Vec<String> = (1..=state).map(|i| format!("s{t}[{i}]")).collect();
-        src += &format!("let s{} = {update}(s{t}[0], {}, {}, {}, {ARGS})\nprint(s{}[0])\n", t + 1, lit(g), st.join(", "), t + 1, t + 1);
+        let args = ARGS.replace("OPT", update.trim_end_matches("_update"));
+        src += &format!("let s{} = {update}(s{t}[0], {}, {}, {}, {args})\nprint(s{}[0])\n", t + 1, lit(g), st.join(", "), t + 1, t + 1);
     }
     src
 }
 
-const ARGS: &str = "lr: 0.1, weight_decay: 0.05";
+/// The learning rate, and the rule's optimiser (`OPT`: `adam` for `adam_update`) with its
+/// defaults but for weight decay.
+const ARGS: &str = "lr: 0.1, opt: OPT(weight_decay: 0.05)";
 
 fn close(a: &[f64], b: &[f64]) {
     for (x, y) in a.iter().zip(b) {
@@ -38,7 +41,7 @@ fn close(a: &[f64], b: &[f64]) {
 
 #[test]
 fn sgd_with_momentum_matches_torch() {
-    let src = program("sgd_update", 1).replace(ARGS, "lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 0.05");
+    let src = program("sgd_update", 1).replace("sgd(weight_decay: 0.05)", "sgd(momentum: 0.9, nesterov: true, weight_decay: 0.05)");
     let got = run(&src);
     let (mut p, mut buf) = (P0.to_vec(), vec![0.0; 3]);
     for (t, g) in GRADS.iter().enumerate() {
@@ -102,7 +105,7 @@ fn lamb_matches_the_paper() {
 
 #[test]
 fn lars_matches_the_paper() {
-    let src = program("lars_update", 1).replace(ARGS, "lr: 0.1, momentum: 0.9, weight_decay: 0.05, trust: 0.01");
+    let src = program("lars_update", 1).replace("lars(weight_decay: 0.05)", "lars(momentum: 0.9, weight_decay: 0.05, trust: 0.01)");
     let got = run(&src);
     let (mut p, mut buf) = (P0.to_vec(), vec![0.0; 3]);
     for (t, g) in GRADS.iter().enumerate() {

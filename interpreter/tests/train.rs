@@ -305,5 +305,5 @@ train {{
 
 /// A runner on the CPU, as `dlc run` opens one for an `infer` block.
 fn cpu() -> Box<dyn dlc::runner::Runner> {
-    dlc::runner::open(dlc::runner::DeviceKind::Cpu, &dlc::runner::RunnerOptions::new(0, true)).expect("the CPU runner")
+    dlc::runner::open(dlc::runner::DeviceKind::Cpu, &dlc::runner::RunnerOptions::new(0, true, false)).expect("the CPU runner")
 }

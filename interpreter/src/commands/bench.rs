@@ -51,7 +51,7 @@ pub struct Options {
     /// The `train` recipe (or `infer` block) to time, by name; the first one when `None`.
     pub recipe: Option<String>,
     /// `--device`: where to run the training steps (the recipe's `device` when `None`).
-    pub device: Option<dlc::device::Requested>,
+    pub device: Option<dlc::device::DeviceRequest>,
 }
 
 pub fn main(file: &Path, o: Options) -> i32 {
@@ -218,7 +218,7 @@ fn bench_train(
         "kernels": plan.kernel_count(),
         "eager_kernels": plan.eager_count(),
         "page_faults_per_step": faults_per_step,
-        "planned_peak_mib": crate::reports::Memory::of(&dlc_language::passes::memory::plan_memory(trainer.graph(), &plan)).peak_mib,
+        "planned_peak_mib": trainer.step_passes(&shapes).map(|(_, m)| crate::reports::Memory::of(m).peak_mib),
         "tuning": crate::reports::tuning(trainer.kernels()),
         "ranks": world.size(),
         "rank": world.rank(),
@@ -243,9 +243,7 @@ fn bench_infer(
     let compile_started = Instant::now();
     let c = infer::compile(&mut p.session, info, fuse).map_err(|e| e.to_string())?;
     let compile_s = compile_started.elapsed().as_secs_f64();
-    let mut ropts = dlc::runner::RunnerOptions::new(0, fuse);
-    ropts.kernels = std::sync::Arc::new(dlc::exec::fused::KernelCache::new(jit));
-    let mut runner = dlc::runner::open(choice.device, &ropts)?;
+    let mut runner = dlc::runner::open(choice.device, &dlc::runner::RunnerOptions::new(0, fuse, jit))?;
     let fail = |e: dlc::runtime::RuntimeError| e.to_string();
     infer::load(&p.session, info, root, runner.as_mut()).map_err(fail)?;
     // The input is computed once; each timed run computes the model's output from it.

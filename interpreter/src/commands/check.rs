@@ -1,7 +1,7 @@
 //! `dlc check FILE`: parse and type-check; print diagnostics, or a summary of the models, the
 //! recipes and each training step's planned memory. `--repeat N` times the check.
 
-use crate::reports::{group_digits, median_ms, memory_line, stats, Memory};
+use crate::reports::{group_digits, median_ms, stats, Memory};
 use crate::session::{read_error, report, root_of};
 use dlc::render::to_json;
 use dlc::Program;
@@ -52,7 +52,7 @@ pub fn main(file: &Path, json: bool) -> i32 {
                 "train `{}` step for batch {}: {}",
                 t.name,
                 dlc::compile::shapes_text(&step.shapes),
-                memory_line(&Memory::json(&step.memory))
+                Memory::of(&step.memory).line()
             ),
             Err(e) => println!("train `{}`: no memory plan before the run: {e}", t.name),
         }

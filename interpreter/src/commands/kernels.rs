@@ -54,26 +54,21 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathB
         "not_lowered": skipped,
     });
     let mut failed = false;
-    if checks.contains(&Check::C) {
-        match c_check::check(&gens, &dir.join("c")) {
-            Ok(results) => {
-                failed |= results.iter().any(|r| !r.ok);
-                report["c_check"] = json!(results);
-            }
-            Err(e) => {
-                eprintln!("error: the C check could not run: {e}");
-                return 1;
-            }
+    // The checks that run here, on the CPU: each against the interpreter's results.
+    type LocalCheck = fn(&[Generated], &Path) -> Result<Vec<dlc::kernels::reference::Checked>, String>;
+    let local: [(Check, &str, &str, LocalCheck); 2] =
+        [(Check::C, "c", "the C check", c_check::check), (Check::Emu, "emu", "the emulated CUDA check", dlc::kernels::emu_check::check)];
+    for (check, tag, what, run) in local {
+        if !checks.contains(&check) {
+            continue;
         }
-    }
-    if checks.contains(&Check::Emu) {
-        match dlc::kernels::emu_check::check(&gens, &dir.join("emu")) {
+        match run(&gens, &dir.join(tag)) {
             Ok(results) => {
                 failed |= results.iter().any(|r| !r.ok);
-                report["emu_check"] = json!(results);
+                report[format!("{tag}_check")] = json!(results);
             }
             Err(e) => {
-                eprintln!("error: the emulated CUDA check could not run: {e}");
+                eprintln!("error: {what} could not run: {e}");
                 return 1;
             }
         }

@@ -4,7 +4,7 @@
 
 use crate::reports::runner_summary;
 use crate::session::{color, device_field_at, read_error, report, root_of};
-use dlc::device::Requested;
+use dlc::device::DeviceRequest;
 use dlc::runner::DeviceKind;
 use dlc::runtime::RuntimeError;
 use dlc::train::{TrainOptions, Trainer};
@@ -34,7 +34,7 @@ pub struct Flags {
     pub fuse: bool,
     pub remat: bool,
     pub jit: bool,
-    pub device: Option<Requested>,
+    pub device: Option<DeviceRequest>,
 }
 
 /// What a recipe run ended with, besides success.
@@ -187,7 +187,7 @@ impl Run<'_> {
 
     fn options(&self, device: DeviceKind) -> TrainOptions {
         let mut opts = TrainOptions::new(root_of(self.file), self.flags.seed);
-        opts.echo = true;
+        opts.observer = Some(Box::new(crate::console::Console::new(false)));
         opts.fuse = self.flags.fuse;
         opts.remat = self.flags.remat;
         opts.jit = self.flags.jit;
@@ -207,7 +207,7 @@ impl Run<'_> {
     fn infer(&mut self, info: &RecipeInfo, device: DeviceKind) -> Outcome {
         let root = root_of(self.file);
         let opts = self.options(device);
-        let ropts = dlc::runner::RunnerOptions::new(opts.seed, opts.fuse);
+        let ropts = dlc::runner::RunnerOptions::new(opts.seed, opts.fuse, opts.jit);
         let mut runner = match dlc::runner::open(device, &ropts) {
             Ok(r) => r,
             Err(e) => return self.failed("inference", "infer", RuntimeError::Device(e)),
@@ -236,7 +236,7 @@ impl Run<'_> {
         opts.tuning_file = true;
         opts.metrics = self.flags.metrics.clone();
         opts.interrupt = Some(self.stop.clone());
-        opts.progress = std::io::stderr().is_terminal();
+        opts.observer = Some(Box::new(crate::console::Console::new(std::io::stderr().is_terminal())));
         let result = Trainer::new(&mut self.p.session, info, opts).and_then(|mut t| {
             let r = t.run();
             if device.is_gpu() {

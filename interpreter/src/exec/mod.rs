@@ -212,6 +212,11 @@ impl Executor {
         self.cache.insert(node, t);
     }
 
+    /// The value of `node` if it has been computed (nothing is computed here).
+    pub fn computed(&self, node: NodeId) -> Option<Tensor> {
+        self.cache.get(&node).cloned()
+    }
+
     /// Forget computed values (inputs change between steps) but keep parameters and compiled
     /// kernels.
     pub fn clear_values(&mut self) {

@@ -60,9 +60,73 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
     // (`DLC_NATIVE_ROWS=0` keeps row kernels interpreted, to compare.)
     let measured = !cache.jit && cache.autotune && rg.rows() * rg.len >= super::fused::AUTOTUNE_MIN && native_rows_allowed();
     let want_native = cache.jit || measured;
+    let (steps, slots, slot_of) = schedule(cache, g, rg, want_native)?;
+    let row_len = |n: NodeId| -> usize { g.node(n).shape.get(rg.lead.len()).and_then(|d| d.as_known()).unwrap_or(1) as usize };
+    let compiled: Vec<&super::fused::Program> =
+        steps.iter().filter_map(|s| if let Step::Region { rows, .. } = s { rows.program.native_ref() } else { None }).collect();
+    let tune = (measured && !compiled.is_empty()).then(|| {
+        let text: String = compiled.iter().map(|p| p.native_text()).collect();
+        let group = (rg.members(), rg.inputs.clone(), rg.outputs.clone());
+        cache.row_tune(group, &text, rg.rows() * rg.len)
+    });
+    let native = !compiled.is_empty() && (cache.jit || tune.as_ref().is_some_and(|t| t.0.native_now()));
+    let ins: Vec<Arc<Vec<f32>>> = inputs.iter().map(as_f32).collect();
+    let rows = rg.rows();
+    let outs: Vec<(usize, usize)> = rg.outputs.iter().map(|o| (slot_of[o], row_len(*o))).collect();
+    // Outputs are written row by row by the tasks, every element once.
+    let mut bufs: Vec<Vec<f32>> = outs.iter().map(|(_, l)| Vec::with_capacity(rows * l)).collect();
+    let per_task = rows_per_task(rg.len);
+    // Each task: a block of rows and its part of every output.
+    type Part<'a> = &'a mut [MaybeUninit<f32>];
+    let mut tasks: Vec<(usize, Vec<Part>)> = vec![];
+    let mut parts: Vec<std::slice::ChunksMut<MaybeUninit<f32>>> =
+        bufs.iter_mut().zip(&outs).map(|(b, (_, l))| b.spare_capacity_mut()[..rows * l].chunks_mut(per_task * l.max(&1))).collect();
+    for first in (0..rows).step_by(per_task) {
+        tasks.push((first, parts.iter_mut().map(|p| p.next().expect("a part per task")).collect()));
+    }
+    let work = |(first, mut dsts): (usize, Vec<Part>)| {
+        let mut state: Vec<Vec<f32>> = slots.iter().map(|l| vec![0f32; *l]).collect();
+        let mut regs: Vec<Vec<Vec<f32>>> = steps
+            .iter()
+            .map(|s| match s {
+                Step::Region { rows, writes, .. } => rows.program.registers(slots[writes[0]]),
+                Step::Reduce { .. } => vec![],
+            })
+            .collect();
+        let last = (first + per_task).min(rows);
+        for r in first..last {
+            run_row(&steps, &mut regs, &mut state, &ins, rg, r, native);
+            for ((slot, l), dst) in outs.iter().zip(dsts.iter_mut()) {
+                write_all(&mut dst[(r - first) * l..(r - first + 1) * l], &state[*slot]);
+            }
+        }
+    };
+    if rows > per_task {
+        tasks.into_par_iter().for_each(work);
+    } else {
+        tasks.into_iter().for_each(work);
+    }
+    for (b, (_, l)) in bufs.iter_mut().zip(&outs) {
+        // SAFETY: the tasks wrote every row of every output.
+        unsafe { b.set_len(rows * l) };
+    }
+    if let Some(t) = &tune {
+        t.0.record(native, started.elapsed().as_nanos() as u64);
+    }
+    Ok(rg.outputs.iter().zip(bufs).map(|(o, v)| output_tensor(g.node(*o).dtype, concrete(g, *o), v)).collect())
+}
+
+/// The group's items as steps over slots (a row-sized buffer per value the group computes;
+/// detaches read their source's): each region's row program with where it reads and writes,
+/// and each reduction.
+fn schedule(
+    cache: &KernelCache,
+    g: &Graph,
+    rg: &RowGroup,
+    want_native: bool,
+) -> Result<(Vec<Step>, Vec<usize>, HashMap<NodeId, usize>), RuntimeError> {
     let rank = rg.lead.len() + 1;
     let row_len = |n: NodeId| -> usize { g.node(n).shape.get(rank - 1).and_then(|d| d.as_known()).unwrap_or(1) as usize };
-    // A slot per value the group computes; detaches read their source's.
     let mut slots: Vec<usize> = vec![];
     let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
     let new_slot = |n: NodeId, slots: &mut Vec<usize>, slot_of: &mut HashMap<NodeId, usize>| -> usize {
@@ -102,86 +166,48 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
             }
         }
     }
-    let compiled: Vec<&super::fused::Program> =
-        steps.iter().filter_map(|s| if let Step::Region { rows, .. } = s { rows.program.native_ref() } else { None }).collect();
-    let tune = (measured && !compiled.is_empty()).then(|| {
-        let text: String = compiled.iter().map(|p| p.native_text()).collect();
-        let group = (rg.members(), rg.inputs.clone(), rg.outputs.clone());
-        cache.row_tune(group, &text, rg.rows() * rg.len)
-    });
-    let native = !compiled.is_empty() && (cache.jit || tune.as_ref().is_some_and(|t| t.0.native_now()));
-    let ins: Vec<Arc<Vec<f32>>> = inputs.iter().map(as_f32).collect();
-    let rows = rg.rows();
-    let outs: Vec<(usize, usize)> = rg.outputs.iter().map(|o| (slot_of[o], row_len(*o))).collect();
-    // Outputs are written row by row by the tasks, every element once.
-    let mut bufs: Vec<Vec<f32>> = outs.iter().map(|(_, l)| Vec::with_capacity(rows * l)).collect();
-    let per_task = rows_per_task(rg.len);
-    // Each task: a block of rows and its part of every output.
-    type Part<'a> = &'a mut [MaybeUninit<f32>];
-    let mut tasks: Vec<(usize, Vec<Part>)> = vec![];
-    let mut parts: Vec<std::slice::ChunksMut<MaybeUninit<f32>>> =
-        bufs.iter_mut().zip(&outs).map(|(b, (_, l))| b.spare_capacity_mut()[..rows * l].chunks_mut(per_task * l.max(&1))).collect();
-    for first in (0..rows).step_by(per_task) {
-        tasks.push((first, parts.iter_mut().map(|p| p.next().expect("a part per task")).collect()));
-    }
-    let work = |(first, mut dsts): (usize, Vec<Part>)| {
-        let mut state: Vec<Vec<f32>> = slots.iter().map(|l| vec![0f32; *l]).collect();
-        let mut regs: Vec<Vec<Vec<f32>>> = steps
-            .iter()
-            .map(|s| match s {
-                Step::Region { rows, writes, .. } => rows.program.registers(slots[writes[0]]),
-                Step::Reduce { .. } => vec![],
-            })
-            .collect();
-        let last = (first + per_task).min(rows);
-        for r in first..last {
-            for (step, regs) in steps.iter().zip(regs.iter_mut()) {
-                match step {
-                    Step::Region { rows, reads, writes } => {
-                        // Outputs out of the table while the inputs are borrowed from it (an item
-                        // never reads what it writes).
-                        let mut taken: Vec<Vec<f32>> = writes.iter().map(|w| std::mem::take(&mut state[*w])).collect();
-                        let views: Vec<&[f32]> = reads
-                            .iter()
-                            .map(|(src, outer)| match src {
-                                Source::Slot(s) => state[*s].as_slice(),
-                                Source::Input(k) => &ins[*k][row_start(r, &rg.lead, outer)..],
-                            })
-                            .collect();
-                        let mut dsts: Vec<&mut [MaybeUninit<f32>]> = taken.iter_mut().map(|t| as_uninit(t.as_mut_slice())).collect();
-                        rows.program.chunk(&views, 0, &mut dsts, regs, native);
-                        for (w, t) in writes.iter().zip(taken) {
-                            state[*w] = t;
-                        }
-                    }
-                    Step::Reduce { max, from, to } => {
-                        let row: &[f32] = match from {
-                            Source::Slot(s) => &state[*s],
-                            Source::Input(k) => &ins[*k][r * rg.len..(r + 1) * rg.len],
-                        };
-                        let v = if *max { row_max(row) } else { row_sum(row) };
-                        state[*to][0] = v;
-                    }
+    Ok((steps, slots, slot_of))
+}
+
+/// One row through every step: regions compute into their slots, reductions into one value.
+fn run_row(
+    steps: &[Step],
+    regs: &mut [Vec<Vec<f32>>],
+    state: &mut [Vec<f32>],
+    ins: &[Arc<Vec<f32>>],
+    rg: &RowGroup,
+    r: usize,
+    native: bool,
+) {
+    for (step, regs) in steps.iter().zip(regs.iter_mut()) {
+        match step {
+            Step::Region { rows, reads, writes } => {
+                // Outputs out of the table while the inputs are borrowed from it (an item
+                // never reads what it writes).
+                let mut taken: Vec<Vec<f32>> = writes.iter().map(|w| std::mem::take(&mut state[*w])).collect();
+                let views: Vec<&[f32]> = reads
+                    .iter()
+                    .map(|(src, outer)| match src {
+                        Source::Slot(s) => state[*s].as_slice(),
+                        Source::Input(k) => &ins[*k][row_start(r, &rg.lead, outer)..],
+                    })
+                    .collect();
+                let mut dsts: Vec<&mut [MaybeUninit<f32>]> = taken.iter_mut().map(|t| as_uninit(t.as_mut_slice())).collect();
+                rows.program.chunk(&views, 0, &mut dsts, regs, native);
+                for (w, t) in writes.iter().zip(taken) {
+                    state[*w] = t;
                 }
             }
-            for ((slot, l), dst) in outs.iter().zip(dsts.iter_mut()) {
-                write_all(&mut dst[(r - first) * l..(r - first + 1) * l], &state[*slot]);
+            Step::Reduce { max, from, to } => {
+                let row: &[f32] = match from {
+                    Source::Slot(s) => &state[*s],
+                    Source::Input(k) => &ins[*k][r * rg.len..(r + 1) * rg.len],
+                };
+                let v = if *max { row_max(row) } else { row_sum(row) };
+                state[*to][0] = v;
             }
         }
-    };
-    if rows > per_task {
-        tasks.into_par_iter().for_each(work);
-    } else {
-        tasks.into_iter().for_each(work);
     }
-    for (b, (_, l)) in bufs.iter_mut().zip(&outs) {
-        // SAFETY: the tasks wrote every row of every output.
-        unsafe { b.set_len(rows * l) };
-    }
-    if let Some(t) = &tune {
-        t.0.record(native, started.elapsed().as_nanos() as u64);
-    }
-    Ok(rg.outputs.iter().zip(bufs).map(|(o, v)| output_tensor(g.node(*o).dtype, concrete(g, *o), v)).collect())
 }
 
 /// Where row `r` (an index over the leading dims `lead`) starts in an input with strides

@@ -26,6 +26,15 @@ impl HostRunner {
     }
 }
 
+impl HostRunner {
+    /// A result of the last run, as every runner gives it: nothing is computed on demand (the
+    /// device executor cannot, so neither does the CPU's, and a caller that asks for anything
+    /// else fails on both).
+    fn result(&self, node: NodeId) -> Result<Tensor, RuntimeError> {
+        self.ex.computed(node).ok_or_else(|| missing(format!("{node:?} is not a result of the last run")))
+    }
+}
+
 fn missing(what: String) -> RuntimeError {
     RuntimeError::Unsupported(what)
 }
@@ -69,19 +78,18 @@ impl Runner for HostRunner {
         })
     }
 
-    fn fetch(&mut self, g: &Graph, node: NodeId) -> Result<Tensor, RuntimeError> {
-        // A root of the last run: a lookup (anything else is computed on demand).
-        self.ex.eval(g, node)
+    fn fetch(&mut self, _g: &Graph, node: NodeId) -> Result<Tensor, RuntimeError> {
+        self.result(node)
     }
 
-    fn keep(&mut self, g: &Graph, node: NodeId, slot: Slot) -> Result<(), RuntimeError> {
-        let t = self.ex.eval(g, node)?;
+    fn keep(&mut self, _g: &Graph, node: NodeId, slot: Slot) -> Result<(), RuntimeError> {
+        let t = self.result(node)?;
         self.slots.insert(slot, t);
         Ok(())
     }
 
-    fn pin(&mut self, g: &Graph, node: NodeId) -> Result<(), RuntimeError> {
-        let t = self.ex.eval(g, node)?;
+    fn pin(&mut self, _g: &Graph, node: NodeId) -> Result<(), RuntimeError> {
+        let t = self.result(node)?;
         self.pinned.insert(node, t);
         Ok(())
     }

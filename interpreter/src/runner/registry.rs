@@ -45,8 +45,9 @@ pub struct RunnerOptions {
 }
 
 impl RunnerOptions {
-    pub fn new(seed: u64, fuse: bool) -> RunnerOptions {
-        RunnerOptions { seed, fuse, kernels: Arc::new(KernelCache::new(false)), profile: None }
+    /// With a kernel cache of its own (`jit`: Cranelift's native code for every fused region).
+    pub fn new(seed: u64, fuse: bool, jit: bool) -> RunnerOptions {
+        RunnerOptions { seed, fuse, kernels: Arc::new(KernelCache::new(jit)), profile: None }
     }
 }
 

@@ -2,8 +2,8 @@
 //! The metrics are traced with no backward pass and `training()` false (the guide's `no_grad` +
 //! `eval()`), and averaged over the data weighted by batch size.
 
-use super::metric_names::{metric_names, shown};
-use super::metrics::Metrics;
+use super::metric_names::metric_names;
+use super::observer::Event;
 use super::{checkpoint, err, shapes_of, Evaluation, TrainReport, Trainer};
 use crate::pipeline::{self, leaves};
 use crate::runtime::RuntimeError;
@@ -52,16 +52,9 @@ impl<'s> Trainer<'s> {
     /// `when` says which clauses are due: `every N epochs` ones at the end of an epoch,
     /// `every N steps` ones after a step, and all of them when training stops. Each evaluation
     /// goes into `report` and, as a line, into `metrics`.
-    pub(super) fn evaluate(
-        &mut self,
-        epoch: usize,
-        when: When,
-        step: usize,
-        report: &mut TrainReport,
-        metrics: &mut Metrics,
-    ) -> Result<(), RuntimeError> {
+    pub(super) fn evaluate(&mut self, epoch: usize, when: When, step: usize, report: &mut TrainReport) -> Result<(), RuntimeError> {
         let due = |every: &dlc_language::syntax::ast::Every| {
-            let n = every.count.as_ref().and_then(super::int_literal).unwrap_or(1);
+            let n = every.count.as_ref().and_then(dlc_language::eval::spec::int_literal).unwrap_or(1);
             let by_steps = every.unit.name.starts_with("step");
             match when {
                 When::EpochEnd => !by_steps && epoch % n == 0,
@@ -75,11 +68,8 @@ impl<'s> Trainer<'s> {
             let (values, examples) = self.evaluate_pipeline(p, &body)?;
             let names = metric_names(&body, values.len());
             let data = data_name(&data);
-            if self.opts.echo {
-                println!("epoch {epoch} evaluate {data}: {} (over {examples} examples)", shown(&names, &values));
-            }
             let evaluation = Evaluation { epoch, data, names, values, examples };
-            metrics.write(evaluation.json(step));
+            self.emit(&Event::Evaluated { step, evaluation: &evaluation });
             report.evals.push(evaluation);
         }
         Ok(())
@@ -171,17 +161,15 @@ impl<'s> Trainer<'s> {
         let (v, ids) = self.trace(body, shapes, false)?;
         let mut nodes = vec![];
         leaves(&v, &mut nodes);
-        use dlc_language::passes::driver;
         // Batch norm folded into the convolution or linear layer before it (not under
         // --no-fuse: the eager interpreter computes the program as written), then the recipe's
         // precision, as the training step's forward computes (torch.autocast around evaluation).
         let opts = self.driver_options();
-        let forward = driver::inference_forward(&mut self.session.t.graph, &nodes, &[], &opts)?;
-        let (nodes, folded, passes) = (forward.roots, forward.folds, forward.stages);
-        let graph = &self.session.t.graph;
-        let driver::Planned { plan, memory, frontier, full } = driver::compile_eval(graph, &nodes, self.opts.fuse)?;
-        let full = full.expect("an evaluation keeps its whole plan");
-        let frontier_plan = driver::plan(graph, &frontier, self.opts.fuse)?;
+        let compiled = dlc_language::passes::driver::compile_evaluation(&mut self.session.t.graph, &nodes, &opts)?;
+        let (nodes, folded, passes) = (compiled.forward.roots, compiled.forward.folds, compiled.forward.stages);
+        let (plan, memory, frontier) = (compiled.planned.plan, compiled.planned.memory, compiled.planned.frontier);
+        let full = compiled.planned.full.expect("an evaluation keeps its whole plan");
+        let frontier_plan = compiled.frontier;
         Ok(EvalGraph {
             nodes,
             ids,
@@ -251,9 +239,8 @@ impl<'s> Trainer<'s> {
         let body = self.expr_field("metrics").ok_or_else(|| err("the evaluate block has no `metrics`"))?;
         let p = self.pipeline.clone();
         let (means, count) = self.evaluate_pipeline(p, &body)?;
-        if self.opts.echo {
-            println!("evaluate: {} (over {count} examples)", shown(&metric_names(&body, means.len()), &means));
-        }
+        let names = metric_names(&body, means.len());
+        self.emit(&Event::EvaluatedRecipe { names: &names, values: &means, examples: count });
         Ok(means)
     }
 

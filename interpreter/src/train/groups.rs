@@ -6,6 +6,7 @@
 use crate::runtime::RuntimeError;
 use dlc_language::eval::model::collect_params;
 use dlc_language::eval::recipe::RecipeInfo;
+use dlc_language::eval::spec::{Optimizer, SpecError};
 use dlc_language::eval::tracer::Tracer;
 use dlc_language::eval::Value;
 use dlc_language::ir::{NodeId, Op};
@@ -22,10 +23,8 @@ pub struct Group {
     /// Prefix of its parameters' checkpoint names: empty for `model = ...`, `g.` for `models`.
     pub prefix: String,
     pub model: Value,
-    /// The optimiser record (`adamw(lr: 1e-3)` evaluated), or `()` for evaluate recipes.
-    pub opt: Value,
-    /// `sgd`, `adam`, ...
-    pub kind: String,
+    /// The optimiser (`None` for `evaluate` recipes).
+    pub opt: Option<Optimizer>,
 }
 
 /// A trainable parameter or a buffer.
@@ -39,58 +38,26 @@ pub struct Param {
 }
 
 impl Group {
+    fn optimizer(&self) -> Result<&Optimizer, RuntimeError> {
+        self.opt.as_ref().ok_or_else(|| err(format!("the model `{}` has no optimiser", self.name)))
+    }
+
     /// How many state tensors the optimiser keeps per parameter.
     pub fn n_state(&self) -> Result<usize, RuntimeError> {
-        match self.kind.as_str() {
-            "sgd" | "lars" => Ok(1),
-            "adam" | "adamw" | "lamb" => Ok(2),
-            other => Err(RuntimeError::NotExecutedYet(format!(
-                "the `{other}` optimiser is checked but not executed yet (sgd, adam, adamw, lamb and lars run)"
-            ))),
-        }
+        Ok(self.optimizer()?.state.len())
     }
 
     /// Optimiser state names as torch.optim calls them (used in checkpoints).
-    pub fn state_names(&self) -> &'static [&'static str] {
-        match self.kind.as_str() {
-            "sgd" | "lars" => &["momentum_buffer"],
-            _ => &["exp_avg", "exp_avg_sq"],
-        }
+    pub fn state_names(&self) -> &[String] {
+        self.opt.as_ref().map(|o| o.state.as_slice()).unwrap_or_default()
     }
 
     /// The base learning rate (before any schedule).
     pub fn lr(&self) -> f64 {
-        self.opt.field("lr").and_then(|v| v.as_float()).unwrap_or(1e-3)
+        self.opt.as_ref().map(|o| o.lr).unwrap_or(0.0)
     }
 
-    /// The hyper-parameters the update rule takes by name, from the optimiser record.
-    fn named_args(&self) -> Vec<(String, Value)> {
-        let opt = &self.opt;
-        let mut named = vec![];
-        match self.kind.as_str() {
-            "sgd" | "lars" => {
-                for k in ["momentum", "nesterov", "weight_decay", "trust"] {
-                    if let Some(v) = opt.field(k) {
-                        named.push((k.into(), v));
-                    }
-                }
-            }
-            _ => {
-                if let Some(Value::Tuple(b)) = opt.field("betas") {
-                    named.push(("b1".into(), b[0].clone()));
-                    named.push(("b2".into(), b[1].clone()));
-                }
-                for k in ["eps", "weight_decay"] {
-                    if let Some(v) = opt.field(k).filter(|v| v.as_float().is_some()) {
-                        named.push((k.into(), v));
-                    }
-                }
-            }
-        }
-        named
-    }
-
-    /// Trace `{kind}_update(param, grad, states..., t, lr, hyper-parameters...)` from std.optim.
+    /// Trace `{kind}_update(param, grad, states..., t, lr, opt: record)` from std.optim.
     /// Returns the nodes of the new parameter and the new states, each in the parameter's dtype.
     pub fn trace_update(
         &self,
@@ -101,7 +68,8 @@ impl Group {
         step: NodeId,
         lr: NodeId,
     ) -> Result<Vec<NodeId>, RuntimeError> {
-        let kind = &self.kind;
+        let opt = self.optimizer()?;
+        let kind = &opt.kind;
         let optim = t.modules.iter().position(|m| m.name == "std.optim").ok_or_else(|| err("`use std.optim` is needed to train"))?;
         let rule = t.lookup_global(optim, &format!("{kind}_update")).ok_or_else(|| err(format!("no update rule for `{kind}`")))?;
         let dtype = t.ty(param).dtype;
@@ -109,9 +77,7 @@ impl Group {
         args.extend(states.iter().map(|s| (None, Value::Tensor(*s), Default::default())));
         args.push((None, Value::Tensor(step), Default::default()));
         args.push((None, Value::Tensor(lr), Default::default()));
-        for (k, v) in self.named_args() {
-            args.push((Some(Ident { name: k, span: Default::default() }), v, Default::default()));
-        }
+        args.push((Some(Ident { name: "opt".into(), span: Default::default() }), opt.record.clone(), Default::default()));
         let out = t
             .call(&rule, args, Default::default(), Default::default())
             .map_err(|_| err(format!("the {kind} update failed to trace: {:?}", t.diags.last().map(|d| d.message.clone()))))?;
@@ -122,12 +88,15 @@ impl Group {
     }
 }
 
+fn optimizer(record: &Value) -> Result<Optimizer, RuntimeError> {
+    Optimizer::of(record).map_err(|e| match e {
+        SpecError::NotExecutedYet(m) => RuntimeError::NotExecutedYet(m),
+        SpecError::Invalid(m) => err(m),
+    })
+}
+
 /// The recipe's groups: `models` + `optimizers` records matched by name, or `model` + `optimizer`.
 pub fn groups_of(info: &RecipeInfo) -> Result<Vec<Group>, RuntimeError> {
-    let kind_of = |opt: &Value| match opt.field("optimizer") {
-        Some(Value::Str(k)) => k.to_string(),
-        _ => "sgd".into(),
-    };
     if let Some(Value::Record(models)) = info.field("models").cloned() {
         let opts = info.field("optimizers").cloned();
         let single = info.field("optimizer").cloned();
@@ -138,13 +107,13 @@ pub fn groups_of(info: &RecipeInfo) -> Result<Vec<Group>, RuntimeError> {
                 (None, Some(o)) => o.clone(),
                 (None, None) => return Err(err(format!("`optimizers` has no entry for the model `{name}`"))),
             };
-            groups.push(Group { name: name.clone(), prefix: format!("{name}."), model: model.clone(), kind: kind_of(&opt), opt });
+            groups.push(Group { name: name.clone(), prefix: format!("{name}."), model: model.clone(), opt: Some(optimizer(&opt)?) });
         }
         return Ok(groups);
     }
     let model = info.field("model").cloned().ok_or_else(|| err("the recipe has no model"))?;
-    let opt = info.field("optimizer").cloned().unwrap_or(Value::unit());
-    Ok(vec![Group { name: "model".into(), prefix: String::new(), model, kind: kind_of(&opt), opt }])
+    let opt = info.field("optimizer").map(optimizer).transpose()?;
+    Ok(vec![Group { name: "model".into(), prefix: String::new(), model, opt }])
 }
 
 /// Every distinct parameter and buffer of the groups' models, in field order.

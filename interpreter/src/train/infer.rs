@@ -81,7 +81,7 @@ pub fn apply(session: &mut Session, info: &RecipeInfo, model: &Value, input: Val
 /// f16 with f32 accumulation, as `torch.autocast` around inference), fused unless `fuse` is
 /// false (`--no-fuse`: the program as written).
 pub fn driver_options(info: &RecipeInfo, fuse: bool) -> driver::Options {
-    let precision = super::precision::low_precision(info.field("precision")).unwrap_or(DType::F32);
+    let precision = dlc_language::eval::spec::Precision::of(info.field("precision")).dtype();
     driver::Options { fuse, remat: false, precision, bucket_cap: None }
 }
 

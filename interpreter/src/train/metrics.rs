@@ -1,9 +1,12 @@
-//! Training metrics as JSON lines.
+//! Training metrics as JSON lines: an observer of the run's events.
 
+use super::observer::{Event, Observer};
 use crate::runtime::RuntimeError;
+use serde_json::json;
 use std::path::PathBuf;
 
 /// Appends one JSON object a line, for tools (pandas.read_json(lines=True), jq).
+#[derive(Default)]
 pub(super) struct Metrics(Option<std::fs::File>);
 
 impl Metrics {
@@ -19,10 +22,42 @@ impl Metrics {
             .map_err(|e| RuntimeError::Io(format!("cannot open {}: {e}", p.display())))?;
         Ok(Metrics(Some(f)))
     }
-    pub(super) fn write(&mut self, v: serde_json::Value) {
+    fn write(&mut self, v: serde_json::Value) {
         use std::io::Write;
         if let Some(f) = &mut self.0 {
             let _ = writeln!(f, "{v}");
         }
+    }
+}
+
+/// Each line names the step (and the epoch, from 1) it was written after.
+fn with_values(mut line: serde_json::Value, values: &[(String, f64)]) -> serde_json::Value {
+    for (n, v) in values {
+        line[n.as_str()] = json!(v);
+    }
+    line
+}
+
+impl Observer for Metrics {
+    fn event(&mut self, e: &Event) {
+        let line = match *e {
+            Event::FirstStep { step, data_s, since_start_s } => {
+                let mut line = json!({"step": step, "event": "first_step", "data_s": data_s});
+                if let Some(s) = since_start_s {
+                    line["since_start_s"] = json!(s);
+                }
+                line
+            }
+            Event::Logged { epoch, step, logged, lr, samples_per_s } => {
+                with_values(json!({"step": step, "epoch": epoch, "lr": lr, "samples_per_s": samples_per_s}), logged)
+            }
+            Event::EpochDone { epoch, step, mean_loss, secs, data_s, .. } => {
+                json!({"step": step, "epoch": epoch, "mean_loss": mean_loss, "epoch_s": secs, "data_s": data_s})
+            }
+            Event::Evaluated { step, evaluation } => evaluation.json(step),
+            Event::Interrupted { step } => json!({"step": step, "event": "interrupted"}),
+            _ => return,
+        };
+        self.write(line);
     }
 }

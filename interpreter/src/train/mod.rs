@@ -9,6 +9,7 @@ mod groups;
 pub mod infer;
 mod metric_names;
 mod metrics;
+pub mod observer;
 mod on_runner;
 mod overrides;
 pub mod png;
@@ -20,6 +21,8 @@ mod step;
 
 pub use evaluate::EvalGraph;
 use groups::{Group, Param};
+pub use metric_names::shown;
+pub use observer::{Event, Observer};
 pub use overrides::apply_overrides;
 use step::Step;
 
@@ -29,6 +32,7 @@ use crate::runner::Runner;
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
 use dlc_language::eval::recipe::RecipeInfo;
+use dlc_language::eval::spec::{SpecError, TrainSpec};
 use dlc_language::eval::value::Pipeline;
 use dlc_language::eval::{Session, Value};
 use dlc_language::syntax::ast::{Expr, RecipeEntry};
@@ -60,16 +64,15 @@ pub enum Control {
 pub struct TrainOptions {
     pub root: PathBuf,
     pub seed: u64,
-    /// Print progress lines.
-    pub echo: bool,
     /// Continue from this checkpoint directory (`dlc run --resume DIR`).
     pub resume: Option<PathBuf>,
     /// Where to append metrics as JSON lines; by default `metrics.jsonl` in the checkpoint directory.
     pub metrics: Option<PathBuf>,
     /// Set (by a Ctrl-C handler) to stop after the current step, saving a checkpoint first.
     pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
-    /// Draw a live progress line on stderr (a terminal); plain log lines either way.
-    pub progress: bool,
+    /// Where the run's events go (progress, log lines, evaluations, checkpoints): the command
+    /// line's console, an embedder's observer, or nowhere. The metrics file is written either way.
+    pub observer: Option<Box<dyn Observer>>,
     /// Called after every optimiser step (embedders: live metrics, early stopping).
     pub on_step: Option<Box<dyn FnMut(&StepEvent) -> Control>>,
     /// Training batches from Rust instead of the recipe's pipeline (see [`BatchSource`]).
@@ -108,11 +111,10 @@ impl TrainOptions {
         TrainOptions {
             root,
             seed,
-            echo: false,
             resume: None,
             metrics: None,
             interrupt: None,
-            progress: false,
+            observer: None,
             on_step: None,
             batches: None,
             fuse: true,
@@ -166,13 +168,6 @@ fn err(msg: impl Into<String>) -> RuntimeError {
     RuntimeError::Unsupported(msg.into())
 }
 
-/// How often something happens during training (`checkpoint ... every 2 epochs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Every {
-    Steps(usize),
-    Epochs(usize),
-}
-
 fn shapes_of(e: &Element) -> Vec<(DType, Vec<usize>)> {
     e.iter().map(|t| (t.dtype, t.shape.clone())).collect()
 }
@@ -189,15 +184,14 @@ pub struct Trainer<'s> {
     store: HashMap<u32, Tensor>,
     /// Optimiser state per parameter (momentum, Adam's moments).
     states: Vec<Vec<Tensor>>,
-    /// `accumulate = N`: micro-batches per optimiser step, and the running gradient sums.
-    accumulate: usize,
+    /// `accumulate = N`: the running gradient sums.
     grad_sums: Vec<Tensor>,
     steps: HashMap<Vec<(DType, Vec<usize>)>, Step>,
     opts: TrainOptions,
     /// Fused programs and native kernels, compiled once for the whole run.
     kernels: std::sync::Arc<crate::exec::fused::KernelCache>,
-    /// `precision = bf16 | f16`: autocast's low precision.
-    precision: Option<DType>,
+    /// The recipe's settings, typed.
+    spec: TrainSpec,
     /// f16's dynamic loss scaling.
     scaler: Option<precision::LossScaler>,
     /// The training data before its first epoch-dependent stage, prepared once.
@@ -214,12 +208,12 @@ pub struct Trainer<'s> {
     resident: bool,
     /// Whether the runner's values are newer than the host's (after a step, until `sync_host`).
     host_stale: bool,
+    /// The metrics file, while a run is going (rank 0).
+    metrics: metrics::Metrics,
     /// The ranks of a data-parallel job (one, without a launcher).
     world: Rc<crate::parallel::World>,
     /// While a step is traced: the gradients to average across ranks (see `Step::reduce`).
     reduce: Vec<(dlc_language::ir::NodeId, u32)>,
-    /// Gradient buckets' size cap (`data_parallel(bucket_mb: ...)`).
-    bucket_cap: usize,
 }
 
 fn zeros_like(t: &Tensor) -> Tensor {
@@ -229,25 +223,21 @@ fn zeros_like(t: &Tensor) -> Tensor {
 impl<'s> Trainer<'s> {
     pub fn new(session: &'s mut Session, info: RecipeInfo, mut opts: TrainOptions) -> Result<Trainer<'s>, RuntimeError> {
         let world = opts.world.clone().unwrap_or_else(|| Rc::new(crate::parallel::World::single()));
-        let parallel = info.field("parallel");
-        if let Some(want) = parallel.and_then(|p| p.field("ranks")).and_then(|r| r.as_int()) {
-            if want as usize != world.size() {
+        let spec = TrainSpec::of(&info).map_err(|e| match e {
+            SpecError::NotExecutedYet(m) => RuntimeError::NotExecutedYet(m),
+            SpecError::Invalid(m) => err(m),
+        })?;
+        if let Some(want) = spec.parallel.filter(|_| spec.parallel_asked).and_then(|p| p.ranks) {
+            if want != world.size() {
                 return Err(err(format!(
                     "the recipe asks for `data_parallel(ranks: {want})`, but this job has {} rank(s); launch it with `mpirun -n {want} dlc run ...` or write `ranks: auto`",
                     world.size()
                 )));
             }
         }
-        let bucket_cap = parallel
-            .and_then(|p| p.field("bucket_mb"))
-            .and_then(|b| b.as_float())
-            .map(|mb| (mb * 1024.0 * 1024.0) as usize)
-            .unwrap_or(dlc_language::passes::buckets::DEFAULT_CAP_BYTES)
-            .max(4);
-        // Rank 0 alone prints, draws progress and writes metrics and checkpoints.
+        // Rank 0 alone reports (and writes metrics and checkpoints).
         if !world.is_root() {
-            opts.echo = false;
-            opts.progress = false;
+            opts.observer = None;
         }
         let Some(Value::Pipeline(pipeline)) = info.field("data").cloned() else { return Err(err("the recipe has no data pipeline")) };
         let groups = groups::groups_of(&info)?;
@@ -263,8 +253,7 @@ impl<'s> Trainer<'s> {
             let n = if training { groups[p.group].n_state()? } else { 0 };
             states.push((0..n).map(|_| zeros_like(&store[&p.id])).collect());
         }
-        let accumulate = info.field("accumulate").and_then(|v| v.as_int()).unwrap_or(1).max(1) as usize;
-        let grad_sums = if accumulate > 1 { params.iter().map(|p| zeros_like(&store[&p.id])).collect() } else { vec![] };
+        let grad_sums = if spec.accumulate > 1 { params.iter().map(|p| zeros_like(&store[&p.id])).collect() } else { vec![] };
         let kernels = std::sync::Arc::new(if opts.tuning_file {
             crate::exec::fused::KernelCache::new(opts.jit).with_tuning_file()
         } else {
@@ -274,8 +263,7 @@ impl<'s> Trainer<'s> {
             crate::runner::RunnerOptions { seed: opts.seed, fuse: opts.fuse, kernels: kernels.clone(), profile: opts.profile.clone() };
         let runner = crate::runner::open(opts.device, &runner_opts)
             .map_err(|e| RuntimeError::Device(format!("the {} device could not be used: {e}", opts.device.name())))?;
-        let precision = precision::low_precision(info.field("precision"));
-        let scaler = (precision == Some(DType::F16)).then(precision::LossScaler::default);
+        let scaler = (spec.precision.low() == Some(DType::F16)).then(precision::LossScaler::default);
         Ok(Trainer {
             session,
             info,
@@ -285,8 +273,7 @@ impl<'s> Trainer<'s> {
             buffers,
             store,
             states,
-            accumulate,
-            precision,
+            spec,
             scaler,
             prepared: None,
             eval_batches: vec![],
@@ -294,8 +281,8 @@ impl<'s> Trainer<'s> {
             steps: HashMap::new(),
             eval_graphs: HashMap::new(),
             world,
+            metrics: Default::default(),
             reduce: vec![],
-            bucket_cap,
             runner,
             resident: false,
             host_stale: false,
@@ -356,22 +343,6 @@ impl<'s> Trainer<'s> {
         Ok(())
     }
 
-    /// `checkpoint "dir" every ...`: the directory and how often.
-    fn checkpoint_clause(&self) -> Option<(PathBuf, Every)> {
-        self.info.recipe.entries.iter().find_map(|e| match e {
-            RecipeEntry::Checkpoint { dir, every, .. } => {
-                let d = match &dir.kind {
-                    dlc_language::syntax::ast::ExprKind::Str(s) => PathBuf::from(s),
-                    _ => return None,
-                };
-                let n = every.count.as_ref().and_then(int_literal).unwrap_or(1).max(1);
-                // The checker accepts `step(s)` and `epoch(s)` only.
-                Some((d, if every.unit.name.starts_with("step") { Every::Steps(n) } else { Every::Epochs(n) }))
-            }
-            _ => None,
-        })
-    }
-
     /// Write a checkpoint (parameters, buffers, optimiser state, and a manifest with `step` and
     /// `epoch`) to `dir`, atomically; `--resume dir` and `load_weights` read it.
     pub fn save(&mut self, dir: &std::path::Path, step: usize, epoch: usize) -> Result<(), RuntimeError> {
@@ -380,15 +351,15 @@ impl<'s> Trainer<'s> {
             return Ok(());
         }
         checkpoint::save(dir, &self.checkpoint(step, epoch)).map_err(RuntimeError::Checkpoint)?;
-        if self.opts.echo {
-            println!("checkpoint: {} (step {step})", dir.display());
-        }
+        self.emit(&Event::CheckpointSaved { dir, step });
         Ok(())
     }
 
-    fn clear_progress(&self) {
-        if self.opts.progress {
-            eprint!("\r\x1b[2K");
+    /// Tell the metrics file and the observer.
+    fn emit(&mut self, e: &Event) {
+        self.metrics.event(e);
+        if let Some(o) = self.opts.observer.as_mut() {
+            o.event(e);
         }
     }
 
@@ -504,7 +475,7 @@ impl<'s> Trainer<'s> {
     /// every product is f32.
     pub fn autocast(&self, shapes: &[(DType, Vec<usize>)]) -> Option<(DType, Vec<dlc_language::passes::autocast::Decision>)> {
         let st = self.steps.get(shapes)?;
-        let recipe = self.precision.unwrap_or(DType::F32);
+        let recipe = self.spec.precision.dtype();
         (recipe != DType::F32 || !st.autocast.is_empty()).then(|| (recipe, st.autocast.clone()))
     }
 
@@ -541,14 +512,6 @@ impl<'s> Trainer<'s> {
     /// The current value of every buffer (batch norm's running statistics), by path.
     pub fn buffers(&self) -> Vec<(String, Tensor)> {
         self.buffers.iter().map(|p| (p.path.clone(), self.store[&p.id].clone())).collect()
-    }
-}
-
-/// A count written as an integer literal in the recipe (`every 50 steps`, `epochs = 3`), at least 1.
-fn int_literal(e: &Expr) -> Option<usize> {
-    match e.kind {
-        dlc_language::syntax::ast::ExprKind::Int(n) => Some(n.max(1) as usize),
-        _ => None,
     }
 }
 

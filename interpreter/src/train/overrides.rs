@@ -55,15 +55,12 @@ pub fn apply_overrides(info: &mut RecipeInfo, overrides: &[(String, String)]) ->
                 info.fields.push((key.clone(), v));
             }
             Some((field, sub)) => {
-                if field == "parallel" && info.field("parallel").is_none() {
+                if info.field(field).is_none() {
                     // `--set parallel.bucket_mb=10` on a recipe without `parallel`: the stdlib's
-                    // `data_parallel()` defaults, then the override.
-                    let default = vec![
-                        ("parallel".to_string(), Value::Str("data_parallel".into())),
-                        ("ranks".to_string(), Value::Auto),
-                        ("bucket_mb".to_string(), Value::Float(25.0)),
-                    ];
-                    info.fields.push(("parallel".into(), Value::Record(Rc::new(default))));
+                    // `data_parallel()` (as the checker evaluated it), then the override.
+                    if let Some(default) = info.defaults.iter().find(|(n, _)| n == field).cloned() {
+                        info.fields.push(default);
+                    }
                 }
                 let Some(Value::Record(items)) = info.field(field).cloned() else {
                     return Err(format!("`{field}` is not a record field of this recipe"));

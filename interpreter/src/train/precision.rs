@@ -10,7 +10,6 @@
 use super::err;
 use crate::runtime::RuntimeError;
 use dlc_language::eval::tracer::Tracer;
-use dlc_language::eval::Value;
 use dlc_language::ir::{BinaryOp, NodeId, ReduceOp};
 use dlc_language::types::DType;
 
@@ -22,15 +21,6 @@ const GROWTH_INTERVAL: usize = 2000;
 /// Skipped steps in a row after which the run stops: the scale has then fallen by 2^40 and what
 /// overflows is not the scaled gradient.
 pub const MAX_IN_A_ROW: usize = 40;
-
-/// The low precision of `precision = bf16 | f16` (autocast's target); `None` for f32 and tf32
-/// (the CPU has no tf32 arithmetic, so PyTorch's CPU matmuls ignore it as well).
-pub fn low_precision(field: Option<&Value>) -> Option<DType> {
-    match field {
-        Some(Value::DType(d)) if matches!(d, DType::BF16 | DType::F16) => Some(*d),
-        _ => None,
-    }
-}
 
 /// The scaler's state between steps.
 #[derive(Clone, Debug)]

@@ -5,11 +5,11 @@
 
 use super::evaluate::When;
 use super::metrics::Metrics;
-use super::{checkpoint, err, int_literal, schedule, Control, Every, StepEvent, TrainReport, Trainer};
+use super::observer::Event;
+use super::{checkpoint, err, schedule, Control, StepEvent, TrainReport, Trainer};
 use crate::pipeline::{Batches, Element};
 use crate::runtime::RuntimeError;
-use dlc_language::eval::Value;
-use dlc_language::syntax::ast::RecipeEntry;
+use dlc_language::eval::spec::{Every, Schedule};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -19,7 +19,7 @@ struct Horizon {
     max_steps: Option<usize>,
     log_every: Option<usize>,
     base_lrs: Vec<f64>,
-    schedule: Option<Value>,
+    schedule: Option<Schedule>,
     /// Optimiser steps per epoch, micro-batches per step, and the schedule's total steps.
     per_epoch: usize,
     n_acc: usize,
@@ -34,25 +34,12 @@ struct Progress {
     first_step: usize,
     samples: usize,
     started: Instant,
-    last_draw: Instant,
     report: TrainReport,
 }
 
 impl Progress {
     fn samples_per_s(&self) -> f64 {
         self.samples as f64 / self.started.elapsed().as_secs_f64().max(1e-9)
-    }
-}
-
-/// `1h02m`, `3m05s`, `42s`.
-fn eta(secs: f64) -> String {
-    let s = secs.max(0.0) as u64;
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
     }
 }
 
@@ -68,24 +55,17 @@ impl Trainer<'_> {
         // Opened once the data have loaded: a run that cannot start writes nothing.
         let metrics_path = self.opts.metrics.clone().or_else(|| h.checkpoint.as_ref().map(|c| c.0.join("metrics.jsonl")));
         // Written once, by rank 0.
-        let mut metrics = Metrics::open(metrics_path.filter(|_| self.world.is_root()))?;
+        self.metrics = Metrics::open(metrics_path.filter(|_| self.world.is_root()))?;
         let skip_in_epoch = if self.opts.resume.is_some() { step.saturating_sub(start_epoch * h.per_epoch) } else { 0 };
         // Epoch 0's batches were read to size the schedule; a resumed run starts elsewhere.
         let mut batches = if start_epoch == 0 { Some(first) } else { None };
         if h.max_steps.is_some_and(|m| step >= m) || start_epoch >= h.epochs {
             return Ok(TrainReport { steps: step, ..Default::default() });
         }
-        let mut p = Progress {
-            step,
-            first_step: step,
-            samples: 0,
-            started: Instant::now(),
-            last_draw: Instant::now(),
-            report: TrainReport::default(),
-        };
+        let mut p = Progress { step, first_step: step, samples: 0, started: Instant::now(), report: TrainReport::default() };
         for epoch in start_epoch..h.epochs {
             let skip = if epoch == start_epoch { skip_in_epoch } else { 0 };
-            if self.epoch(&h, &mut p, &mut metrics, epoch, skip, batches.take())? {
+            if self.epoch(&h, &mut p, epoch, skip, batches.take())? {
                 break;
             }
         }
@@ -94,7 +74,7 @@ impl Trainer<'_> {
         if self.opts.tuning_file {
             // Losing the choices costs a measurement next run, nothing more: say so, go on.
             if let Err(e) = self.kernels.save_tuning() {
-                eprintln!("warning: autotuning's choices were not saved: {e}");
+                self.emit(&Event::Warning(&format!("autotuning's choices were not saved: {e}")));
             }
         }
         Ok(p.report)
@@ -105,9 +85,7 @@ impl Trainer<'_> {
         let Some(dir) = self.opts.resume.clone() else { return Ok((0, 0)) };
         let ck = checkpoint::load(&dir).map_err(RuntimeError::Checkpoint)?;
         self.restore(&ck)?;
-        if self.opts.echo {
-            println!("resumed from {} at step {}", dir.display(), ck.step);
-        }
+        self.emit(&Event::Resumed { dir: &dir, step: ck.step });
         Ok((ck.step, ck.epoch))
     }
 
@@ -115,48 +93,38 @@ impl Trainer<'_> {
         if first_batches == 0 {
             return Err(err("the training data pipeline yields no batches"));
         }
-        let epochs = self.info.field("epochs").and_then(|v| v.as_int()).map(|e| e as usize).unwrap_or(usize::MAX);
-        let max_steps = self.info.field("steps").and_then(|v| v.as_int()).map(|s| s as usize);
+        let spec = &self.spec;
+        let epochs = spec.epochs.unwrap_or(usize::MAX);
+        let max_steps = spec.steps;
         // Optimiser steps per epoch: with `accumulate = N`, N batches make one step and a
         // last incomplete group of batches is dropped (like `batch(drop_last: true)`).
-        let n_acc = self.accumulate;
+        let n_acc = spec.accumulate;
         let per_epoch = first_batches / n_acc;
         if per_epoch == 0 {
             return Err(err(format!("`accumulate = {n_acc}` needs at least {n_acc} batches per epoch; the data yields {first_batches}")));
         }
         // The schedule's horizon comes from the recipe as written, not from `--set`: a run split
         // with `--set epochs=1` and `--resume` follows the same learning rates as one whole run.
-        let declared = |name: &str| self.expr_field(name).as_ref().and_then(int_literal);
-        let total = declared("steps")
-            .or_else(|| declared("epochs").map(|e| e * per_epoch))
+        let total = spec
+            .declared_steps
+            .or_else(|| spec.declared_epochs.map(|e| e * per_epoch))
             .unwrap_or_else(|| max_steps.unwrap_or(per_epoch.saturating_mul(epochs.min(1 << 20))));
         Ok(Horizon {
             epochs,
             max_steps,
-            log_every: self.info.recipe.entries.iter().find_map(|e| match e {
-                RecipeEntry::Log { every, .. } => every.count.as_ref().and_then(int_literal),
-                _ => None,
-            }),
+            log_every: spec.log_every,
             base_lrs: self.groups.iter().map(|g| g.lr()).collect(),
-            schedule: self.info.field("schedule").cloned(),
+            schedule: spec.schedule,
             per_epoch,
             n_acc,
             total,
-            checkpoint: self.checkpoint_clause(),
+            checkpoint: spec.checkpoint.clone().map(|(dir, every)| (PathBuf::from(dir), every)),
             first_data_s,
         })
     }
 
     /// One epoch, its first `skip` steps skipped (a resumed run); true when the run stops.
-    fn epoch(
-        &mut self,
-        h: &Horizon,
-        p: &mut Progress,
-        metrics: &mut Metrics,
-        epoch: usize,
-        skip: usize,
-        ready: Option<Batches>,
-    ) -> Result<bool, RuntimeError> {
+    fn epoch(&mut self, h: &Horizon, p: &mut Progress, epoch: usize, skip: usize, ready: Option<Batches>) -> Result<bool, RuntimeError> {
         // The epoch's data are prepared before its steps (on all cores); the time is reported
         // beside the epoch's, so a data-bound run shows itself.
         let data_started = Instant::now();
@@ -168,7 +136,7 @@ impl Trainer<'_> {
         let epoch_started = Instant::now();
         let mut data = data.into_iter().skip(skip * h.n_acc);
         for _ in skip..h.per_epoch {
-            let (loss, stop) = self.step(h, p, metrics, epoch, &mut data)?;
+            let (loss, stop) = self.step(h, p, epoch, &mut data)?;
             epoch_loss = (epoch_loss.0 + loss, epoch_loss.1 + 1);
             if stop {
                 return Ok(true);
@@ -176,24 +144,13 @@ impl Trainer<'_> {
         }
         let mean = epoch_loss.0 / epoch_loss.1.max(1) as f64;
         let secs = epoch_started.elapsed().as_secs_f64();
-        if self.opts.echo {
-            self.clear_progress();
-            println!(
-                "epoch {} done: mean loss {mean:.4} over {} steps in {secs:.1} s (data prepared in {data_s:.2} s before){}",
-                epoch + 1,
-                epoch_loss.1,
-                self.loss_scale().map(|(s, k)| format!("; f16 loss scale {s}, {k} steps skipped so far")).unwrap_or_default()
-            );
-        }
+        let loss_scale = self.loss_scale();
+        self.emit(&Event::EpochDone { epoch: epoch + 1, step: p.step, steps: epoch_loss.1, mean_loss: mean, secs, data_s, loss_scale });
         p.report.losses.push((p.step, mean));
-        metrics.write(serde_json::json!({"step": p.step, "epoch": epoch + 1, "mean_loss": mean, "epoch_s": secs, "data_s": data_s}));
-        self.evaluate(epoch + 1, When::EpochEnd, p.step, &mut p.report, metrics)?;
-        if let Some((dir, Every::Epochs(n))) = &h.checkpoint {
-            if (epoch + 1) % n == 0 || epoch + 1 == h.epochs {
-                self.save(dir, p.step, epoch + 1)?;
-            }
-        } else if let Some((dir, Every::Steps(_))) = &h.checkpoint {
-            if epoch + 1 == h.epochs {
+        self.evaluate(epoch + 1, When::EpochEnd, p.step, &mut p.report)?;
+        // Every N epochs, and after the last epoch whatever the interval.
+        if let Some((dir, every)) = &h.checkpoint {
+            if matches!(every, Every::Epochs(n) if (epoch + 1) % n == 0) || epoch + 1 == h.epochs {
                 self.save(dir, p.step, epoch + 1)?;
             }
         }
@@ -206,7 +163,6 @@ impl Trainer<'_> {
         &mut self,
         h: &Horizon,
         p: &mut Progress,
-        metrics: &mut Metrics,
         epoch: usize,
         data: &mut impl Iterator<Item = Element>,
     ) -> Result<(f64, bool), RuntimeError> {
@@ -235,30 +191,28 @@ impl Trainer<'_> {
         if step == p.first_step + 1 {
             // Time to first step, data loading included (what a user waits for, and what
             // bench/compare.py sets beside PyTorch's).
-            let mut line = serde_json::json!({"step": step, "event": "first_step", "data_s": h.first_data_s});
-            if let Some(s) = crate::runtime::seconds_since_start() {
-                line["since_start_s"] = serde_json::json!(s);
-            }
-            metrics.write(line);
+            self.emit(&Event::FirstStep { step, data_s: h.first_data_s, since_start_s: crate::runtime::seconds_since_start() });
         }
-        self.draw_progress(h, p, epoch, &logged);
+        self.progress(h, p, epoch, &logged);
         let mut stop = h.max_steps == Some(step);
         if let Some(cb) = self.opts.on_step.as_mut() {
             let ev = StepEvent { step, epoch: epoch + 1, logged: logged.clone(), lr: rates.clone() };
             stop |= cb(&ev) == Control::Stop;
         }
         if h.log_every.is_some_and(|n| step % n == 0) || stop {
-            self.log_step(p, metrics, epoch, &logged, rates[0]);
+            p.report.losses.push((step, loss));
+            let samples_per_s = p.samples_per_s();
+            self.emit(&Event::Logged { epoch: epoch + 1, step, logged: &logged, lr: rates[0], samples_per_s });
         }
         if !stop {
-            self.evaluate(epoch + 1, When::Step(step), step, &mut p.report, metrics)?;
+            self.evaluate(epoch + 1, When::Step(step), step, &mut p.report)?;
         }
         let done_epochs = if step % h.per_epoch == 0 { epoch + 1 } else { epoch };
         if interrupted {
             if let Some((dir, _)) = &h.checkpoint {
                 self.save(dir, step, done_epochs)?;
             }
-            metrics.write(serde_json::json!({"step": step, "event": "interrupted"}));
+            self.emit(&Event::Interrupted { step });
             return Err(RuntimeError::Interrupted);
         }
         if let Some((dir, Every::Steps(n))) = &h.checkpoint {
@@ -268,7 +222,7 @@ impl Trainer<'_> {
         }
         if stop {
             p.report.steps = step;
-            self.evaluate(epoch + 1, When::Final, step, &mut p.report, metrics)?;
+            self.evaluate(epoch + 1, When::Final, step, &mut p.report)?;
             if let Some((dir, _)) = &h.checkpoint {
                 self.save(dir, step, done_epochs)?;
             }
@@ -276,45 +230,18 @@ impl Trainer<'_> {
         Ok((loss, stop))
     }
 
-    /// A logged step: the report, the metrics file and the log line.
-    fn log_step(&mut self, p: &mut Progress, metrics: &mut Metrics, epoch: usize, logged: &[(String, f64)], lr: f64) {
-        let step = p.step;
-        p.report.losses.push((step, logged[0].1));
-        let rate_s = p.samples_per_s();
-        let mut line = serde_json::json!({"step": step, "epoch": epoch + 1, "lr": lr, "samples_per_s": rate_s});
-        for (n, v) in logged {
-            line[n.as_str()] = serde_json::json!(v);
-        }
-        metrics.write(line);
-        if self.opts.echo {
-            self.clear_progress();
-            let shown: Vec<String> = logged.iter().map(|(n, v)| format!("{n} {v:.4}")).collect();
-            println!("epoch {} step {step}: {}, lr {lr:.3e}, {rate_s:.0} samples/s", epoch + 1, shown.join(", "));
-        }
-    }
-
-    /// The live progress line on a terminal, at most ten times a second.
-    fn draw_progress(&self, h: &Horizon, p: &mut Progress, epoch: usize, logged: &[(String, f64)]) {
-        if !self.opts.progress || p.last_draw.elapsed().as_millis() < 100 {
-            return;
-        }
-        p.last_draw = Instant::now();
-        let done = p.step - epoch * h.per_epoch;
+    /// Where the run is, after every step (the console draws its progress bar from it).
+    fn progress(&mut self, h: &Horizon, p: &Progress, epoch: usize, logged: &[(String, f64)]) {
         let secs_per_step = p.started.elapsed().as_secs_f64() / (p.step - p.first_step).max(1) as f64;
         let end = h.max_steps.unwrap_or(h.per_epoch.saturating_mul(h.epochs.min(1 << 20)));
-        let left = end.saturating_sub(p.step) as f64 * secs_per_step;
-        let width = 24;
-        let filled = (done * width / h.per_epoch.max(1)).min(width);
-        eprint!(
-            "\r\x1b[2Kepoch {} [{}{}] {done}/{} {} {:.4} {:.0} samples/s ETA {}",
-            epoch + 1,
-            "#".repeat(filled),
-            " ".repeat(width - filled),
-            h.per_epoch,
-            logged[0].0,
-            logged[0].1,
-            p.samples_per_s(),
-            eta(left)
-        );
+        self.emit(&Event::Step {
+            epoch: epoch + 1,
+            step: p.step,
+            done_in_epoch: p.step - epoch * h.per_epoch,
+            per_epoch: h.per_epoch,
+            logged,
+            samples_per_s: p.samples_per_s(),
+            eta_s: end.saturating_sub(p.step) as f64 * secs_per_step,
+        });
     }
 }

@@ -203,8 +203,8 @@ impl<'s> Trainer<'s> {
         driver::Options {
             fuse: self.opts.fuse,
             remat: self.opts.remat,
-            precision: self.precision.unwrap_or(DType::F32),
-            bucket_cap: self.split_step().then_some(self.bucket_cap),
+            precision: self.spec.precision.dtype(),
+            bucket_cap: self.split_step().then(|| self.spec.parallel.map(|p| p.bucket_bytes)).flatten(),
         }
     }
 
@@ -309,7 +309,7 @@ impl<'s> Trainer<'s> {
     }
 
     fn clip(&mut self, grads: Vec<NodeId>) -> Result<Vec<NodeId>, RuntimeError> {
-        match self.info.field("clip_grad_norm").and_then(|v| v.as_float()) {
+        match self.spec.clip_grad_norm {
             Some(max_norm) => clip_by_global_norm(&mut self.session.t, &grads, max_norm),
             None => Ok(grads),
         }
@@ -371,11 +371,11 @@ impl<'s> Trainer<'s> {
             None => (self.grads(loss, &nodes, rw)?, None),
         };
         let mut accum = vec![];
-        if self.accumulate > 1 {
+        if self.spec.accumulate > 1 {
             // The update sees the mean gradient of the N micro-batches, like `(loss / N).backward()`
             // N times before `optimizer.step()`.
             let t = &mut self.session.t;
-            let inv = t.constant(1.0 / self.accumulate as f64, DType::F32, Default::default());
+            let inv = t.constant(1.0 / self.spec.accumulate as f64, DType::F32, Default::default());
             for g in grads.iter_mut() {
                 let (id, acc) = input_like(t, "grad sum", *g);
                 let sum = t.tensor_binary(dlc_language::ir::BinaryOp::Add, acc, *g, Default::default()).map_err(|_| err("accumulate"))?;
@@ -425,7 +425,7 @@ impl<'s> Trainer<'s> {
         before: usize,
         rw: &mut StepRewrites,
     ) -> Result<Traced, RuntimeError> {
-        if self.accumulate > 1 {
+        if self.spec.accumulate > 1 {
             return Err(err("`accumulate` applies to recipes with a `loss`; a custom `step` decides its own updates"));
         }
         // As in the checker: the element's parts by name (`x`, `y`, record fields), and the

@@ -9,10 +9,12 @@ pub mod call;
 pub mod data;
 pub mod expr;
 pub mod host;
+mod index;
 pub mod model;
 pub mod ops;
 pub mod recipe;
 pub mod session;
+pub mod spec;
 pub mod tracer;
 pub mod value;
 

@@ -18,6 +18,9 @@ pub struct RecipeInfo {
     /// The source, for the trainer to trace the loss and metrics again at each batch shape.
     pub recipe: Rc<Recipe>,
     pub module: usize,
+    /// What the stdlib's constructors give fields the recipe leaves out, so that their defaults
+    /// are written once, in DL: `parallel` is `data_parallel()` for a `train` recipe.
+    pub defaults: Vec<(String, Value)>,
 }
 
 impl RecipeInfo {
@@ -94,6 +97,17 @@ const INFER_FIELDS: &[(&str, Want)] = &[
 /// Names a recipe field evaluates to when written as a bare word (`device = cpu`).
 const SYMBOLS: &[&str] = &["cpu", "cuda", "tf32"];
 
+/// The order recipe fields are checked in: models, data, the rest, then what reads the data
+/// element (loss, metrics, input).
+fn field_rank(n: &str) -> u8 {
+    match n {
+        "model" | "models" => 0,
+        "data" => 1,
+        "loss" | "metrics" | "input" => 3,
+        _ => 2,
+    }
+}
+
 impl Tracer {
     pub fn check_recipe(&mut self, r: &Rc<Recipe>) -> R<()> {
         let table = match r.kind {
@@ -101,10 +115,48 @@ impl Tracer {
             RecipeKind::Evaluate => EVAL_FIELDS,
             RecipeKind::Infer => INFER_FIELDS,
         };
-        let kw = r.kind.keyword();
         let depth = self.ctx.env.len();
-        let mut ok = true;
         // Fields in a useful order: models first (the loss refers to them), then data, then the rest.
+        let (mut fields, mut ok) = self.known_fields(r, table);
+        fields.sort_by_key(|f| field_rank(&f.name.name));
+        let mut info = RecipeInfo {
+            kind: r.kind,
+            name: r.name.as_ref().map(|n| n.name.clone()),
+            fields: vec![],
+            recipe: r.clone(),
+            module: self.ctx.module,
+            defaults: vec![],
+        };
+        let pipeline = self.field_values(&fields, table, &mut info, &mut ok);
+        ok &= self.required_fields(r);
+        if let Some(p) = &pipeline {
+            // Bound already when a field of rank 3 (loss, metrics, input) was checked.
+            if !fields.iter().any(|f| field_rank(&f.name.name) == 3) {
+                self.bind_element(&p.elem.clone());
+            }
+        }
+        ok &= self.recipe_clauses(r, &pipeline);
+        self.ctx.env.truncate(depth);
+        if ok && r.kind == RecipeKind::Train {
+            if let Some(parallel) = self.stdlib_call("std.optim", "data_parallel") {
+                info.defaults.push(("parallel".into(), parallel));
+            }
+        }
+        if ok {
+            self.recipes.push(info);
+        }
+        if ok {
+            Ok(())
+        } else {
+            Err(super::Reported)
+        }
+    }
+
+    /// The recipe's fields that its kind accepts, each once (E0405 for a second, E0401 for an
+    /// unknown one), and whether there were none of those errors.
+    fn known_fields<'r>(&mut self, r: &'r Recipe, table: &[(&str, Want)]) -> (Vec<&'r Field>, bool) {
+        let kw = r.kind.keyword();
+        let mut ok = true;
         let mut fields: Vec<&Field> = vec![];
         for e in &r.entries {
             if let RecipeEntry::Field(f) = e {
@@ -139,25 +191,17 @@ impl Tracer {
                 fields.push(f);
             }
         }
-        let rank = |n: &str| match n {
-            "model" | "models" => 0,
-            "data" => 1,
-            "loss" | "metrics" | "input" => 3,
-            _ => 2,
-        };
-        fields.sort_by_key(|f| rank(&f.name.name));
+        (fields, ok)
+    }
+
+    /// Each field's value, checked against what the field wants, into `info`; binds the models
+    /// and, before the first field that reads it, the data element. Returns the data pipeline.
+    fn field_values(&mut self, fields: &[&Field], table: &[(&str, Want)], info: &mut RecipeInfo, ok: &mut bool) -> Option<Rc<Pipeline>> {
         let mut pipeline: Option<Rc<Pipeline>> = None;
-        let mut info = RecipeInfo {
-            kind: r.kind,
-            name: r.name.as_ref().map(|n| n.name.clone()),
-            fields: vec![],
-            recipe: r.clone(),
-            module: self.ctx.module,
-        };
         let mut elem_bound = false;
-        for f in &fields {
+        for f in fields {
             let want = table.iter().find(|(n, _)| *n == f.name.name).map(|x| x.1).unwrap_or(Want::Any);
-            if rank(&f.name.name) == 3 && !elem_bound {
+            if field_rank(&f.name.name) == 3 && !elem_bound {
                 if let Some(p) = &pipeline {
                     self.bind_element(&p.elem.clone());
                 }
@@ -166,12 +210,12 @@ impl Tracer {
             let v = match self.recipe_value(&f.value) {
                 Ok(v) => v,
                 Err(_) => {
-                    ok = false;
+                    *ok = false;
                     continue;
                 }
             };
             if self.check_want(&f.name.name, want, &v, f.value.span).is_err() {
-                ok = false;
+                *ok = false;
                 continue;
             }
             info.fields.push((f.name.name.clone(), v.clone()));
@@ -192,7 +236,13 @@ impl Tracer {
                 _ => {}
             }
         }
-        // Required fields.
+        pipeline
+    }
+
+    /// E0402 for each field the recipe's kind needs and it lacks; true when none is missing.
+    fn required_fields(&mut self, r: &Recipe) -> bool {
+        let kw = r.kind.keyword();
+        let mut ok = true;
         let has = |n: &str| r.entries.iter().any(|e| matches!(e, RecipeEntry::Field(f) if f.name.name == n));
         let has_step = r.entries.iter().any(|e| matches!(e, RecipeEntry::Step { .. }));
         let mut required: Vec<(&str, &str)> = vec![];
@@ -239,11 +289,12 @@ impl Tracer {
                 ok = false;
             }
         }
-        if !elem_bound {
-            if let Some(p) = &pipeline {
-                self.bind_element(&p.elem.clone());
-            }
-        }
+        ok
+    }
+
+    /// The recipe's clauses: evaluations, checkpoints, logging and a custom `step`.
+    fn recipe_clauses(&mut self, r: &Recipe, pipeline: &Option<Rc<Pipeline>>) -> bool {
+        let mut ok = true;
         for e in &r.entries {
             let res = match e {
                 RecipeEntry::Field(_) => Ok(()),
@@ -268,15 +319,14 @@ impl Tracer {
                 ok = false;
             }
         }
-        self.ctx.env.truncate(depth);
-        if ok {
-            self.recipes.push(info);
-        }
-        if ok {
-            Ok(())
-        } else {
-            Err(super::Reported)
-        }
+        ok
+    }
+
+    /// A stdlib function called with no arguments (its defaults), when its module is loaded.
+    fn stdlib_call(&mut self, module: &str, name: &str) -> Option<Value> {
+        let m = self.modules.iter().position(|m| m.name == module)?;
+        let f = self.lookup_global(m, name)?;
+        self.call(&f, vec![], Span::default(), Span::default()).ok()
     }
 
     /// Bare words like `cpu` or `tf32` in a recipe are symbols, not names.

@@ -1,14 +1,11 @@
 //! Gradient buckets, as DistributedDataParallel forms them: gradients in the order backward
-//! produces them, packed into buckets of at most `cap` bytes (PyTorch's default 25 MB; a
+//! produces them, packed into buckets of at most `cap` bytes (`data_parallel(bucket_mb:)`, PyTorch's default 25 MB; a
 //! gradient larger than the cap gets a bucket of its own). Each bucket is one all-reduce; the
 //! position in the plan of the kernel that writes a bucket's last gradient is where its
 //! all-reduce can start, and the kernels after it are what it can overlap with.
 
 use super::fusion::{Kernel, Plan};
 use crate::ir::NodeId;
-
-/// PyTorch DDP's `bucket_cap_mb` default.
-pub const DEFAULT_CAP_BYTES: usize = 25 * 1024 * 1024;
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Bucket {

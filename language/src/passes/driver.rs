@@ -128,7 +128,8 @@ pub struct Options {
     pub remat: bool,
     /// The recipe's precision (`f32` unless it says `bf16` or `f16`).
     pub precision: DType,
-    /// Data parallelism: the gradients' bucket cap in bytes (`None`: one process's plan).
+    /// Data parallelism: the gradients' bucket cap in bytes (`data_parallel(bucket_mb: ...)`;
+    /// ignored by a step traced for one process).
     pub bucket_cap: Option<usize>,
 }
 
@@ -204,14 +205,24 @@ fn verify_stages(g: &Graph, stages: &Stages) -> Result<(), VerifyError> {
     Ok(())
 }
 
-/// An evaluation batch: kernels, invariant (what depends on the parameters alone split off as
-/// the frontier), memory; each verified.
-pub fn compile_eval(g: &Graph, roots: &[NodeId], fuse: bool) -> Result<Planned, VerifyError> {
-    let full = kernels(g, roots, fuse)?;
+/// An evaluation batch compiled: its forward for inference, its plan (specialised: what
+/// depends on the parameters alone split off as the frontier), and the frontier's own plan,
+/// run once per evaluation.
+pub struct Evaluation {
+    pub forward: Forward,
+    pub planned: Planned,
+    pub frontier: Planned,
+}
+
+/// An evaluation batch: bn-fold and autocast, kernels, invariant, memory; each verified.
+pub fn compile_evaluation(g: &mut Graph, roots: &[NodeId], opts: &Options) -> Result<Evaluation, VerifyError> {
+    let forward = inference_forward(g, roots, &[], opts)?;
+    let full = kernels(g, &forward.roots, opts.fuse)?;
     let (frontier, plan) = invariant::specialise(g, &full);
     verify::plan(g, &plan, &frontier, Pass::Invariant.name())?;
     let memory = memory_of(g, &plan)?;
-    Ok(Planned { plan, memory, frontier, full: Some(full) })
+    let frontier_plan = self::plan(g, &frontier, opts.fuse)?;
+    Ok(Evaluation { forward, planned: Planned { plan, memory, frontier, full: Some(full) }, frontier: frontier_plan })
 }
 
 /// An `infer` block: its forward for inference (bn-fold not through `input`), then planned.
@@ -334,7 +345,8 @@ pub fn plan_step(g: &Graph, step: &StepGraph, opts: &Options) -> Result<PlannedS
     };
     let first = plan(g, local, opts.fuse)?;
     let update = plan(g, updates, opts.fuse)?;
-    let cap = opts.bucket_cap.unwrap_or(super::buckets::DEFAULT_CAP_BYTES);
+    // The recipe's (or `data_parallel()`'s) cap; without one, every gradient in one bucket.
+    let cap = opts.bucket_cap.unwrap_or(usize::MAX);
     let buckets = plan_buckets(&first.plan, grads, cap);
     Ok(PlannedStep { plan: first.plan, memory: first.memory, update: Some((update.plan, update.memory)), buckets })
 }

@@ -82,50 +82,86 @@ pub fn is_transpose(op: &Op) -> bool {
 /// and for comparison). The driver (driver.rs) runs rows and prologue after it, then
 /// [`group_independent`].
 pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Vec<Kernel> {
-    // Run in creation order (a node's sources are always older than it): the forward pass as
-    // written, then backward as autodiff made it, from the loss back, each weight's gradient
-    // as soon as backward reaches its layer, as PyTorch's autograd engine orders it. A depth-
-    // first order from the roots would leave every weight gradient, and every activation it
-    // reads, to the end.
-    let mut order = g.topo(roots);
-    order.sort_unstable();
-    let mut users: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
-    for &n in &order {
-        for &s in &g.node(n).src {
-            users.entry(s).or_default().push(n);
+    let mut p = Partition::new(g, roots);
+    if fuse {
+        for &n in p.order.clone().iter().rev() {
+            if is_fusible(g, n) {
+                p.assign(n);
+            }
         }
     }
-    let pos: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-    // Region index of each fused node, decided from the outputs back, and where each region's
-    // output sits in the order (where the region runs).
-    let mut region_of: HashMap<NodeId, usize> = HashMap::new();
-    let mut out_pos: Vec<usize> = vec![];
-    // Broadcasts read by several regions: recomputed inside each (a broadcast load costs no
-    // memory pass) rather than materialised at full size.
-    let mut inlined: HashSet<NodeId> = HashSet::new();
-    // The kernels' readers of a value: its users, an inlined user replaced by its own readers.
-    let readers = |n: NodeId, inlined: &HashSet<NodeId>| -> Vec<NodeId> {
+    let kernels = p.kernels(fuse);
+    debug_assert!({
+        kernels.iter().all(|k| match k {
+            Kernel::Fused(r) => r.inputs.iter().all(|i| p.pos[i] < p.pos[&r.output()]),
+            _ => true,
+        })
+    });
+    kernels
+}
+
+/// The partition being built: the nodes in run order, who reads what, and each fused node's
+/// region.
+struct Partition<'g> {
+    g: &'g Graph,
+    roots: &'g [NodeId],
+    /// Creation order (a node's sources are always older than it): the forward pass as
+    /// written, then backward as autodiff made it, from the loss back, each weight's gradient
+    /// as soon as backward reaches its layer, as PyTorch's autograd engine orders it. A depth-
+    /// first order from the roots would leave every weight gradient, and every activation it
+    /// reads, to the end.
+    order: Vec<NodeId>,
+    users: HashMap<NodeId, Vec<NodeId>>,
+    pos: HashMap<NodeId, usize>,
+    /// Region index of each fused node, decided from the outputs back, and where each region's
+    /// output sits in the order (where the region runs).
+    region_of: HashMap<NodeId, usize>,
+    out_pos: Vec<usize>,
+    /// Broadcasts read by several regions: recomputed inside each (a broadcast load costs no
+    /// memory pass) rather than materialised at full size.
+    inlined: HashSet<NodeId>,
+}
+
+impl<'g> Partition<'g> {
+    fn new(g: &'g Graph, roots: &'g [NodeId]) -> Partition<'g> {
+        let mut order = g.topo(roots);
+        order.sort_unstable();
+        let mut users: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
+        for &n in &order {
+            for &s in &g.node(n).src {
+                users.entry(s).or_default().push(n);
+            }
+        }
+        let pos = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        Partition { g, roots, order, users, pos, region_of: HashMap::new(), out_pos: vec![], inlined: HashSet::new() }
+    }
+
+    /// The kernels' readers of a value: its users, an inlined user replaced by its own readers.
+    fn readers(&self, n: NodeId) -> Vec<NodeId> {
         let mut out = vec![];
-        let mut stack: Vec<NodeId> = users.get(&n).cloned().unwrap_or_default();
+        let mut stack: Vec<NodeId> = self.users.get(&n).cloned().unwrap_or_default();
         while let Some(u) = stack.pop() {
-            if inlined.contains(&u) {
-                stack.extend(users.get(&u).cloned().unwrap_or_default());
+            if self.inlined.contains(&u) {
+                stack.extend(self.users.get(&u).cloned().unwrap_or_default());
             } else if !out.contains(&u) {
                 out.push(u);
             }
         }
-        out.sort_by_key(|u| pos[u]);
+        out.sort_by_key(|u| self.pos[u]);
         out
-    };
-    for &n in order.iter().rev() {
-        if !fuse || !is_fusible(g, n) {
-            continue;
-        }
-        let direct = users.get(&n).map(|v| v.as_slice()).unwrap_or(&[]);
-        let us = &readers(n, &inlined);
+    }
+
+    /// Put fusible node `n` (its readers decided already) in a region: its readers' when they
+    /// share one, inlined into each reader when it is cheap to recompute, the first reader's
+    /// when the others run after it, else a region of its own.
+    fn assign(&mut self, n: NodeId) {
+        let g = self.g;
+        let direct = self.users.get(&n).map(|v| v.as_slice()).unwrap_or(&[]);
+        let us = &self.readers(n);
         let joined = if us.is_empty() {
             None
         } else {
+            let region_of = &self.region_of;
             let first = region_of.get(&us[0]).copied();
             let same = first.is_some() && us.iter().all(|u| region_of.get(u).copied() == first);
             // An expand's source is loaded with broadcasting, so it is never a member itself.
@@ -137,111 +173,123 @@ pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Vec<Kernel> {
             } else if same && same_shape {
                 // A root joins its users' region too (as an extra output of it).
                 first
-            } else if rematerialise(g, n) && all_fused && same_shape && !roots.contains(&n) {
-                inlined.insert(n);
-                continue;
+            } else if rematerialise(g, n) && all_fused && same_shape && !self.roots.contains(&n) {
+                self.inlined.insert(n);
+                return;
             } else {
-                // Read by several kernels (a forward value the backward pass reads again): it
-                // joins the first of its readers' regions to run, as an extra output, when every
-                // other reader runs after that region.
-                let candidate = us
-                    .iter()
-                    .filter_map(|u| region_of.get(u).copied().filter(|_| g.node(*u).shape == g.node(n).shape))
-                    .min_by_key(|r| out_pos[*r]);
-                candidate.filter(|&c| {
-                    us.iter().all(|u| match region_of.get(u) {
-                        Some(&r) => r == c || out_pos[r] > out_pos[c],
-                        None => pos[u] > out_pos[c],
-                    })
-                })
+                self.first_reader_region(n, us)
             }
         };
         let r = joined.unwrap_or_else(|| {
-            out_pos.push(pos[&n]);
-            out_pos.len() - 1
+            self.out_pos.push(self.pos[&n]);
+            self.out_pos.len() - 1
         });
-        region_of.insert(n, r);
+        self.region_of.insert(n, r);
     }
-    let region_count = out_pos.len();
-    let mut members: Vec<Vec<NodeId>> = vec![vec![]; region_count];
-    for &n in &order {
-        if let Some(&r) = region_of.get(&n) {
-            // An inlined node goes in just before its first reader in the region (after its
-            // own inlined sources).
-            fn add_inlined(g: &Graph, inlined: &HashSet<NodeId>, s: NodeId, into: &mut Vec<NodeId>) {
-                if !inlined.contains(&s) || into.contains(&s) {
-                    return;
-                }
-                for &t in &g.node(s).src {
-                    add_inlined(g, inlined, t, into);
-                }
-                into.push(s);
+
+    /// Read by several kernels (a forward value the backward pass reads again): the first of
+    /// its readers' regions to run, which it joins as an extra output, when every other reader
+    /// runs after that region.
+    fn first_reader_region(&self, n: NodeId, us: &[NodeId]) -> Option<usize> {
+        let (g, region_of, out_pos) = (self.g, &self.region_of, &self.out_pos);
+        let candidate =
+            us.iter().filter_map(|u| region_of.get(u).copied().filter(|_| g.node(*u).shape == g.node(n).shape)).min_by_key(|r| out_pos[*r]);
+        candidate.filter(|&c| {
+            us.iter().all(|u| match region_of.get(u) {
+                Some(&r) => r == c || out_pos[r] > out_pos[c],
+                None => self.pos[u] > out_pos[c],
+            })
+        })
+    }
+
+    /// Each region's nodes in order; an inlined node goes in just before its first reader in
+    /// the region (after its own inlined sources).
+    fn members(&self) -> Vec<Vec<NodeId>> {
+        fn add_inlined(g: &Graph, inlined: &HashSet<NodeId>, s: NodeId, into: &mut Vec<NodeId>) {
+            if !inlined.contains(&s) || into.contains(&s) {
+                return;
             }
-            for &s in &g.node(n).src {
-                add_inlined(g, &inlined, s, &mut members[r]);
+            for &t in &g.node(s).src {
+                add_inlined(g, inlined, t, into);
             }
-            members[r].push(n);
+            into.push(s);
         }
-    }
-    // Emit kernels in dependency order: a region goes where its output sits in the order; a
-    // region nothing else reads (an optimiser update) waits for the end, so that all of them
-    // can run as one launch.
-    let mut kernels = vec![];
-    let mut sinks = vec![];
-    for &n in &order {
-        match region_of.get(&n) {
-            Some(&r) => {
-                let nodes = &members[r];
-                if *nodes.last().expect("non-empty") != n {
-                    continue;
+        let mut members: Vec<Vec<NodeId>> = vec![vec![]; self.out_pos.len()];
+        for &n in &self.order {
+            if let Some(&r) = self.region_of.get(&n) {
+                for &s in &self.g.node(n).src {
+                    add_inlined(self.g, &self.inlined, s, &mut members[r]);
                 }
-                let mut inputs = vec![];
-                for &m in nodes {
-                    for &s in &g.node(m).src {
-                        let inside = region_of.get(&s) == Some(&r) || (inlined.contains(&s) && nodes.contains(&s));
-                        let inlined = matches!(g.node(s).op, Op::Const(_));
-                        if !inside && !inlined && !inputs.contains(&s) {
-                            inputs.push(s);
-                        }
+                members[r].push(n);
+            }
+        }
+        members
+    }
+
+    /// Region `r` (whose last node is `n`): what it reads from outside, and what it writes (its
+    /// last node, roots, and values read outside it).
+    fn region(&self, r: usize, n: NodeId, nodes: &[NodeId]) -> Region {
+        let g = self.g;
+        let mut inputs = vec![];
+        for &m in nodes {
+            for &s in &g.node(m).src {
+                let inside = self.region_of.get(&s) == Some(&r) || (self.inlined.contains(&s) && nodes.contains(&s));
+                let inlined = matches!(g.node(s).op, Op::Const(_));
+                if !inside && !inlined && !inputs.contains(&s) {
+                    inputs.push(s);
+                }
+            }
+        }
+        let outputs = nodes
+            .iter()
+            .copied()
+            .filter(|m| {
+                !self.inlined.contains(m)
+                    && (*m == n || self.roots.contains(m) || self.readers(*m).iter().any(|u| self.region_of.get(u) != Some(&r)))
+            })
+            .collect();
+        Region { nodes: nodes.to_vec(), inputs, outputs }
+    }
+
+    /// The kernels in dependency order: a region goes where its output sits in the order; a
+    /// region nothing else reads (an optimiser update) waits for the end, so that all of them
+    /// can run as one launch.
+    fn kernels(&self, fuse: bool) -> Vec<Kernel> {
+        let (g, users) = (self.g, &self.users);
+        let members = self.members();
+        let mut kernels = vec![];
+        let mut sinks = vec![];
+        for &n in &self.order {
+            match self.region_of.get(&n) {
+                Some(&r) => {
+                    let nodes = &members[r];
+                    if *nodes.last().expect("non-empty") != n {
+                        continue;
+                    }
+                    let region = self.region(r, n, nodes);
+                    let read_outside = |o: &NodeId| users.get(o).is_some_and(|us| us.iter().any(|u| self.region_of.get(u) != Some(&r)));
+                    if !region.outputs.iter().any(read_outside) {
+                        sinks.push(Kernel::Fused(region));
+                    } else {
+                        kernels.push(Kernel::Fused(region));
                     }
                 }
-                let outputs = nodes
-                    .iter()
-                    .copied()
-                    .filter(|m| {
-                        !inlined.contains(m)
-                            && (*m == n || roots.contains(m) || readers(*m, &inlined).iter().any(|u| region_of.get(u) != Some(&r)))
-                    })
-                    .collect();
-                let region = Region { nodes: nodes.clone(), inputs, outputs };
-                let read_outside = |o: &NodeId| users.get(o).is_some_and(|us| us.iter().any(|u| region_of.get(u) != Some(&r)));
-                if !region.outputs.iter().any(read_outside) {
-                    sinks.push(Kernel::Fused(region));
-                } else {
-                    kernels.push(Kernel::Fused(region));
+                None if self.inlined.contains(&n) => {}
+                None if is_free(&g.node(n).op) => kernels.push(Kernel::Free(n)),
+                // A transpose read only by matrix products: they take it as strides (with `fuse`).
+                None if fuse
+                    && is_transpose(&g.node(n).op)
+                    && !self.roots.contains(&n)
+                    && users.get(&n).is_some_and(|us| us.iter().all(|u| matches!(g.node(*u).op, Op::MatMul))) =>
+                {
+                    kernels.push(Kernel::View(n))
                 }
+                None => kernels.push(Kernel::Library(n)),
             }
-            None if inlined.contains(&n) => {}
-            None if is_free(&g.node(n).op) => kernels.push(Kernel::Free(n)),
-            // A transpose read only by matrix products: they take it as strides (with `fuse`).
-            None if fuse
-                && is_transpose(&g.node(n).op)
-                && !roots.contains(&n)
-                && users.get(&n).is_some_and(|us| us.iter().all(|u| matches!(g.node(*u).op, Op::MatMul))) =>
-            {
-                kernels.push(Kernel::View(n))
-            }
-            None => kernels.push(Kernel::Library(n)),
         }
+        kernels.append(&mut sinks);
+        kernels
     }
-    kernels.append(&mut sinks);
-    debug_assert!({
-        kernels.iter().all(|k| match k {
-            Kernel::Fused(r) => r.inputs.iter().all(|i| pos[i] < pos[&r.output()]),
-            _ => true,
-        })
-    });
-    kernels
 }
 
 /// Merge runs of fused regions that do not read each other's outputs into one launch. Free

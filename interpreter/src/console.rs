@@ -1,0 +1,71 @@
+//! The command line's observer of a training run: log lines on stdout, and on a terminal a live
+//! progress line on stderr, redrawn at most ten times a second and cleared before other output.
+
+use dlc::train::observer::eta;
+use dlc::train::{shown, Event, Observer};
+use std::time::Instant;
+
+pub struct Console {
+    /// Draw the progress line (stderr is a terminal).
+    progress: bool,
+    last_draw: Instant,
+}
+
+impl Console {
+    pub fn new(progress: bool) -> Console {
+        Console { progress, last_draw: Instant::now() }
+    }
+
+    fn clear_progress(&self) {
+        if self.progress {
+            eprint!("\r\x1b[2K");
+        }
+    }
+
+    fn draw(&mut self, epoch: usize, done: usize, per_epoch: usize, logged: &[(String, f64)], samples_per_s: f64, eta_s: f64) {
+        if !self.progress || self.last_draw.elapsed().as_millis() < 100 {
+            return;
+        }
+        self.last_draw = Instant::now();
+        let width = 24;
+        let filled = (done * width / per_epoch.max(1)).min(width);
+        eprint!(
+            "\r\x1b[2Kepoch {epoch} [{}{}] {done}/{per_epoch} {} {:.4} {samples_per_s:.0} samples/s ETA {}",
+            "#".repeat(filled),
+            " ".repeat(width - filled),
+            logged[0].0,
+            logged[0].1,
+            eta(eta_s)
+        );
+    }
+}
+
+impl Observer for Console {
+    fn event(&mut self, e: &Event) {
+        match *e {
+            Event::Resumed { dir, step } => println!("resumed from {} at step {step}", dir.display()),
+            Event::Step { epoch, done_in_epoch, per_epoch, logged, samples_per_s, eta_s, .. } => {
+                self.draw(epoch, done_in_epoch, per_epoch, logged, samples_per_s, eta_s)
+            }
+            Event::Logged { epoch, step, logged, lr, samples_per_s } => {
+                self.clear_progress();
+                let shown: Vec<String> = logged.iter().map(|(n, v)| format!("{n} {v:.4}")).collect();
+                println!("epoch {epoch} step {step}: {}, lr {lr:.3e}, {samples_per_s:.0} samples/s", shown.join(", "));
+            }
+            Event::EpochDone { epoch, steps, mean_loss, secs, data_s, loss_scale, .. } => {
+                self.clear_progress();
+                println!(
+                    "epoch {epoch} done: mean loss {mean_loss:.4} over {steps} steps in {secs:.1} s (data prepared in {data_s:.2} s before){}",
+                    loss_scale.map(|(s, k)| format!("; f16 loss scale {s}, {k} steps skipped so far")).unwrap_or_default()
+                );
+            }
+            Event::Evaluated { evaluation: ev, .. } => {
+                println!("epoch {} evaluate {}: {} (over {} examples)", ev.epoch, ev.data, shown(&ev.names, &ev.values), ev.examples)
+            }
+            Event::EvaluatedRecipe { names, values, examples } => println!("evaluate: {} (over {examples} examples)", shown(names, values)),
+            Event::CheckpointSaved { dir, step } => println!("checkpoint: {} (step {step})", dir.display()),
+            Event::Warning(w) => eprintln!("warning: {w}"),
+            Event::FirstStep { .. } | Event::Interrupted { .. } => {}
+        }
+    }
+}

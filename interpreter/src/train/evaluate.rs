@@ -7,6 +7,7 @@ use super::observer::Event;
 use super::{checkpoint, err, shapes_of, Evaluation, TrainReport, Trainer};
 use crate::pipeline::{self, leaves};
 use crate::runtime::RuntimeError;
+use dlc_language::eval::spec::Every;
 use dlc_language::eval::value::{Ctx, Pipeline};
 use dlc_language::eval::Value;
 use dlc_language::ir::NodeId;
@@ -53,14 +54,11 @@ impl<'s> Trainer<'s> {
     /// `every N steps` ones after a step, and all of them when training stops. Each evaluation
     /// goes into `report` and, as a line, into `metrics`.
     pub(super) fn evaluate(&mut self, epoch: usize, when: When, step: usize, report: &mut TrainReport) -> Result<(), RuntimeError> {
-        let due = |every: &dlc_language::syntax::ast::Every| {
-            let n = every.count.as_ref().and_then(dlc_language::eval::spec::int_literal).unwrap_or(1);
-            let by_steps = every.unit.name.starts_with("step");
-            match when {
-                When::EpochEnd => !by_steps && epoch % n == 0,
-                When::Step(s) => by_steps && s % n == 0,
-                When::Final => true,
-            }
+        let due = |every: &dlc_language::syntax::ast::Every| match (when, Every::of(every)) {
+            (When::EpochEnd, Every::Epochs(n)) => epoch % n == 0,
+            (When::Step(s), Every::Steps(n)) => s % n == 0,
+            (When::Final, _) => true,
+            _ => false,
         };
         let clauses: Vec<(Expr, Expr)> = self.evaluate_clauses().into_iter().filter(|c| due(&c.2)).map(|c| (c.0, c.1)).collect();
         for (data, body) in clauses {
@@ -90,7 +88,6 @@ impl<'s> Trainer<'s> {
                     b
                 }
             };
-            let saved = std::mem::replace(&mut self.pipeline, p);
             let mut sums: Vec<f64> = vec![];
             let mut count = 0usize;
             // The batches run where the steps do, on the parameters resident there.
@@ -98,11 +95,11 @@ impl<'s> Trainer<'s> {
             let mut frontier_done = std::collections::HashSet::new();
             let result = (|| {
                 for batch in batches {
-                    let key = (Rc::as_ptr(&self.pipeline) as usize, body.span, shapes_of(&batch));
+                    let key = (Rc::as_ptr(&p) as usize, body.span, shapes_of(&batch));
                     // Compiled once per run (a new trace would make new input nodes, and so new
                     // plans for the device to compile).
                     if !self.eval_graphs.contains_key(&key) {
-                        let eg = self.compile_evaluation(body, &key.2)?;
+                        let eg = self.compile_evaluation(body, &p.elem, &key.2)?;
                         self.eval_graphs.insert(key.clone(), eg);
                     }
                     let eg = &self.eval_graphs[&key];
@@ -148,7 +145,6 @@ impl<'s> Trainer<'s> {
                 count = v.pop().unwrap_or(0.0) as usize;
                 sums = v;
             }
-            self.pipeline = saved;
             let means: Vec<f64> = sums.iter().map(|s| s / count.max(1) as f64).collect();
             Ok((means, count))
         }
@@ -157,8 +153,13 @@ impl<'s> Trainer<'s> {
     /// The metrics of `body` for batches of these shapes, specialised for evaluation: no
     /// backward pass, `training()` false, and what depends on the parameters alone computed now,
     /// once (the parameters do not change during an evaluation).
-    pub(super) fn compile_evaluation(&mut self, body: &Expr, shapes: &[(DType, Vec<usize>)]) -> Result<EvalGraph, RuntimeError> {
-        let (v, ids) = self.trace(body, shapes, false)?;
+    pub(super) fn compile_evaluation(
+        &mut self,
+        body: &Expr,
+        elem: &Value,
+        shapes: &[(DType, Vec<usize>)],
+    ) -> Result<EvalGraph, RuntimeError> {
+        let (v, ids) = self.trace(body, elem, shapes, false)?;
         let mut nodes = vec![];
         leaves(&v, &mut nodes);
         // Batch norm folded into the convolution or linear layer before it (not under
@@ -219,12 +220,10 @@ impl<'s> Trainer<'s> {
                     continue;
                 }
             };
-            let saved = std::mem::replace(&mut self.pipeline, p);
-            let r = match self.batch_shapes() {
-                Some(shapes) => self.compile_evaluation(&body, &shapes).map(|g| (shapes, g)),
+            let r = match self.batch_shapes_of(&p) {
+                Some(shapes) => self.compile_evaluation(&body, &p.elem, &shapes).map(|g| (shapes, g)),
                 None => Err(err("the batch shapes are only known at run time")),
             };
-            self.pipeline = saved;
             out.push((name, r));
         }
         out

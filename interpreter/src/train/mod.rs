@@ -212,8 +212,6 @@ pub struct Trainer<'s> {
     metrics: metrics::Metrics,
     /// The ranks of a data-parallel job (one, without a launcher).
     world: Rc<crate::parallel::World>,
-    /// While a step is traced: the gradients to average across ranks (see `Step::reduce`).
-    reduce: Vec<(dlc_language::ir::NodeId, u32)>,
 }
 
 fn zeros_like(t: &Tensor) -> Tensor {
@@ -282,7 +280,6 @@ impl<'s> Trainer<'s> {
             eval_graphs: HashMap::new(),
             world,
             metrics: Default::default(),
-            reduce: vec![],
             runner,
             resident: false,
             host_stale: false,
@@ -423,9 +420,14 @@ impl<'s> Trainer<'s> {
     /// The batch shapes the recipe's data yield, when the element type fixes them: known sizes,
     /// and the `batch(size)` stage's size for the symbolic batch dimension.
     pub fn batch_shapes(&self) -> Option<Vec<(DType, Vec<usize>)>> {
-        let size = self.pipeline.stages.iter().rev().find(|s| s.kind == "batch").and_then(|s| s.arg("size")).and_then(|v| v.as_int());
+        self.batch_shapes_of(&self.pipeline)
+    }
+
+    /// `batch_shapes` of another pipeline (an evaluation's).
+    fn batch_shapes_of(&self, p: &Pipeline) -> Option<Vec<(DType, Vec<usize>)>> {
+        let size = p.stages.iter().rev().find(|s| s.kind == "batch").and_then(|s| s.arg("size")).and_then(|v| v.as_int());
         let mut leaves = vec![];
-        pipeline::leaves(&self.pipeline.elem, &mut leaves);
+        pipeline::leaves(&p.elem, &mut leaves);
         leaves
             .iter()
             .map(|n| {

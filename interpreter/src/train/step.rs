@@ -19,9 +19,18 @@ use dlc_language::types::{DType, Dim, TensorTy};
 use std::collections::HashMap;
 use std::rc::Rc;
 
-/// What tracing a step yields: the logged values, the updates (parameter index, state inputs,
-/// new values), the gradient sums of `accumulate`, and f16's "every gradient is finite" flag.
-type Traced = (Vec<(String, NodeId)>, Vec<(usize, Vec<u32>, Vec<NodeId>)>, Vec<(u32, NodeId)>, Option<NodeId>);
+/// What tracing a step yields.
+struct Traced {
+    logged: Vec<(String, NodeId)>,
+    /// Per updated parameter: its index, its state inputs, its new value and states.
+    updates: Vec<(usize, Vec<u32>, Vec<NodeId>)>,
+    /// The gradient sums of `accumulate`.
+    accum: Vec<(u32, NodeId)>,
+    /// f16's "every gradient is finite" flag.
+    finite: Option<NodeId>,
+    /// Data parallelism: the gradients to average and the inputs their averages are bound to.
+    reduce: Vec<(NodeId, u32)>,
+}
 
 /// One compiled training step for one batch shape.
 pub struct Step {
@@ -177,12 +186,17 @@ impl<'s> Trainer<'s> {
         err(format!("tracing {what} failed: {:?}", self.session.t.diags[before..].iter().map(|d| d.message.clone()).collect::<Vec<_>>()))
     }
 
-    /// Trace `expr` with the models and the element bound (`x`, `y`, record fields, `batch`),
+    /// Trace `expr` with the models and the element `elem` bound (`x`, `y`, record fields, `batch`),
     /// for a batch of these shapes, with no backward pass. Returns the value and the input ids.
-    pub(super) fn trace(&mut self, expr: &Expr, shapes: &[(DType, Vec<usize>)], training: bool) -> Result<(Value, Vec<u32>), RuntimeError> {
-        let elem = self.pipeline.elem.clone();
+    pub(super) fn trace(
+        &mut self,
+        expr: &Expr,
+        elem: &Value,
+        shapes: &[(DType, Vec<usize>)],
+        training: bool,
+    ) -> Result<(Value, Vec<u32>), RuntimeError> {
         let mut ids = vec![];
-        let e = self.element_inputs(&elem, &mut shapes.iter(), &mut ids);
+        let e = self.element_inputs(elem, &mut shapes.iter(), &mut ids);
         self.enter(training, None);
         self.session.t.bind_element(&e);
         let before = self.session.t.diags.len();
@@ -246,7 +260,6 @@ impl<'s> Trainer<'s> {
         if self.split_step() && self.custom_step().is_some() {
             return Err(err("data parallelism applies to recipes with a `loss`; a custom `step` block is not supported across ranks yet"));
         }
-        self.reduce.clear();
         self.enter(true, Some(sc.draw.1));
         let before = self.session.t.diags.len();
         let traced = match (self.custom_step(), scale) {
@@ -257,7 +270,7 @@ impl<'s> Trainer<'s> {
             (None, _) => self.trace_classic(e, &sc, scale.map(|s| s.1), before, rw),
         };
         self.leave();
-        let (mut logged, updates, accum, finite) = traced?;
+        let Traced { mut logged, updates, accum, finite, reduce } = traced?;
         let mut buffer_updates = std::mem::take(&mut self.session.t.buffer_updates);
         // What the step reports and the running statistics come from the same (autocast)
         // forward pass as the gradients, not from a second f32 one.
@@ -285,7 +298,7 @@ impl<'s> Trainer<'s> {
             removed_biases: vec![],
             scale: scale.map(|s| s.0).zip(finite),
             passes: vec![],
-            reduce: std::mem::take(&mut self.reduce),
+            reduce,
             update: None,
             buckets: vec![],
         };
@@ -384,6 +397,7 @@ impl<'s> Trainer<'s> {
                 *g = t.tensor_binary(dlc_language::ir::BinaryOp::Mul, sum, k, Default::default()).map_err(|_| err("accumulate"))?;
             }
         }
+        let mut reduce = vec![];
         if self.split_step() {
             // Data parallel: the optimiser reads each gradient averaged across ranks, bound to
             // an input between the two halves of the step (clipping sees the average, as after
@@ -391,7 +405,7 @@ impl<'s> Trainer<'s> {
             let t = &mut self.session.t;
             for g in grads.iter_mut() {
                 let (id, avg) = input_like(t, "averaged gradient", *g);
-                self.reduce.push((*g, id));
+                reduce.push((*g, id));
                 *g = avg;
             }
         }
@@ -413,7 +427,7 @@ impl<'s> Trainer<'s> {
                 }
             }
         }
-        Ok((vec![("loss".into(), loss)], updates, accum, finite))
+        Ok(Traced { logged: vec![("loss".into(), loss)], updates, accum, finite, reduce })
     }
 
     fn trace_custom(
@@ -507,7 +521,7 @@ impl<'s> Trainer<'s> {
         let mut updates: Vec<(usize, Vec<u32>, Vec<NodeId>)> =
             latest.into_iter().map(|(k, outs)| (k, states[&k].0.clone(), [vec![outs[0]], states[&k].1.clone()].concat())).collect();
         updates.sort_by_key(|u| u.0);
-        Ok((logged, updates, vec![], None))
+        Ok(Traced { logged, updates, accum: vec![], finite: None, reduce: vec![] })
     }
 }
 

@@ -96,10 +96,11 @@ pub enum Every {
 }
 
 impl Every {
-    /// From a clause's unit (the checker accepts `step(s)` and `epoch(s)`) and count (at least 1).
-    fn of(unit: &str, count: Option<&Expr>) -> Every {
-        let n = count.and_then(int_literal).unwrap_or(1);
-        if unit.starts_with("step") {
+    /// A clause's `every N steps|epochs` (the checker accepts `step(s)` and `epoch(s)`; N at
+    /// least 1, 1 when left out).
+    pub fn of(every: &crate::syntax::ast::Every) -> Every {
+        let n = every.count.as_ref().and_then(int_literal).unwrap_or(1);
+        if every.unit.name.starts_with("step") {
             Every::Steps(n)
         } else {
             Every::Epochs(n)
@@ -279,7 +280,7 @@ impl TrainSpec {
             }),
             checkpoint: info.recipe.entries.iter().find_map(|e| match e {
                 RecipeEntry::Checkpoint { dir, every, .. } => match &dir.kind {
-                    ExprKind::Str(s) => Some((s.clone(), Every::of(&every.unit.name, every.count.as_ref()))),
+                    ExprKind::Str(s) => Some((s.clone(), Every::of(every))),
                     _ => None,
                 },
                 _ => None,

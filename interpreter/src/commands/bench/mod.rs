@@ -3,11 +3,14 @@
 //! times (median, min, max), samples/s, compile time, kernels per step and peak memory; `--json`
 //! prints one object, for scripts that compare with the PyTorch peers.
 
+mod report;
+
 use crate::reports::stats;
+use dlc::runner::DeviceKind;
 use dlc::train::{apply_overrides, infer, Control, TrainOptions, Trainer};
 use dlc::Program;
 use dlc_language::syntax::ast::RecipeKind;
-use serde_json::json;
+use report::{Bench, Detail};
 use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
@@ -90,65 +93,59 @@ pub fn main(file: &Path, o: Options) -> i32 {
             return 1;
         }
     };
-    report["file"] = json!(file.display().to_string());
-    report["fuse"] = json!(fuse);
-    report["remat"] = json!(o.remat);
-    report["jit"] = json!(jit);
-    report["threads"] = json!(rayon::current_num_threads());
-    report["peak_rss_mb"] = json!((peak_rss_mb() * 10.0).round() / 10.0);
-    report["total_s"] = json!((started.elapsed().as_secs_f64() * 100.0).round() / 100.0);
-    if report["rank"].as_u64().unwrap_or(0) != 0 {
+    report.file = file.display().to_string();
+    (report.fuse, report.remat, report.jit) = (fuse, o.remat, jit);
+    report.threads = rayon::current_num_threads();
+    report.peak_rss_mb = (peak_rss_mb() * 10.0).round() / 10.0;
+    report.total_s = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
+    if !report.reports() {
         // Rank 0 reports for the job.
         return 0;
     }
     if as_json {
-        println!("{report}");
+        println!("{}", serde_json::to_string(&report).unwrap_or_default());
     } else {
-        if let Ok(Some(r)) = serde_json::from_value::<Option<dlc::runner::Report>>(report["device_report"].clone()) {
-            println!("device: {}", crate::reports::runner_summary(&r));
-        }
-        println!(
-            "{}: {} {} steps after {} warm-up ({}): median {:.3} ms, min {:.3} ms, max {:.3} ms; {:.0} samples/s; {} kernels a step (eager {}); compiled in {:.1} ms; peak RSS {:.0} MiB{}",
-            report["file"].as_str().unwrap_or(""),
-            report["what"].as_str().unwrap_or(""),
-            report["steps"],
-            report["warmup"],
-            match (fuse, jit) {
-                (false, _) => "eager, --no-fuse",
-                (true, false) => "fused",
-                (true, true) => "fused, Cranelift JIT",
-            },
-            report["median_ms"].as_f64().unwrap_or(0.0),
-            report["min_ms"].as_f64().unwrap_or(0.0),
-            report["max_ms"].as_f64().unwrap_or(0.0),
-            report["samples_per_s"].as_f64().unwrap_or(0.0),
-            report["kernels"],
-            report["eager_kernels"],
-            report["compile_ms"].as_f64().unwrap_or(0.0),
-            report["peak_rss_mb"].as_f64().unwrap_or(0.0),
-            match (report["planned_peak_mib"].as_f64(), report["page_faults_per_step"].as_f64()) {
-                (Some(plan), Some(f)) => format!(" (step planned at {plan} MiB); {f:.0} page faults a step"),
-                _ => String::new(),
-            },
-        );
-        if report["ranks"].as_u64().unwrap_or(1) > 1 {
-            println!(
-                "  {} ranks: gradient all-reduce {:.3} ms a step, {:.1}% of the step",
-                report["ranks"],
-                report["allreduce_ms_per_step"].as_f64().unwrap_or(0.0),
-                report["allreduce_share"].as_f64().unwrap_or(0.0) * 100.0
-            );
-        }
+        report.print_text();
     }
     0
 }
 
-fn bench_train(
-    p: &mut Program,
-    mut info: dlc_language::eval::recipe::RecipeInfo,
-    root: &Path,
-    o: &Options,
-) -> Result<serde_json::Value, String> {
+/// A report of these timings, the rest filled in by `main`.
+fn timed(
+    what: &'static str,
+    times: &[f64],
+    warmup: usize,
+    batch: usize,
+    compile_s: f64,
+    plan: &dlc_language::passes::fusion::Plan,
+    detail: Detail,
+) -> Bench {
+    let (median, min, max) = stats(times.to_vec());
+    Bench {
+        what,
+        steps: times.len(),
+        warmup,
+        median_ms: median,
+        min_ms: min,
+        max_ms: max,
+        samples_per_s: batch as f64 / (median / 1e3).max(1e-12),
+        compile_ms: compile_s * 1e3,
+        kernels: plan.kernel_count(),
+        eager_kernels: plan.eager_count(),
+        device: DeviceKind::Cpu.name(),
+        device_report: None,
+        detail,
+        file: String::new(),
+        fuse: true,
+        remat: true,
+        jit: false,
+        threads: 0,
+        peak_rss_mb: 0.0,
+        total_s: 0.0,
+    }
+}
+
+fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo, root: &Path, o: &Options) -> Result<Bench, String> {
     let Options { steps, warmup, fuse, remat, jit, profile, .. } = *o;
     let total = warmup + steps;
     apply_overrides(&mut info, &[("steps".into(), total.to_string())]).map_err(|e| e.to_string())?;
@@ -187,8 +184,7 @@ fn bench_train(
     // The first entry includes reading the data; steps of another batch shape (a last, smaller
     // batch) are not expected inside warm-up + steps.
     let all = times.borrow().clone();
-    let timed: Vec<f64> = all.iter().skip(warmup.max(1)).copied().collect();
-    let (median, min, max) = stats(timed.clone());
+    let timed_steps: Vec<f64> = all.iter().skip(warmup.max(1)).copied().collect();
     // Faults per timed step: after warm-up, a step whose buffers are reused takes no new pages.
     let f = faults.borrow().clone();
     let faults_per_step = match (f.get(warmup.max(1) - 1), f.last()) {
@@ -204,40 +200,30 @@ fn bench_train(
             eprintln!("  {k:<20} {:>8.3} ms  ({:.0} kernels a step)", s * 1e3 / steps_run, *n as f64 / steps_run);
         }
     }
-    Ok(json!({
-        "profile": by_kind.iter().map(|(k, (n, s))| json!({"kind": k, "ms_per_step": s * 1e3 / steps_run, "count_per_step": *n as f64 / steps_run})).collect::<Vec<_>>(),
-        "what": "train",
-        "steps": timed.len(),
-        "warmup": warmup,
-        "batch": batch,
-        "median_ms": median,
-        "min_ms": min,
-        "max_ms": max,
-        "samples_per_s": batch as f64 / (median / 1e3).max(1e-12),
-        "compile_ms": compile_s * 1e3,
-        "kernels": plan.kernel_count(),
-        "eager_kernels": plan.eager_count(),
-        "page_faults_per_step": faults_per_step,
-        "planned_peak_mib": trainer.step_passes(&shapes).map(|(_, m)| crate::reports::Memory::of(m).peak_mib),
-        "tuning": crate::reports::tuning(trainer.kernels()),
-        "ranks": world.size(),
-        "rank": world.rank(),
-        "allreduce_ms_per_step": world.traffic().gradient_s * 1e3 / steps_run,
-        "allreduce_share": world.traffic().gradient_s / (all.iter().sum::<f64>() / 1e3).max(1e-12),
-        "device": choice.device.name(),
-        "device_report": choice.device.is_gpu().then(|| trainer.runner_report()),
-    }))
+    let detail = Detail::Train(report::Train {
+        profile: by_kind
+            .iter()
+            .map(|(k, (n, s))| report::Profile { kind: k.clone(), ms_per_step: s * 1e3 / steps_run, count_per_step: *n as f64 / steps_run })
+            .collect(),
+        batch,
+        page_faults_per_step: faults_per_step,
+        planned_peak_mib: trainer.step_passes(&shapes).map(|(_, m)| crate::reports::Memory::of(m).peak_mib),
+        tuning: crate::reports::tuning(trainer.kernels()),
+        ranks: world.size(),
+        rank: world.rank(),
+        allreduce_ms_per_step: world.traffic().gradient_s * 1e3 / steps_run,
+        allreduce_share: world.traffic().gradient_s / (all.iter().sum::<f64>() / 1e3).max(1e-12),
+    });
+    let mut report = timed("train", &timed_steps, warmup, batch, compile_s, &plan, detail);
+    report.device = choice.device.name();
+    report.device_report = choice.device.is_gpu().then(|| trainer.runner_report());
+    Ok(report)
 }
 
 /// Time an `infer` block as `dlc run` executes it: compiled by `train::infer::compile`, its
 /// parameters and input put on a runner on the block's device, then the model's plan run and
 /// its output fetched, `warmup + steps` times.
-fn bench_infer(
-    p: &mut Program,
-    info: &dlc_language::eval::recipe::RecipeInfo,
-    root: &Path,
-    o: &Options,
-) -> Result<serde_json::Value, String> {
+fn bench_infer(p: &mut Program, info: &dlc_language::eval::recipe::RecipeInfo, root: &Path, o: &Options) -> Result<Bench, String> {
     let Options { steps, warmup, fuse, jit, .. } = *o;
     let choice = dlc::device::for_recipe(info, o.device).map(|c| c.0)?;
     let compile_started = Instant::now();
@@ -260,26 +246,16 @@ fn bench_infer(
             times.push(ms);
         }
     }
-    let (median, min, max) = stats(times.clone());
     let input_ty = &p.session.t.graph.inputs[c.input_id as usize].ty;
     let batch = input_ty.shape.first().and_then(|d| d.as_known()).unwrap_or(1) as usize;
-    let plan = &c.planned.plan;
-    Ok(json!({
-        "what": "infer",
-        "steps": times.len(),
-        "warmup": warmup,
-        "elements": n,
-        "median_ms": median,
-        "min_ms": min,
-        "max_ms": max,
-        "samples_per_s": batch as f64 / (median / 1e3).max(1e-12),
-        // Read the input and write the output once, 4 bytes each: the memory traffic a fused kernel needs.
-        "gb_per_s": 8.0 * n as f64 / (median / 1e3).max(1e-12) / 1e9,
-        "compile_ms": compile_s * 1e3,
-        "kernels": plan.kernel_count(),
-        "eager_kernels": plan.eager_count(),
-        "folded_batch_norms": c.folds.len(),
-        "device": choice.device.name(),
-        "device_report": choice.device.is_gpu().then(|| runner.report()),
-    }))
+    let median = stats(times.clone()).0;
+    let detail = Detail::Infer(report::Infer {
+        elements: n,
+        gb_per_s: 8.0 * n as f64 / (median / 1e3).max(1e-12) / 1e9,
+        folded_batch_norms: c.folds.len(),
+    });
+    let mut report = timed("infer", &times, warmup, batch, compile_s, &c.planned.plan, detail);
+    report.device = choice.device.name();
+    report.device_report = choice.device.is_gpu().then(|| runner.report());
+    Ok(report)
 }

@@ -12,6 +12,9 @@ fi
 if ! cargo fmt --version >/dev/null 2>&1; then
   rustup component add rustfmt
 fi
+if ! cargo clippy --version >/dev/null 2>&1; then
+  rustup component add clippy
+fi
 # Open MPI and what the `mpi` crate builds with, from Debian's packages.
 packages=(libopenmpi-dev openmpi-bin libclang-dev pkg-config)
 missing=()

@@ -5,13 +5,12 @@
 //! `dlc run` compiles the same things through the same functions as it executes them (the
 //! trainer's `compile_step`, `train::infer::compile`).
 
-use crate::train::{infer, EvalGraph, TrainOptions, Trainer};
+use crate::train::{infer, TrainOptions, Trainer};
 use crate::Program;
 use dlc_language::eval::recipe::RecipeInfo;
 use dlc_language::eval::Value;
 use dlc_language::ir::{Graph, NodeId};
 use dlc_language::passes::autocast::Decision;
-use dlc_language::passes::buckets::Bucket;
 use dlc_language::passes::driver::{self, Planned, Stages};
 use dlc_language::passes::fusion::Plan;
 use dlc_language::passes::memory::MemoryPlan;
@@ -38,8 +37,10 @@ impl Options {
     }
 }
 
-/// The batch shapes of a step or an evaluation: (dtype, shape) per tensor of the element.
-pub type Shapes = Vec<(DType, Vec<usize>)>;
+pub use crate::train::{ParallelPlan, Shapes};
+
+/// An `evaluate` clause compiled, or why it could not be.
+pub type Evaluation = crate::train::CompiledEvaluation<String>;
 
 pub fn shapes_text(shapes: &Shapes) -> String {
     shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>().join(", ")
@@ -59,14 +60,6 @@ pub struct Infer {
     pub compiled: Result<infer::Compiled, String>,
 }
 
-/// A training step's data-parallel plan: its buckets with the parameters in each, and the
-/// kernel counts of the backward and update halves.
-pub struct ParallelPlan {
-    pub buckets: Vec<(Bucket, Vec<String>)>,
-    pub backward_kernels: usize,
-    pub update_kernels: usize,
-}
-
 /// A `train` recipe's step and evaluations, compiled for the batch shapes its data yield.
 pub struct Step {
     pub shapes: Shapes,
@@ -81,7 +74,7 @@ pub struct Step {
     pub removed_biases: Vec<Span>,
     pub parallel: Option<ParallelPlan>,
     /// Each `evaluate` clause: its data's name and its compiled form (or why not).
-    pub evaluations: Vec<(String, Result<(Shapes, EvalGraph), String>)>,
+    pub evaluations: Vec<Evaluation>,
 }
 
 pub struct Train {
@@ -149,11 +142,7 @@ fn step(trainer: &mut Trainer, shapes: Shapes) -> Result<Step, crate::runtime::R
     let graph_nodes = trainer.graph().len();
     let autocast = trainer.autocast(&shapes).map(|(d, ds)| (d, ds, trainer.loss_scale().is_some()));
     let removed_biases = trainer.removed_biases(&shapes);
-    let parallel = trainer.parallel_plan(&shapes).map(|(buckets, backward_kernels, update_kernels)| ParallelPlan {
-        buckets,
-        backward_kernels,
-        update_kernels,
-    });
+    let parallel = trainer.parallel_plan(&shapes);
     let (stages, memory) = trainer.step_passes(&shapes).map(|(s, m)| (s, m.clone())).unwrap_or_default();
     let evaluations = trainer.compile_evaluations().into_iter().map(|(data, r)| (data, r.map_err(|e| e.to_string()))).collect();
     Ok(Step { shapes, plan, memory, stages, compile_s, graph_nodes, autocast, removed_biases, parallel, evaluations })

@@ -94,7 +94,7 @@ fn check(src: &str, shapes: &[&[usize]], int_inputs: &[(usize, Vec<i64>)], posit
     let eps = 1e-6;
     for (k, (id, _, _)) in case.inputs.iter().enumerate() {
         let analytic = eval(&case, &values, grads[k]).to_f64();
-        for i in 0..values[id].len() {
+        for (i, analytic) in analytic.iter().enumerate() {
             let mut plus = values.clone();
             plus.get_mut(id).unwrap()[i] += eps;
             let mut minus = values.clone();
@@ -102,8 +102,8 @@ fn check(src: &str, shapes: &[&[usize]], int_inputs: &[(usize, Vec<i64>)], posit
             let fp = eval(&case, &plus, case.loss).to_f64()[0];
             let fm = eval(&case, &minus, case.loss).to_f64()[0];
             let numeric = (fp - fm) / (2.0 * eps);
-            let err = (analytic[i] - numeric).abs() / (1.0 + numeric.abs());
-            assert!(err < 1e-6, "{src}: d/dx{k}[{i}] analytic {} vs numeric {numeric}", analytic[i]);
+            let err = (analytic - numeric).abs() / (1.0 + numeric.abs());
+            assert!(err < 1e-6, "{src}: d/dx{k}[{i}] analytic {analytic} vs numeric {numeric}");
         }
     }
 }

@@ -117,7 +117,7 @@ fn assert_same_run(a: &Run, b: &Run, tol: f64) {
     eprintln!("worst loss difference {worst_loss:e}, worst parameter difference {worst:e}");
 }
 
-fn line<'a>(out: &'a Output, starts: &str) -> Option<String> {
+fn line(out: &Output, starts: &str) -> Option<String> {
     text(&out.stdout).lines().find(|l| l.contains(starts)).map(|l| l.to_string())
 }
 

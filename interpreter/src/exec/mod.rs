@@ -27,6 +27,12 @@ use dlc_language::types::shape::concrete;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// Each kernel kind's launches and seconds (`dlc bench --profile`).
+pub type KernelTimes = Arc<std::sync::Mutex<HashMap<String, (usize, f64)>>>;
+
+/// What `run_planned_with` calls after each kernel: its position, and the values so far.
+pub type AfterKernel<'a> = &'a mut dyn FnMut(usize, &HashMap<NodeId, Tensor>) -> Result<(), RuntimeError>;
+
 /// Executes nodes of a growing graph on demand, remembering every result (the graph is
 /// hash-consed, so a node's value never changes).
 #[derive(Default)]
@@ -42,7 +48,7 @@ pub struct Executor {
     /// Compiled fused regions (and their native code), shared by the executors of a run.
     pub kernels: Arc<fused::KernelCache>,
     /// When set, `run_plan` adds each kernel's time to it, by kind (`dlc bench --profile`).
-    pub profile: Option<Arc<std::sync::Mutex<HashMap<String, (usize, f64)>>>>,
+    pub profile: Option<KernelTimes>,
 }
 
 impl Executor {
@@ -100,7 +106,7 @@ impl Executor {
         g: &Graph,
         plan: &Plan,
         memory: &dlc_language::passes::memory::MemoryPlan,
-        after: &mut dyn FnMut(usize, &HashMap<NodeId, Tensor>) -> Result<(), RuntimeError>,
+        after: AfterKernel,
     ) -> Result<(), RuntimeError> {
         for (i, (k, dead)) in plan.kernels.iter().zip(&memory.release).enumerate() {
             let started = self.profile.as_ref().map(|_| std::time::Instant::now());

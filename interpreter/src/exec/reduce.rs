@@ -18,7 +18,7 @@ pub fn reduce(op: ReduceOp, x: &Tensor, axes: &[usize], shape: Vec<usize>) -> Te
     let moved = movement::permute(x, &perm);
     let run: usize = axes.iter().map(|a| x.shape[*a]).product();
     let vals = moved.to_f64();
-    let groups = if run == 0 { shape.iter().product() } else { vals.len() / run };
+    let groups = vals.len().checked_div(run).unwrap_or_else(|| shape.iter().product());
     let mut out = Vec::with_capacity(groups);
     for g in 0..groups {
         let chunk = if run == 0 { &[][..] } else { &vals[g * run..(g + 1) * run] };

@@ -116,15 +116,13 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
     Ok(rg.outputs.iter().zip(bufs).map(|(o, v)| output_tensor(g.node(*o).dtype, concrete(g, *o), v)).collect())
 }
 
+/// A row group's steps, the length of each slot, and the slot of each value computed.
+type Scheduled = (Vec<Step>, Vec<usize>, HashMap<NodeId, usize>);
+
 /// The group's items as steps over slots (a row-sized buffer per value the group computes;
 /// detaches read their source's): each region's row program with where it reads and writes,
 /// and each reduction.
-fn schedule(
-    cache: &KernelCache,
-    g: &Graph,
-    rg: &RowGroup,
-    want_native: bool,
-) -> Result<(Vec<Step>, Vec<usize>, HashMap<NodeId, usize>), RuntimeError> {
+fn schedule(cache: &KernelCache, g: &Graph, rg: &RowGroup, want_native: bool) -> Result<Scheduled, RuntimeError> {
     let rank = rg.lead.len() + 1;
     let row_len = |n: NodeId| -> usize { g.node(n).shape.get(rank - 1).and_then(|d| d.as_known()).unwrap_or(1) as usize };
     let mut slots: Vec<usize> = vec![];

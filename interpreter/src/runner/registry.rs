@@ -6,8 +6,7 @@ use super::device_executor::DeviceExecutor;
 use super::{cuda, emulated, host, Runner};
 use crate::exec::fused::KernelCache;
 use crate::exec::Executor;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// A device a runner can be opened on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,7 +40,7 @@ pub struct RunnerOptions {
     pub seed: u64,
     pub fuse: bool,
     pub kernels: Arc<KernelCache>,
-    pub profile: Option<Arc<Mutex<HashMap<String, (usize, f64)>>>>,
+    pub profile: Option<crate::exec::KernelTimes>,
 }
 
 impl RunnerOptions {

@@ -209,7 +209,7 @@ impl<'s> Trainer<'s> {
     }
 
     /// The evaluation clauses' compiled forms for the report: (data name, batch shapes, graph).
-    pub fn compile_evaluations(&mut self) -> Vec<(String, Result<(Vec<(DType, Vec<usize>)>, EvalGraph), RuntimeError>)> {
+    pub fn compile_evaluations(&mut self) -> Vec<super::CompiledEvaluation<RuntimeError>> {
         let mut out = vec![];
         for (data, body, _) in self.evaluate_clauses() {
             let name = data_name(&data);

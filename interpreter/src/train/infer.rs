@@ -206,9 +206,9 @@ pub fn generate(
     for i in 0..n {
         let window: Vec<usize> = ids[ids.len().saturating_sub(context)..].to_vec();
         let len = window.len();
-        if !compiled.contains_key(&len) {
+        if let std::collections::hash_map::Entry::Vacant(e) = compiled.entry(len) {
             let ty = TensorTy::new(DType::I64, vec![Dim::known(1), Dim::known(len as i64)]);
-            compiled.insert(len, compile_model(session, info, &model, ty, fuse)?);
+            e.insert(compile_model(session, info, &model, ty, fuse)?);
         }
         let c = &compiled[&len];
         let id = c.input_id;

@@ -52,6 +52,24 @@ pub struct StepEvent {
     pub lr: Vec<f64>,
 }
 
+/// An embedder's per-step callback (`TrainOptions::on_step`).
+pub type OnStep = Box<dyn FnMut(&StepEvent) -> Control>;
+
+/// The batch shapes of a step or an evaluation: (dtype, shape) per tensor of the data element.
+pub type Shapes = Vec<(DType, Vec<usize>)>;
+
+/// An `evaluate` clause compiled: its data's name, and its batch shapes and graph (or why not).
+pub type CompiledEvaluation<E> = (String, Result<(Shapes, EvalGraph), E>);
+
+/// A step's data-parallel plan: its buckets with the parameters in each, and the kernel counts
+/// of the backward and update halves.
+#[derive(Clone, Debug)]
+pub struct ParallelPlan {
+    pub buckets: Vec<(dlc_language::passes::buckets::Bucket, Vec<String>)>,
+    pub backward_kernels: usize,
+    pub update_kernels: usize,
+}
+
 /// What the callback asks for next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
@@ -74,7 +92,7 @@ pub struct TrainOptions {
     /// line's console, an embedder's observer, or nowhere. The metrics file is written either way.
     pub observer: Option<Box<dyn Observer>>,
     /// Called after every optimiser step (embedders: live metrics, early stopping).
-    pub on_step: Option<Box<dyn FnMut(&StepEvent) -> Control>>,
+    pub on_step: Option<OnStep>,
     /// Training batches from Rust instead of the recipe's pipeline (see [`BatchSource`]).
     pub batches: Option<BatchSource>,
     /// Fuse elementwise chains into one kernel each (default); false runs one kernel per op.
@@ -86,7 +104,7 @@ pub struct TrainOptions {
     /// vectorised chunk interpreter, which is faster on AVX2 machines today (docs/benchmarks.md).
     pub jit: bool,
     /// Time every kernel of every step, by kind (see `Executor::profile`).
-    pub profile: Option<std::sync::Arc<std::sync::Mutex<HashMap<String, (usize, f64)>>>>,
+    pub profile: Option<crate::exec::KernelTimes>,
     /// Read autotuning's earlier choices from the tuning file and add this run's to it at the
     /// end (`exec::tune_store`; the command line turns it on, embedders and tests leave it off).
     pub tuning_file: bool,
@@ -199,7 +217,7 @@ pub struct Trainer<'s> {
     /// Each evaluation pipeline's batches (they do not change between evaluations), by pipeline.
     eval_batches: Vec<(Rc<dlc_language::eval::value::Pipeline>, Vec<Element>)>,
     /// Each evaluation's compiled metrics, by (pipeline, metrics expression, batch shapes).
-    eval_graphs: HashMap<(usize, dlc_language::span::Span, Vec<(DType, Vec<usize>)>), EvalGraph>,
+    eval_graphs: HashMap<(usize, dlc_language::span::Span, Shapes), EvalGraph>,
     /// Where the steps run: the interpreter, or a GPU's device executor. Parameters, buffers,
     /// optimiser state and gradient sums live there between steps.
     runner: Box<dyn Runner>,
@@ -215,7 +233,7 @@ pub struct Trainer<'s> {
 }
 
 fn zeros_like(t: &Tensor) -> Tensor {
-    Tensor::from_f64(t.dtype, t.shape.clone(), std::iter::repeat(0.0).take(t.numel()))
+    Tensor::from_f64(t.dtype, t.shape.clone(), std::iter::repeat_n(0.0, t.numel()))
 }
 
 impl<'s> Trainer<'s> {
@@ -454,16 +472,12 @@ impl<'s> Trainer<'s> {
     }
 
     /// The data-parallel plan of the step for these shapes (compiled already, as a rank or with
-    /// `plan_parallel`): its buckets with the parameters in each, the kernels of the backward
-    /// half, and the kernels of the update half.
-    pub fn parallel_plan(
-        &self,
-        shapes: &[(DType, Vec<usize>)],
-    ) -> Option<(Vec<(dlc_language::passes::buckets::Bucket, Vec<String>)>, usize, usize)> {
+    /// `plan_parallel`).
+    pub fn parallel_plan(&self, shapes: &[(DType, Vec<usize>)]) -> Option<ParallelPlan> {
         let st = self.steps.get(shapes)?;
         let update = st.update.as_ref()?;
         let buckets = st.buckets.iter().map(|b| (b.clone(), b.grads.iter().map(|i| self.params[*i].path.clone()).collect())).collect();
-        Some((buckets, st.plan.kernels.len(), update.0.kernels.len()))
+        Some(ParallelPlan { buckets, backward_kernels: st.plan.kernels.len(), update_kernels: update.0.kernels.len() })
     }
 
     pub fn compile_step(&mut self, shapes: &[(DType, Vec<usize>)]) -> Result<(dlc_language::passes::fusion::Plan, f64), RuntimeError> {

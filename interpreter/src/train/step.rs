@@ -310,7 +310,7 @@ impl<'s> Trainer<'s> {
                 .map(|(n, _)| (*n, g.node(*n).shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).product::<usize>() * 4))
                 .collect();
             let new: Vec<NodeId> = step.updates.iter().flat_map(|u| u.2.iter().copied()).collect();
-            (step.local_roots(), sizes, new)
+            driver::Split { local: step.local_roots(), grads: sizes, updates: new }
         });
         let graph = StepGraph { stages: rw.stages(step.roots()), roots: step.roots(), split };
         Ok((graph, step))

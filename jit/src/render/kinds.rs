@@ -96,7 +96,7 @@ fn vectorisable(e: &Elementwise) -> bool {
                 | Inst::Unary(dlc_language::ir::UnaryOp::Recip, _)
         )
     });
-    e.numel().is_multiple_of(4) && e.numel() >= 4 && linear_f32 && !divides && e.outputs.iter().all(|(_, t)| *t == Ty::F32)
+    e.numel() % 4 == 0 && e.numel() >= 4 && linear_f32 && !divides && e.outputs.iter().all(|(_, t)| *t == Ty::F32)
 }
 
 /// An elementwise kernel four elements per thread: each f32 input read at the output's index is

@@ -321,9 +321,18 @@ pub struct StepGraph {
     pub stages: Stages,
     /// Everything the step computes.
     pub roots: Vec<NodeId>,
-    /// Data parallelism: what the first half computes (all but the updates, and the gradients
-    /// to average), the gradients to average with their sizes in bytes, and the updates' roots.
-    pub split: Option<(Vec<NodeId>, Vec<(NodeId, usize)>, Vec<NodeId>)>,
+    /// Data parallelism: the step in two halves around the gradients' averaging.
+    pub split: Option<Split>,
+}
+
+/// A data-parallel step's halves.
+pub struct Split {
+    /// What the first half computes: all but the updates, and the gradients to average.
+    pub local: Vec<NodeId>,
+    /// The gradients to average, with their sizes in bytes.
+    pub grads: Vec<(NodeId, usize)>,
+    /// The second half's roots: the updates.
+    pub updates: Vec<NodeId>,
 }
 
 /// A training step planned: its kernels and memory plan; under data parallelism, the second
@@ -339,7 +348,7 @@ pub struct PlannedStep {
 /// Plan a traced step: its graph stages verified, kernels, memory, and the data-parallel split.
 pub fn plan_step(g: &Graph, step: &StepGraph, opts: &Options) -> Result<PlannedStep, VerifyError> {
     verify_stages(g, &step.stages)?;
-    let Some((local, grads, updates)) = &step.split else {
+    let Some(Split { local, grads, updates }) = &step.split else {
         let p = plan(g, &step.roots, opts.fuse)?;
         return Ok(PlannedStep { plan: p.plan, memory: p.memory, update: None, buckets: vec![] });
     };

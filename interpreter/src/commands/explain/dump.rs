@@ -55,7 +55,7 @@ fn show(title: &str, pass: Pass, body: Option<String>) {
     match body {
         Some(body) => {
             println!("# {title}, after `{pass}`");
-            print!("{body}\n");
+            println!("{body}");
         }
         None => println!("# {title}: `{pass}` does not apply here\n"),
     }

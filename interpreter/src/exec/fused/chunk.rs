@@ -85,10 +85,10 @@ impl Program {
         // Where each register lives for this chunk: an output it is written straight into, or
         // its own buffer. (Scalars, unless output, live nowhere: readers take the value.)
         let mut loc: Small<*mut f32> = Small::new(std::ptr::null_mut());
-        for i in 0..self.instrs.len() {
-            loc.push(match self.output_of[i] {
+        for (out, reg) in self.output_of.iter().zip(regs.iter_mut()).take(self.instrs.len()) {
+            loc.push(match *out {
                 Some(k) => dsts[k].as_mut_ptr() as *mut f32,
-                None => regs[i].as_mut_ptr(),
+                None => reg.as_mut_ptr(),
             });
         }
         let loc = loc.as_slice();

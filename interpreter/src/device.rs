@@ -1,9 +1,9 @@
 //! Which device a recipe runs on: the recipe's `device = auto | cpu | cuda` (absent means
 //! `auto`), or `--device`, against what the machine has (`dlc_jit::cuda::probe`).
 //!
-//! On a GPU, training steps run through the device executor (`crate::runner`): the generated
-//! CUDA kernels launched on device-resident values, what has no device kernel yet computed on
-//! the host. `DLC_EMULATE_GPU=1` stands an emulated GPU in for a missing one (tests and CI).
+//! On a GPU, training steps, evaluations and `infer` blocks run through the device executor
+//! (`crate::runner`): the generated CUDA kernels launched on device-resident values, what has no
+//! device kernel yet computed on the host. `DLC_EMULATE_GPU=1` stands an emulated GPU in for a missing one (tests and CI).
 
 use dlc_jit::cuda::Gpu;
 use dlc_language::eval::recipe::RecipeInfo;
@@ -28,14 +28,9 @@ pub struct Choice {
     pub gpu: Option<Gpu>,
 }
 
-/// What `choose` probes: GPU 0 (`dlc_jit::cuda::probe`), or the emulated GPU when
-/// `DLC_EMULATE_GPU=1` asks for it; with the device kind a runner on it is opened as.
+/// What `choose` probes: the registry's GPUs (`crate::runner::registry::probe_gpu`).
 pub fn probe() -> Result<(DeviceKind, Gpu), String> {
-    if crate::runner::emulation_requested() {
-        let gpu = Gpu { name: "emulated GPU (DLC_EMULATE_GPU=1)".into(), capability: (9, 0), memory_bytes: 0, driver: 0 };
-        return Ok((DeviceKind::EmulatedCuda, gpu));
-    }
-    dlc_jit::cuda::probe().map(|g| (DeviceKind::Cuda, g))
+    crate::runner::registry::probe_gpu()
 }
 
 /// The device for a recipe (`flag`, from `--device`, first), probing the machine at most once

@@ -33,10 +33,6 @@ impl Memory {
             reason: MEMORY_REASON.into(),
         }
     }
-
-    pub fn json(m: &MemoryPlan) -> serde_json::Value {
-        serde_json::to_value(Memory::of(m)).unwrap_or_default()
-    }
 }
 
 impl Memory {

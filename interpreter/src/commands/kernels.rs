@@ -2,8 +2,10 @@
 //! the checks that need no GPU (see dlc::kernels).
 
 use clap::ValueEnum;
+use dlc::kernels::reference::Checked;
 use dlc::kernels::{c_check, collect, cuda_check, Generated};
 use dlc_jit::render::{self, Dialect};
+use serde::Serialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -48,11 +50,15 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathB
     // Without `--out` the sources and objects go to a temporary directory, removed at the end.
     let temporary = out.is_none();
     let dir = out.unwrap_or_else(|| std::env::temp_dir().join(format!("dlc-kernels-{}", std::process::id())));
-    let mut report = json!({
-        "file": file.display().to_string(),
-        "kernels": gens.iter().map(|g| json!({"name": g.name, "origin": g.origin, "kind": g.kernel.kind(), "params": g.kernel.params().len()})).collect::<Vec<_>>(),
-        "not_lowered": skipped,
-    });
+    let mut report = Report {
+        file: file.display().to_string(),
+        kernels: gens
+            .iter()
+            .map(|g| Entry { name: g.name.clone(), origin: g.origin.clone(), kind: g.kernel.kind(), params: g.kernel.params().len() })
+            .collect(),
+        not_lowered: skipped,
+        ..Default::default()
+    };
     let mut failed = false;
     // The checks that run here, on the CPU: each against the interpreter's results.
     type LocalCheck = fn(&[Generated], &Path) -> Result<Vec<dlc::kernels::reference::Checked>, String>;
@@ -65,7 +71,10 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathB
         match run(&gens, &dir.join(tag)) {
             Ok(results) => {
                 failed |= results.iter().any(|r| !r.ok);
-                report[format!("{tag}_check")] = json!(results);
+                match check {
+                    Check::C => report.c_check = Some(results),
+                    _ => report.emu_check = Some(results),
+                }
             }
             Err(e) => {
                 eprintln!("error: {what} could not run: {e}");
@@ -77,11 +86,8 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathB
         match dlc::kernels::gpu_check::check(&gens) {
             Ok((results, how, gpu)) => {
                 failed |= results.iter().any(|r| !r.ok);
-                report["gpu_check"] = json!({
-                    "gpu": gpu,
-                    "module": if how == dlc_jit::cuda::launch::Compiled::Cache { "from the kernel cache" } else { "compiled by NVRTC" },
-                    "kernels": results,
-                });
+                let module = if how == dlc_jit::cuda::launch::Compiled::Cache { "from the kernel cache" } else { "compiled by NVRTC" };
+                report.gpu_check = Some(GpuCheck { gpu, module, kernels: results });
             }
             Err(e) => {
                 eprintln!("error: the GPU check could not run: {e}");
@@ -94,10 +100,7 @@ pub fn main(file: &Path, emit: Option<Emit>, checks: &[Check], out: Option<PathB
             Ok(results) => {
                 failed |= results.iter().any(|a| a.spill_stores + a.spill_loads > 0);
                 let version = cuda_check::nvrtc_version().map(|(a, b)| format!("{a}.{b}")).unwrap_or_default();
-                report["cuda_check"] = json!({
-                    "nvrtc": version,
-                    "kernels": results,
-                });
+                report.cuda_check = Some(CudaCheck { nvrtc: version, kernels: results });
             }
             Err(e) => {
                 eprintln!("error: the CUDA check could not run: {e}");
@@ -138,76 +141,109 @@ fn print_sources(gens: &[Generated], d: Dialect) -> i32 {
 }
 
 /// One kernel whose outputs differ from the interpreter's: by how much, and whether that fails.
-fn print_difference(r: &serde_json::Value) {
+fn print_difference(r: &Checked) {
     println!(
         "  {} {}: {} of {} elements differ, max abs {:.2e}, max rel {:.2e}{}",
-        r["name"].as_str().unwrap_or_default(),
-        r["kind"].as_str().unwrap_or_default(),
-        r["differing"],
-        r["elements"],
-        r["max_abs"].as_f64().unwrap_or(0.0),
-        r["max_rel"].as_f64().unwrap_or(0.0),
-        if r["ok"] == json!(true) { "" } else { "  FAILED" }
+        r.name,
+        r.kind,
+        r.differing,
+        r.elements,
+        r.max_abs,
+        r.max_rel,
+        if r.ok { "" } else { "  FAILED" }
     );
 }
 
-fn print_text(gens: &[Generated], report: &serde_json::Value) {
+fn print_text(gens: &[Generated], report: &Report) {
     println!("{} generated kernels", gens.len());
     for g in gens {
         println!("  {:<40} {:<12} {}", g.name, g.kernel.kind(), g.origin);
     }
-    if let Some(rs) = report["emu_check"].as_array() {
-        let bad: Vec<_> = rs.iter().filter(|r| r["ok"] != json!(true)).collect();
-        let worst = rs.iter().filter_map(|r| r["max_rel"].as_f64()).fold(0.0, f64::max);
+    let worst = |rs: &[Checked]| rs.iter().map(|r| r.max_rel).fold(0.0, f64::max);
+    if let Some(rs) = &report.emu_check {
+        let bad: Vec<_> = rs.iter().filter(|r| !r.ok).collect();
         println!(
-            "CUDA C emulated on the CPU: {} of {} kernels agree with the interpreter, largest relative difference {worst:.2e}",
+            "CUDA C emulated on the CPU: {} of {} kernels agree with the interpreter, largest relative difference {:.2e}",
             rs.len() - bad.len(),
-            rs.len()
+            rs.len(),
+            worst(rs)
         );
-        for r in bad {
-            print_difference(r);
-        }
+        bad.into_iter().for_each(print_difference);
     }
-    if let Some(rs) = report["c_check"].as_array() {
-        let bad: Vec<_> = rs.iter().filter(|r| r["ok"] != json!(true)).collect();
-        let exact = rs.iter().filter(|r| r["differing"] == json!(0)).count();
-        println!("C check against the interpreter: {} of {} kernels agree ({exact} bit for bit)", rs.len() - bad.len(), rs.len());
-        for r in rs.iter().filter(|r| r["differing"] != json!(0)) {
-            print_difference(r);
-        }
+    if let Some(rs) = &report.c_check {
+        let bad = rs.iter().filter(|r| !r.ok).count();
+        let exact = rs.iter().filter(|r| r.differing == 0).count();
+        println!("C check against the interpreter: {} of {} kernels agree ({exact} bit for bit)", rs.len() - bad, rs.len());
+        rs.iter().filter(|r| r.differing != 0).for_each(print_difference);
     }
-    if let Some(g) = report.get("gpu_check") {
-        let rs = g["kernels"].as_array().cloned().unwrap_or_default();
-        let bad = rs.iter().filter(|r| r["ok"] != json!(true)).count();
-        let worst = rs.iter().filter_map(|r| r["max_rel"].as_f64()).fold(0.0, f64::max);
+    if let Some(g) = &report.gpu_check {
+        let rs = &g.kernels;
+        let bad = rs.iter().filter(|r| !r.ok).count();
         println!(
-            "GPU check on {} ({}): {} of {} kernels agree with the interpreter, largest relative difference {worst:.2e}",
-            g["gpu"].as_str().unwrap_or("?"),
-            g["module"].as_str().unwrap_or(""),
+            "GPU check on {} ({}): {} of {} kernels agree with the interpreter, largest relative difference {:.2e}",
+            g.gpu,
+            g.module,
             rs.len() - bad,
-            rs.len()
+            rs.len(),
+            worst(rs)
         );
-        for r in rs.iter().filter(|r| r["ok"] != json!(true)) {
-            print_difference(r);
-        }
+        rs.iter().filter(|r| !r.ok).for_each(print_difference);
     }
-    if let Some(c) = report.get("cuda_check") {
-        let ks = c["kernels"].as_array().cloned().unwrap_or_default();
-        let spilled: Vec<_> =
-            ks.iter().filter(|k| k["spill_stores"].as_u64().unwrap_or(0) + k["spill_loads"].as_u64().unwrap_or(0) > 0).collect();
-        let max_regs = ks.iter().filter_map(|k| k["registers"].as_u64()).max().unwrap_or(0);
+    if let Some(c) = &report.cuda_check {
+        let spilled: Vec<_> = c.kernels.iter().filter(|k| k.spill_stores + k.spill_loads > 0).collect();
+        let max_regs = c.kernels.iter().map(|k| k.registers).max().unwrap_or(0);
         println!(
             "CUDA check (NVRTC {}, ptxas for {}): {} kernel builds, at most {max_regs} registers, {} with spills",
-            c["nvrtc"].as_str().unwrap_or("?"),
+            c.nvrtc,
             cuda_check::ARCHS.map(|a| a.1).join(" and "),
-            ks.len(),
+            c.kernels.len(),
             spilled.len()
         );
         for k in spilled {
             println!(
                 "  {} on {}: {} bytes spill stores, {} bytes spill loads  FAILED",
-                k["name"], k["arch"], k["spill_stores"], k["spill_loads"]
+                json!(k.name),
+                json!(k.arch),
+                k.spill_stores,
+                k.spill_loads
             );
         }
     }
+}
+
+/// What `dlc kernels` reports (`--json` prints it).
+#[derive(Serialize, Default)]
+struct Report {
+    file: String,
+    kernels: Vec<Entry>,
+    not_lowered: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    c_check: Option<Vec<Checked>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    emu_check: Option<Vec<Checked>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu_check: Option<GpuCheck>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cuda_check: Option<CudaCheck>,
+}
+
+#[derive(Serialize)]
+struct Entry {
+    name: String,
+    origin: String,
+    kind: &'static str,
+    params: usize,
+}
+
+#[derive(Serialize)]
+struct GpuCheck {
+    gpu: String,
+    module: &'static str,
+    kernels: Vec<Checked>,
+}
+
+#[derive(Serialize)]
+struct CudaCheck {
+    nvrtc: String,
+    kernels: Vec<cuda_check::Assembled>,
 }

@@ -6,6 +6,7 @@ use super::device_executor::DeviceExecutor;
 use super::{cuda, emulated, host, Runner};
 use crate::exec::fused::KernelCache;
 use crate::exec::Executor;
+use dlc_jit::cuda::Gpu;
 use std::sync::Arc;
 
 /// A device a runner can be opened on.
@@ -52,15 +53,47 @@ impl RunnerOptions {
 
 struct Entry {
     kind: DeviceKind,
+    /// Whether the machine has it: the GPU found (`None` for the CPU, or a device not asked
+    /// for), or why it cannot be used. Never a panic.
+    probe: fn() -> Result<Option<Gpu>, String>,
     open: fn(&RunnerOptions) -> Result<Box<dyn Runner>, String>,
 }
 
-/// Every device this build can run on.
+/// Every device this build can run on; among the GPUs the first found is the one `device =
+/// auto | cuda` gets (the emulated GPU only when `DLC_EMULATE_GPU=1` asks for it).
 const DEVICES: &[Entry] = &[
-    Entry { kind: DeviceKind::Cpu, open: open_host },
-    Entry { kind: DeviceKind::Cuda, open: |_| Ok(Box::new(DeviceExecutor::new(cuda::Cuda::open()?))) },
-    Entry { kind: DeviceKind::EmulatedCuda, open: |_| Ok(Box::new(DeviceExecutor::new(emulated::Emulated::new()))) },
+    Entry { kind: DeviceKind::Cpu, probe: || Ok(None), open: open_host },
+    Entry {
+        kind: DeviceKind::EmulatedCuda,
+        probe: || {
+            Ok(super::emulation_requested().then(|| Gpu {
+                name: "emulated GPU (DLC_EMULATE_GPU=1)".into(),
+                capability: (9, 0),
+                memory_bytes: 0,
+                driver: 0,
+            }))
+        },
+        open: |_| Ok(Box::new(DeviceExecutor::new(emulated::Emulated::new()))),
+    },
+    Entry {
+        kind: DeviceKind::Cuda,
+        probe: || dlc_jit::cuda::probe().map(Some),
+        open: |_| Ok(Box::new(DeviceExecutor::new(cuda::Cuda::open()?))),
+    },
 ];
+
+/// The first GPU the registry finds, with the kind a runner on it opens as; or why there is none.
+pub fn probe_gpu() -> Result<(DeviceKind, Gpu), String> {
+    let mut why = "this build has no GPU device".to_string();
+    for e in DEVICES.iter().filter(|e| e.kind.is_gpu()) {
+        match (e.probe)() {
+            Ok(Some(gpu)) => return Ok((e.kind, gpu)),
+            Ok(None) => {}
+            Err(w) => why = w,
+        }
+    }
+    Err(why)
+}
 
 fn open_host(o: &RunnerOptions) -> Result<Box<dyn Runner>, String> {
     let mut ex = Executor::new(o.seed);

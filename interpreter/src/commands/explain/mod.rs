@@ -11,10 +11,12 @@ use dlc_language::passes::autocast::Decision;
 use dlc_language::passes::fusion::{Kernel, Plan};
 use dlc_language::syntax::ast::RecipeKind;
 use dlc_language::types::DType;
-use serde_json::{json, Value as Json};
+use report::{Item, PlanReport, Report};
+use serde_json::json;
 use std::path::Path;
 
 mod dump;
+mod report;
 mod text;
 
 pub use dump::DumpPass;
@@ -46,31 +48,29 @@ fn op_name(g: &Graph, n: NodeId) -> String {
 }
 
 /// The report of one plan.
-fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
-    let mut regions = vec![];
+fn describe(p: &Program, g: &Graph, plan: &Plan) -> PlanReport {
     // Standalone regions; those inside row kernels are reported with them.
     let standalone = plan.kernels.iter().flat_map(|k| match k {
         Kernel::Fused(r) => std::slice::from_ref(r),
         Kernel::Group(rs) => rs.as_slice(),
         _ => &[],
     });
-    for r in standalone {
-        {
-            let node = g.node(r.output());
+    let regions: Vec<report::Region> = standalone
+        .map(|r| {
             let broadcasts = r.nodes.iter().filter(|n| matches!(g.node(**n).op, Op::Expand)).count();
-            regions.push(json!({
-                "ops": r.nodes.len() - broadcasts,
-                "broadcasts": broadcasts,
-                "kernels": 1,
-                "output": format!("{}", node.ty()),
-                "inputs": r.inputs.len(),
-                "op_names": r.nodes.iter().map(|n| op_name(g, *n)).collect::<Vec<_>>(),
-                "lines": lines(p, g, &r.nodes),
-            }));
-        }
-    }
+            report::Region {
+                ops: r.nodes.len() - broadcasts,
+                broadcasts,
+                kernels: 1,
+                output: format!("{}", g.node(r.output()).ty()),
+                inputs: r.inputs.len(),
+                op_names: r.nodes.iter().map(|n| op_name(g, *n)).collect(),
+                lines: lines(p, g, &r.nodes),
+            }
+        })
+        .collect();
     // Row kernels: last-axis reductions fused with the elementwise work around them.
-    let rows: Vec<Json> = plan
+    let row_kernels = plan
         .kernels
         .iter()
         .filter_map(|k| if let Kernel::Rows(rg) = k { Some(rg) } else { None })
@@ -78,17 +78,17 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
             let members = rg.members();
             let ops = members.iter().filter(|n| !matches!(g.node(**n).op, Op::Expand) && !rg.reductions().any(|r| r == **n)).count();
             let dims: Vec<String> = rg.lead.iter().chain([&rg.len]).map(|d| d.to_string()).collect();
-            json!({
-                "reductions": rg.reductions().map(|n| op_name(g, n)).collect::<Vec<_>>(),
-                "elementwise_ops": ops,
-                "rows": format!("[{}]", dims.join(", ")),
-                "intermediates_kept_per_row": members.len() - rg.outputs.len(),
-                "lines": lines(p, g, &members),
-            })
+            report::RowKernel {
+                reductions: rg.reductions().map(|n| op_name(g, n)).collect(),
+                elementwise_ops: ops,
+                rows: format!("[{}]", dims.join(", ")),
+                intermediates_kept_per_row: members.len() - rg.outputs.len(),
+                lines: lines(p, g, &members),
+            }
         })
         .collect();
     // Sums over any axes computed from their elementwise prologue, which is never written out.
-    let reductions: Vec<Json> = plan
+    let prologue_reductions = plan
         .kernels
         .iter()
         .filter_map(|k| if let Kernel::Reduce(rk) = k { Some(rk) } else { None })
@@ -98,13 +98,13 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
             let axes = if let Op::Reduce(_, axes) = &g.node(rk.node).op { axes.clone() } else { vec![] };
             let mut nodes = r.nodes.clone();
             nodes.push(rk.node);
-            json!({
-                "reduction": op_name(g, rk.node),
-                "axes": axes,
-                "prologue_ops": r.nodes.len() - broadcasts,
-                "input": format!("{}", g.node(r.output()).ty()),
-                "lines": lines(p, g, &nodes),
-            })
+            report::PrologueReduction {
+                reduction: op_name(g, rk.node),
+                axes,
+                prologue_ops: r.nodes.len() - broadcasts,
+                input: format!("{}", g.node(r.output()).ty()),
+                lines: lines(p, g, &nodes),
+            }
         })
         .collect();
     let library: Vec<String> =
@@ -132,25 +132,33 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> Json {
     }
     let again: Vec<NodeId> = seen.into_iter().filter(|(_, c)| *c > 1).map(|(n, _)| n).collect();
     let broadcasts_again = again.iter().filter(|n| matches!(g.node(**n).op, Op::Expand)).count();
-    let fused_ops: usize = regions.iter().map(|r| r["ops"].as_u64().unwrap_or(0) as usize).sum();
-    json!({
-        "kernels": plan.kernel_count(),
-        "eager_kernels": plan.eager_count(),
-        "fused_regions": regions.len(),
-        "fused_ops": fused_ops,
-        "library_kernels": library.len(),
-        "library_ops": library,
-        "row_kernels": rows,
-        "prologue_reductions": reductions,
-        "rematerialised": {
-            "broadcasts": broadcasts_again,
-            "other_values": again.len() - broadcasts_again,
-            "reason": REMAT_REASON,
+    PlanReport {
+        kernels: plan.kernel_count(),
+        eager_kernels: plan.eager_count(),
+        fused_regions: regions.len(),
+        fused_ops: regions.iter().map(|r| r.ops).sum(),
+        library_kernels: library.len(),
+        library_ops: library,
+        row_kernels,
+        prologue_reductions,
+        rematerialised: report::Rematerialised {
+            broadcasts: broadcasts_again,
+            other_values: again.len() - broadcasts_again,
+            reason: REMAT_REASON,
         },
-        "sequence": sequence,
-        "regions": regions,
-        "reason": FUSE_REASON,
-    })
+        sequence,
+        regions,
+        reason: FUSE_REASON,
+    }
+}
+
+/// An item for a computation that was planned, or one that could not be.
+fn item(what: &'static str, name: Option<String>, at: Option<String>, planned: Result<PlanReport, String>) -> Item {
+    let (plan, error) = match planned {
+        Ok(p) => (Some(p), None),
+        Err(e) => (None, Some(e)),
+    };
+    Item { what, name, at, plan, error, ..Default::default() }
 }
 
 pub fn main(file: &Path, as_json: bool, dump: Option<DumpPass>) -> i32 {
@@ -169,37 +177,32 @@ pub fn main(file: &Path, as_json: bool, dump: Option<DumpPass>) -> i32 {
     }
     let mut items = vec![];
     for pr in &c.prints {
-        let at = format!("print #{}", pr.index);
-        items.push(match &pr.planned {
-            Ok(planned) => merge(describe(&p, &c.graph, &planned.plan), json!({"what": "print", "at": at})),
-            Err(e) => json!({"what": "print", "at": at, "error": e}),
-        });
+        let planned = pr.planned.as_ref().map(|planned| describe(&p, &c.graph, &planned.plan)).map_err(|e| e.clone());
+        items.push(item("print", None, Some(format!("print #{}", pr.index)), planned));
     }
     for inf in &c.infers {
-        items.push(match &inf.compiled {
-            Ok(ic) => merge(describe(&p, &c.graph, &ic.planned.plan), json!({"what": "infer", "name": inf.name})),
-            Err(e) => json!({"what": "infer", "name": inf.name, "error": e}),
-        });
+        let planned = inf.compiled.as_ref().map(|ic| describe(&p, &c.graph, &ic.planned.plan)).map_err(|e| e.clone());
+        items.push(item("infer", Some(inf.name.clone()), None, planned));
     }
     for t in &c.trains {
         match &t.step {
             Ok(step) => items.extend(train_items(&p, &c.graph, t, step)),
-            Err(e) => items.push(json!({"what": "train", "name": t.name, "error": e})),
+            Err(e) => items.push(item("train", Some(t.name.clone()), None, Err(e.clone()))),
         }
     }
     let threads = rayon::current_num_threads();
-    let report = json!({
-        "file": file.display().to_string(),
-        "items": items,
-        "threads": {
-            "count": threads,
-            "reason": format!("intra-op parallelism on all {threads} cores (RAYON_NUM_THREADS to change): fused kernels split into chunks of {} elements, row kernels into blocks of rows, convolutions and pooling by image, large matrix products by gemm", dlc::exec::fused::CHUNK),
+    let report = Report {
+        file: file.display().to_string(),
+        items,
+        threads: report::Threads {
+            count: threads,
+            reason: format!("intra-op parallelism on all {threads} cores (RAYON_NUM_THREADS to change): fused kernels split into chunks of {} elements, row kernels into blocks of rows, convolutions and pooling by image, large matrix products by gemm", dlc::exec::fused::CHUNK),
         },
-        "layout": {
-            "layout": "NCHW",
-            "reason": "convolutions run NCHW as im2col + gemm; channels-last is not implemented: for this im2col + gemm it measured 6-11% faster on the MNIST CNN's second convolution forward (`cargo run --release -p dlc --example conv_layout`), about 2 ms of that 90 ms step, less than PyTorch gets from its blocked oneDNN kernels",
+        layout: report::Layout {
+            layout: "NCHW",
+            reason: "convolutions run NCHW as im2col + gemm; channels-last is not implemented: for this im2col + gemm it measured 6-11% faster on the MNIST CNN's second convolution forward (`cargo run --release -p dlc --example conv_layout`), about 2 ms of that 90 ms step, less than PyTorch gets from its blocked oneDNN kernels",
         },
-    });
+    };
     if as_json {
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
@@ -209,115 +212,138 @@ pub fn main(file: &Path, as_json: bool, dump: Option<DumpPass>) -> i32 {
 }
 
 /// The device a recipe runs on, as the report says it.
-fn device_report(info: &dlc_language::eval::recipe::RecipeInfo) -> Json {
+fn device_report(info: &dlc_language::eval::recipe::RecipeInfo) -> report::Device {
     match dlc::device::for_recipe(info, None) {
-        Ok((c, _)) => {
-            json!({"device": c.device.name(), "requested": c.requested.name(), "reason": c.reason, "gpu": c.gpu.map(|g| g.to_string())})
-        }
-        Err(e) => json!({"device": null, "error": e}),
+        Ok((c, _)) => report::Device::Chosen {
+            device: c.device.name(),
+            requested: c.requested.name(),
+            reason: c.reason,
+            gpu: c.gpu.map(|g| g.to_string()),
+        },
+        Err(error) => report::Device::Unavailable { device: (), error },
     }
 }
 
 /// A training step's item and its evaluations' items.
-fn train_items(p: &Program, g: &Graph, t: &compile::Train, step: &compile::Step) -> Vec<Json> {
+fn train_items(p: &Program, g: &Graph, t: &compile::Train, step: &compile::Step) -> Vec<Item> {
     let device = device_report(&t.info);
-    let on_gpu = device["device"] == "cuda";
-    let mut item = describe(p, g, &step.plan);
-    item["what"] = json!("train");
-    item["name"] = json!(t.name);
-    if on_gpu {
-        item["device_plan"] = device_plan(g, &step.plan);
-    }
-    item["device"] = device;
-    if let Some(par) = &step.parallel {
+    let on_gpu = matches!(device, report::Device::Chosen { device: "cuda", .. });
+    let parallel = step.parallel.as_ref().map(|par| {
         let ranks = t.info.field("parallel").and_then(|p| p.field("ranks")).and_then(|r| r.as_int());
-        item["parallel"] = json!({
-            "ranks": ranks.map(|r| json!(r)).unwrap_or(json!("auto")),
-            "backward_kernels": par.backward_kernels,
-            "update_kernels": par.update_kernels,
-            "buckets": par.buckets.iter().map(|(b, params)| json!({
-                "params": params,
-                "bytes": b.bytes,
-                "ready_after": b.ready_after,
-                "overlaps_kernels": par.backward_kernels.saturating_sub(b.ready_after + 1),
-            })).collect::<Vec<_>>(),
-            "reason": PARALLEL_REASON,
-        });
-    }
-    item["batch"] = json!(step.shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
-    item["graph_nodes"] = json!(step.graph_nodes);
-    item["compile_ms"] = json!((step.compile_s * 1e4).round() / 10.0);
-    item["precision"] = precision_report(p, step.autocast.clone());
-    item["removed_biases"] = json!({
-        "count": step.removed_biases.len(),
-        "at": step.removed_biases.iter().map(|s| span_line(p, *s).unwrap_or_default()).collect::<Vec<_>>(),
-        "reason": BIAS_REASON,
+        report::Parallel {
+            ranks: ranks.map(|r| json!(r)).unwrap_or(json!("auto")),
+            backward_kernels: par.backward_kernels,
+            update_kernels: par.update_kernels,
+            buckets: par
+                .buckets
+                .iter()
+                .map(|(b, params)| report::Bucket {
+                    params: params.clone(),
+                    bytes: b.bytes,
+                    ready_after: b.ready_after,
+                    overlaps_kernels: par.backward_kernels.saturating_sub(b.ready_after + 1),
+                })
+                .collect(),
+            reason: PARALLEL_REASON,
+        }
     });
-    item["memory"] = Memory::json(&step.memory);
-    item["checkpoints"] = checkpoint_report(p, g, &step.plan);
-    let mut items = vec![item];
+    let mut items = vec![Item {
+        what: "train",
+        name: Some(t.name.clone()),
+        plan: Some(describe(p, g, &step.plan)),
+        device_plan: on_gpu.then(|| device_plan(g, &step.plan)),
+        device: Some(device),
+        parallel,
+        batch: Some(batch_names(&step.shapes)),
+        graph_nodes: Some(step.graph_nodes),
+        compile_ms: Some((step.compile_s * 1e4).round() / 10.0),
+        precision: Some(precision_report(p, step.autocast.clone())),
+        removed_biases: Some(report::RemovedBiases {
+            count: step.removed_biases.len(),
+            at: step.removed_biases.iter().map(|s| span_line(p, *s).unwrap_or_default()).collect(),
+            reason: BIAS_REASON,
+        }),
+        memory: Some(Memory::of(&step.memory)),
+        checkpoints: Some(checkpoint_report(p, g, &step.plan)),
+        ..Default::default()
+    }];
     for (data, r) in &step.evaluations {
         items.push(match r {
             Ok((shapes, eg)) => evaluation_item(p, g, data, shapes, eg, on_gpu),
-            Err(err) => json!({"what": "evaluate", "name": data, "error": err}),
+            Err(err) => item("evaluate", Some(data.clone()), None, Err(err.clone())),
         });
     }
     items
 }
 
-fn evaluation_item(p: &Program, g: &Graph, data: &str, shapes: &compile::Shapes, eg: &dlc::train::EvalGraph, on_gpu: bool) -> Json {
-    let mut e = describe(p, g, &eg.plan);
-    e["what"] = json!("evaluate");
-    e["name"] = json!(data);
-    e["batch"] = json!(shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect::<Vec<_>>());
-    e["hoisted_kernels"] = json!(eg.once);
-    if on_gpu {
-        e["device_plan"] = device_plan(g, &eg.plan);
+fn batch_names(shapes: &compile::Shapes) -> Vec<String> {
+    shapes.iter().map(|(d, s)| format!("{d}{s:?}")).collect()
+}
+
+fn evaluation_item(p: &Program, g: &Graph, data: &str, shapes: &compile::Shapes, eg: &dlc::train::EvalGraph, on_gpu: bool) -> Item {
+    Item {
+        what: "evaluate",
+        name: Some(data.to_string()),
+        plan: Some(describe(p, g, &eg.plan)),
+        batch: Some(batch_names(shapes)),
+        hoisted_kernels: Some(eg.once),
+        device_plan: on_gpu.then(|| device_plan(g, &eg.plan)),
+        memory: Some(Memory::of(&eg.memory)),
+        eval_reason: Some(EVAL_REASON),
+        folded_batch_norms: Some(report::Folds {
+            count: eg.folded.len(),
+            folds: eg
+                .folded
+                .iter()
+                .map(|f| report::Fold {
+                    product: span_line(p, f.product).unwrap_or_default(),
+                    affine: span_line(p, f.chain).unwrap_or_default(),
+                    ops: f.ops,
+                })
+                .collect(),
+            reason: FOLD_REASON,
+        }),
+        ..Default::default()
     }
-    e["memory"] = Memory::json(&eg.memory);
-    e["eval_reason"] = json!(EVAL_REASON);
-    e["folded_batch_norms"] = json!({
-        "count": eg.folded.len(),
-        "folds": eg.folded.iter().map(|f| json!({
-            "product": span_line(p, f.product).unwrap_or_default(),
-            "affine": span_line(p, f.chain).unwrap_or_default(),
-            "ops": f.ops,
-        })).collect::<Vec<_>>(),
-        "reason": FOLD_REASON,
-    });
-    e
 }
 
 /// Autocast's decisions: the precision, each lowered op with its source line, and what stays f32.
-fn precision_report(p: &Program, autocast: Option<(DType, Vec<Decision>, bool)>) -> Json {
+fn precision_report(p: &Program, autocast: Option<(DType, Vec<Decision>, bool)>) -> report::Precision {
     let Some((low, decisions, scaled)) = autocast else {
-        return json!({"precision": "f32", "lowered": [], "reason": "f32 throughout (`precision = bf16` or `f16` runs matrix products in low precision)"});
+        return report::Precision {
+            precision: "f32".into(),
+            lowered: vec![],
+            kept_f32_by_block: None,
+            kept_f32: None,
+            loss_scaling: None,
+            reason: "f32 throughout (`precision = bf16` or `f16` runs matrix products in low precision)",
+        };
     };
-    let entry = |d: &Decision| {
-        let at = span_line(p, d.span).unwrap_or_else(|| "(built by the trainer)".into());
-        json!({"op": d.op, "at": at, "dtype": d.dtype.to_string(), "by_block": d.by_block})
+    let entry = |d: &Decision| report::Lowered {
+        op: d.op,
+        at: span_line(p, d.span).unwrap_or_else(|| "(built by the trainer)".into()),
+        dtype: d.dtype.to_string(),
+        by_block: d.by_block,
     };
-    let lowered: Vec<Json> = decisions.iter().filter(|d| d.dtype != DType::F32).map(entry).collect();
-    let kept: Vec<Json> = decisions.iter().filter(|d| d.dtype == DType::F32).map(entry).collect();
-    json!({
-        "precision": low.to_string(),
-        "lowered": lowered,
-        "kept_f32_by_block": kept,
-        "kept_f32": "reductions, softmax/log_softmax, normalisation statistics, losses, the optimiser update, master weights",
-        "loss_scaling": scaled,
-        "reason": if scaled {
+    report::Precision {
+        precision: low.to_string(),
+        lowered: decisions.iter().filter(|d| d.dtype != DType::F32).map(entry).collect(),
+        kept_f32_by_block: Some(decisions.iter().filter(|d| d.dtype == DType::F32).map(entry).collect()),
+        kept_f32: Some("reductions, softmax/log_softmax, normalisation statistics, losses, the optimiser update, master weights"),
+        loss_scaling: Some(scaled),
+        reason: if scaled {
             "autocast: matrix products in f16 with f32 accumulation; dynamic loss scaling keeps small f16 gradients from flushing to zero (GradScaler)"
         } else {
             "autocast: matrix products in low precision with f32 accumulation, numerically sensitive ops in f32 (docs/precision.md)"
         },
-    })
+    }
 }
 
 pub(super) const CHECKPOINT_REASON: &str = "activation checkpointing (`checkpoint { ... }`): the block's values are recomputed from its inputs when backward reaches it instead of kept from the forward pass, trading the recomputation for a lower peak";
 
 /// Each `checkpoint` block of a step: how many of its forward ops backward runs again, and how
 /// many of those are library kernels (matrix products, convolutions, reductions).
-fn checkpoint_report(p: &Program, g: &Graph, plan: &Plan) -> Json {
+fn checkpoint_report(p: &Program, g: &Graph, plan: &Plan) -> report::Checkpoints {
     let mut per_block: Vec<(usize, usize)> = vec![(0, 0); g.checkpoints.len()];
     // Recomputed without a hint (automatic rematerialisation): ops.
     let mut automatic = 0;
@@ -336,20 +362,17 @@ fn checkpoint_report(p: &Program, g: &Graph, plan: &Plan) -> Json {
             per_block[block].1 += 1;
         }
     }
-    let blocks: Vec<Json> = per_block
+    let blocks = per_block
         .iter()
         .enumerate()
         .filter(|(_, c)| c.0 > 0)
-        .map(|(b, (ops, library))| {
-            json!({"at": span_line_col(p, g.checkpoints[b]).unwrap_or_default(), "recomputed_ops": ops, "recomputed_library_ops": library})
+        .map(|(b, (ops, library))| report::CheckpointBlock {
+            at: span_line_col(p, g.checkpoints[b]).unwrap_or_default(),
+            recomputed_ops: *ops,
+            recomputed_library_ops: *library,
         })
         .collect();
-    json!({
-        "blocks": blocks,
-        "reason": CHECKPOINT_REASON,
-        "automatic_ops": automatic,
-        "automatic_reason": AUTO_REMAT_REASON,
-    })
+    report::Checkpoints { blocks, reason: CHECKPOINT_REASON, automatic_ops: automatic, automatic_reason: AUTO_REMAT_REASON }
 }
 
 pub(super) const EVAL_REASON: &str = "no_grad + eval(): no backward pass and no saved activations; what depends on the parameters alone (batch norm's scale and shift, transposed weights) is computed once per evaluation, not per batch";
@@ -367,17 +390,11 @@ pub(super) const FOLD_REASON: &str = "in evaluation batch norm is a per-channel 
 
 pub(super) const BIAS_REASON: &str = "a convolution's bias before batch norm is subtracted again with the batch mean: its add and its gradient are dead work (bias=False before BatchNorm); the running mean still includes it";
 
-/// The memory plan of a step, in MiB.
 /// Where a plan's kernels run on the GPU: generated kernels, products on cuBLAS, and the ops that
 /// go through the host for want of a device kernel (each a download, the interpreter, an upload).
-fn device_plan(g: &dlc_language::ir::Graph, plan: &dlc_language::passes::fusion::Plan) -> Json {
+fn device_plan(g: &Graph, plan: &Plan) -> report::DevicePlan {
     let p = dlc::runner::device_executor::placement(g, plan);
-    json!({
-        "generated": p.generated,
-        "gemm": p.gemm,
-        "host": p.host,
-        "reason": DEVICE_REASON,
-    })
+    report::DevicePlan { generated: p.generated, gemm: p.gemm, host: p.host, reason: DEVICE_REASON }
 }
 
 const PARALLEL_REASON: &str = "data parallel (DDP): the step runs in two halves; after each bucket's last gradient is written its all-reduce starts while the rest of backward runs, and the optimiser's update reads the averages";
@@ -398,11 +415,4 @@ fn span_line(p: &Program, span: dlc_language::span::Span) -> Option<String> {
 fn span_line_col(p: &Program, span: dlc_language::span::Span) -> Option<String> {
     let at = span_line(p, span)?;
     Some(format!("{at}:{}", p.sources().line_col(span.file, span.start).1))
-}
-
-fn merge(mut a: Json, b: Json) -> Json {
-    if let (Some(a), Json::Object(b)) = (a.as_object_mut(), b) {
-        a.extend(b);
-    }
-    a
 }

@@ -16,15 +16,9 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::sync::Arc;
-
-/// Where an item reads a value.
-#[derive(Clone, Copy)]
-enum Source {
-    /// A buffer of the group (a value computed earlier in the row).
-    Slot(usize),
-    /// Input `k` of the group, with its strides over the leading dims (where row r starts).
-    Input(usize),
-}
+// Where a step reads: a slot of the group, or input `k` (read at the row's start through its
+// strides over the leading dims).
+use dlc_language::ir::plan::RowRead as Source;
 
 enum Step {
     Region {
@@ -133,15 +127,7 @@ fn schedule(cache: &KernelCache, g: &Graph, rg: &RowGroup, want_native: bool) ->
         slots.len() - 1
     };
     let source = |n: NodeId, slot_of: &HashMap<NodeId, usize>| -> Result<Source, RuntimeError> {
-        let n = rg.aliases.get(&n).copied().unwrap_or(n);
-        if let Some(s) = slot_of.get(&n) {
-            return Ok(Source::Slot(*s));
-        }
-        rg.inputs
-            .iter()
-            .position(|i| *i == n)
-            .map(Source::Input)
-            .ok_or_else(|| RuntimeError::Unsupported(format!("row group: {n:?} is neither computed nor read")))
+        rg.read(n, slot_of).ok_or_else(|| RuntimeError::Unsupported(format!("row group: {n:?} is neither computed nor read")))
     };
     let mut steps = vec![];
     for item in &rg.items {

@@ -45,7 +45,7 @@ impl Progress {
 
 impl Trainer<'_> {
     pub(super) fn run_steps(&mut self) -> Result<TrainReport, RuntimeError> {
-        let (mut step, start_epoch) = self.resume()?;
+        let (step, start_epoch) = self.resume()?;
         // Every rank starts from rank 0's parameters and state (its init, or what it resumed).
         self.broadcast_replicas()?;
         let data_started = Instant::now();
@@ -69,8 +69,7 @@ impl Trainer<'_> {
                 break;
             }
         }
-        step = p.step;
-        p.report.steps = step;
+        p.report.steps = p.step;
         if self.opts.tuning_file {
             // Losing the choices costs a measurement next run, nothing more: say so, go on.
             if let Err(e) = self.kernels.save_tuning() {

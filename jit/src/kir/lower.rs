@@ -3,6 +3,7 @@
 //! over the output's dims, every bf16/f16 op's result rounded) made once, here.
 
 use super::{Buf, Elementwise, Index, Inst, Kernel, Param, RowStep, Rows, SumAxes, Ty};
+use dlc_language::ir::plan::RowRead;
 use dlc_language::ir::{Graph, NodeId, Op, ReduceOp};
 use dlc_language::passes::fusion::{Kernel as PlanKernel, Region};
 use dlc_language::passes::rows::{RowGroup, RowItem};
@@ -227,15 +228,11 @@ pub fn lower_rows(g: &Graph, rg: &RowGroup) -> Result<Rows, LowerError> {
     let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
     let mut steps = vec![];
     let source = |n: NodeId, slot_of: &HashMap<NodeId, usize>| -> Result<Buf, LowerError> {
-        let n = rg.aliases.get(&n).copied().unwrap_or(n);
-        if let Some(s) = slot_of.get(&n) {
-            return Ok(Buf::Slot(*s));
+        match rg.read(n, slot_of) {
+            Some(RowRead::Slot(s)) => Ok(Buf::Slot(s)),
+            Some(RowRead::Input(k)) => Ok(Buf::Param(k)),
+            None => Err(LowerError(format!("row group: {n:?} is neither computed nor read"))),
         }
-        rg.inputs
-            .iter()
-            .position(|i| *i == n)
-            .map(Buf::Param)
-            .ok_or_else(|| LowerError(format!("row group: {n:?} is neither computed nor read")))
     };
     for item in &rg.items {
         match item {

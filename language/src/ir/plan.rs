@@ -148,7 +148,25 @@ pub struct RowGroup {
     pub aliases: HashMap<NodeId, NodeId>,
 }
 
+/// Where a member of a row group reads a value: a buffer of the group (a value computed earlier
+/// in the row), or input `k` of the group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowRead {
+    Slot(usize),
+    Input(usize),
+}
+
 impl RowGroup {
+    /// Where a member reads `n` (through a detach's alias), given the slot of each value the
+    /// group computed so far; `None` when it is neither computed nor read by the group.
+    pub fn read(&self, n: NodeId, slot_of: &HashMap<NodeId, usize>) -> Option<RowRead> {
+        let n = self.aliases.get(&n).copied().unwrap_or(n);
+        if let Some(s) = slot_of.get(&n) {
+            return Some(RowRead::Slot(*s));
+        }
+        self.inputs.iter().position(|i| *i == n).map(RowRead::Input)
+    }
+
     pub fn rows(&self) -> usize {
         self.lead.iter().product()
     }

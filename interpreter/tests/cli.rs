@@ -364,46 +364,6 @@ fn explain_reports_reductions_fused_with_their_prologue() {
     assert!(!ops.iter().any(|o| o == "pow"), "x ** 2 is computed as x * x: {ops:?}");
 }
 
-/// `dlc explain --dump=PASS` prints the IR after each pass, as the compiler holds it (every one
-/// checked by the IR verifier on the way): the evaluation after batch-norm folding convolves
-/// with a scaled weight, and each batch then runs two kernels; the training step after autodiff
-/// holds the gradients, and its memory plan ends with the planned peak.
-#[test]
-fn explain_dumps_the_ir_after_each_pass() {
-    let out = |pass: &str, file: &str| {
-        let o = dlc(&["explain", file, &format!("--dump={pass}")]);
-        assert!(o.status.success(), "--dump={pass}: {}", text(&o.stderr));
-        text(&o.stdout)
-    };
-    let folded = out("bn-fold", "bench/conv_bn_relu_eval.dl");
-    let eval = folded.split("evaluation on `rows`").nth(1).expect("an evaluation section");
-    let conv = eval.lines().find(|l| l.contains("conv2d(")).expect("a convolution");
-    // `%y = conv2d(attributes) %x, %w : type`: the operand after the last comma.
-    let weight = conv.rsplit(" : ").nth(1).and_then(|c| c.rsplit(", ").next()).expect("its weight operand");
-    assert!(eval.lines().any(|l| l.starts_with(&format!("{weight} = mul "))), "the weight is scaled:\n{eval}");
-    let traced = out("trace", "bench/conv_bn_relu_eval.dl");
-    let eval = traced.split("evaluation on `rows`").nth(1).expect("an evaluation section");
-    let weight = eval.lines().find(|l| l.ends_with("# conv.weight")).and_then(|l| l.split(' ').next()).expect("the weight parameter");
-    assert!(
-        eval.lines().any(|l| l.contains("conv2d(") && l.contains(&format!(", {weight} :"))),
-        "as traced, the parameter itself:\n{eval}"
-    );
-    let per_batch = out("invariant", "bench/conv_bn_relu_eval.dl");
-    assert!(per_batch.contains("evaluation on `rows`") && per_batch.contains("\n2 kernels; results [%"), "{per_batch}");
-    let step = out("autodiff", "examples/iris.dl");
-    // Two layers: two products forward, three backward (both weights, the hidden input).
-    assert_eq!(step.lines().filter(|l| l.contains(" = matmul ")).count(), 5, "forward and backward products:\n{step}");
-    let memory = out("memory", "examples/iris.dl");
-    assert!(memory.contains("then frees [") && memory.contains("planned peak"), "{memory}");
-    let fused = out("fusion", "examples/gelu.dl");
-    assert!(fused.contains("# print #1") && fused.contains("= erf"), "{fused}");
-    let o = dlc(&["explain", "examples/iris.dl", "--dump=nonsense"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains(
-        "possible values: trace, conv-bias, bn-fold, autocast, autodiff, remat, fusion, rows, prologue, invariant, memory, data-parallel"
-    ));
-}
-
 /// `--device cuda` on a machine this build cannot run a GPU on is an error naming what is
 /// missing (no GPU here: the driver library), exit 1, nothing trained; `--device auto` says in
 /// one line that it runs on the CPU and trains.

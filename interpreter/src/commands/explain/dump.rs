@@ -65,6 +65,15 @@ fn planned_text(g: &Graph, pass: Pass, stages: &Stages, p: &Planned) -> Option<S
     text(g, pass, stages, &p.plan, p.full.as_ref(), &p.memory)
 }
 
+/// A data-parallel step's split: the two halves' kernel counts and each gradient bucket.
+fn buckets(par: &dlc::compile::ParallelPlan) -> String {
+    let mut out = format!("backward half: {} kernels; update half: {} kernels\n", par.backward_kernels, par.update_kernels);
+    for (i, (b, params)) in par.buckets.iter().enumerate() {
+        out += &format!("bucket {i}: {} bytes, ready after kernel k{}: {}\n", b.bytes, b.ready_after, params.join(", "));
+    }
+    out
+}
+
 /// Print the dump of every `print`, `infer` block and `train` recipe. Returns the exit status.
 pub fn main(c: &Compiled, pass: Pass) -> i32 {
     let g = &c.graph;
@@ -88,7 +97,11 @@ pub fn main(c: &Compiled, pass: Pass) -> i32 {
             }
         };
         let title = format!("recipe `{}`, step for batch {}", t.name, dlc::compile::shapes_text(&step.shapes));
-        show(&title, pass, text(g, pass, &step.stages, &step.plan, None, &step.memory));
+        let body = match (pass, &step.parallel) {
+            (Pass::DataParallel, Some(par)) => Some(buckets(par)),
+            _ => text(g, pass, &step.stages, &step.plan, None, &step.memory),
+        };
+        show(&title, pass, body);
         for (data, r) in &step.evaluations {
             let Ok((shapes, eg)) = r else { continue };
             let title = format!("recipe `{}`, evaluation on `{data}` for batch {}", t.name, dlc::compile::shapes_text(shapes as &Shapes));

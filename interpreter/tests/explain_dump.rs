@@ -1,0 +1,78 @@
+//! `dlc explain --dump=PASS`: the IR after any pass of the driver's order, as the compiler holds
+//! it (every one checked by the IR verifier on the way).
+
+use std::process::{Command, Output};
+
+fn dlc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dlc"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run dlc")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `dlc explain --dump=PASS` prints the IR after each pass, as the compiler holds it (every one
+/// checked by the IR verifier on the way): the evaluation after batch-norm folding convolves
+/// with a scaled weight, and each batch then runs two kernels; the training step after autodiff
+/// holds the gradients, and its memory plan ends with the planned peak.
+#[test]
+fn explain_dumps_the_ir_after_each_pass() {
+    let out = |pass: &str, file: &str| {
+        let o = dlc(&["explain", file, &format!("--dump={pass}")]);
+        assert!(o.status.success(), "--dump={pass}: {}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let folded = out("bn-fold", "bench/conv_bn_relu_eval.dl");
+    let eval = folded.split("evaluation on `rows`").nth(1).expect("an evaluation section");
+    let conv = eval.lines().find(|l| l.contains("conv2d(")).expect("a convolution");
+    // `%y = conv2d(attributes) %x, %w : type`: the operand after the last comma.
+    let weight = conv.rsplit(" : ").nth(1).and_then(|c| c.rsplit(", ").next()).expect("its weight operand");
+    assert!(eval.lines().any(|l| l.starts_with(&format!("{weight} = mul "))), "the weight is scaled:\n{eval}");
+    let traced = out("trace", "bench/conv_bn_relu_eval.dl");
+    let eval = traced.split("evaluation on `rows`").nth(1).expect("an evaluation section");
+    let weight = eval.lines().find(|l| l.ends_with("# conv.weight")).and_then(|l| l.split(' ').next()).expect("the weight parameter");
+    assert!(
+        eval.lines().any(|l| l.contains("conv2d(") && l.contains(&format!(", {weight} :"))),
+        "as traced, the parameter itself:\n{eval}"
+    );
+    let per_batch = out("invariant", "bench/conv_bn_relu_eval.dl");
+    assert!(per_batch.contains("evaluation on `rows`") && per_batch.contains("\n2 kernels; results [%"), "{per_batch}");
+    let step = out("autodiff", "examples/iris.dl");
+    // Two layers: two products forward, three backward (both weights, the hidden input).
+    assert_eq!(step.lines().filter(|l| l.contains(" = matmul ")).count(), 5, "forward and backward products:\n{step}");
+    let memory = out("memory", "examples/iris.dl");
+    assert!(memory.contains("then frees [") && memory.contains("planned peak"), "{memory}");
+    let fused = out("fusion", "examples/gelu.dl");
+    assert!(fused.contains("# print #1") && fused.contains("= erf"), "{fused}");
+    let o = dlc(&["explain", "examples/iris.dl", "--dump=nonsense"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains(
+        "possible values: trace, conv-bias, bn-fold, autocast, autodiff, remat, fusion, rows, prologue, invariant, memory, data-parallel"
+    ));
+}
+
+/// `--dump=data-parallel` shows a data-parallel step's two halves and its gradient buckets.
+#[test]
+fn explain_dumps_the_data_parallel_split() {
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let src = std::fs::read_to_string(format!("{repo}/examples/iris.dl"))
+        .expect("iris")
+        .replace("\"data/", &format!("\"{repo}/examples/data/"))
+        .replace("  epochs    = 60", "  parallel = data_parallel()\n  epochs = 60");
+    let dir = std::env::temp_dir().join(format!("dlc-dp-dump-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("iris_dp.dl");
+    std::fs::write(&file, src).expect("written");
+    let o = dlc(&["explain", file.to_str().expect("path"), "--dump=data-parallel"]);
+    let out = text(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("after `data-parallel`") && out.contains("bucket 0:") && out.contains("fc1.weight"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -342,6 +342,9 @@ impl Tracer {
                         DimExpr::Ellipsis(s) => {
                             return self.err("E0310", "`...` is only allowed in type annotations", *s, "not allowed in a value");
                         }
+                        DimExpr::Pack(n, s) => {
+                            return self.err("E0310", format!("`*{n}` is only allowed in type annotations"), *s, "not allowed in a value");
+                        }
                     });
                 }
                 for d in &shape {
@@ -354,6 +357,7 @@ impl Tracer {
                 Ok(Value::Type(TensorTy::new(*dtype, shape)))
             }
             TypeKind::Scalar(_) => self.err("E0310", "a scalar type is not a value", t.span, "use it in a parameter annotation"),
+            TypeKind::Union(_) => self.err("E0310", "`or` between types is only allowed in annotations", t.span, "not a value"),
             TypeKind::Error => Err(super::Reported),
         }
     }

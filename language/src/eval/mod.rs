@@ -3,6 +3,7 @@
 //! the walk is the checker (shapes like `f32[B, 784]`); with concrete inputs it is the lowering
 //! that the interpreter executes. One set of shape rules serves both.
 
+pub mod annot;
 pub mod builtin_impl;
 pub mod builtins;
 pub mod call;

@@ -19,7 +19,7 @@ impl Tracer {
         self.call_stack.push((name.clone(), span));
         let ctx = Ctx { module, instance: None, env: vec![] };
         let r = self.in_frame(ctx, |t| {
-            let mut dims = HashMap::new();
+            let mut dims = super::annot::DimEnv::default();
             let hparams = t.bind_params(&decl.params, args, &name, span, &mut dims)?;
             let mut fields = vec![];
             for f in &decl.fields {

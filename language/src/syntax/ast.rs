@@ -269,6 +269,9 @@ pub enum TypeKind {
         dims: Option<Vec<DimExpr>>,
     },
     Scalar(ScalarKind),
+    /// `i64[*B] or f32[*B, C]` (annotations only): the value must match one of the types; the
+    /// first that matches binds the sizes.
+    Union(Vec<TypeExpr>),
     Error,
 }
 
@@ -280,4 +283,7 @@ pub enum DimExpr {
     Ellipsis(Span),
     /// `H * D`: a product of sizes.
     Product(Vec<DimExpr>, Span),
+    /// `*S` (annotations only): any number of dims, like `...`, but named: every annotation of
+    /// the same call that names `*S` must have exactly the same dims there (no broadcasting).
+    Pack(String, Span),
 }

@@ -1,11 +1,11 @@
-//! Types: `f32[B, 784]`, `bool`, `int`, `float`, `str`; dimensions are numbers, names, `_`, `...`
-//! and products such as `H * D`.
+//! Types: `f32[B, 784]`, `bool`, `int`, `float`, `str`; dimensions are numbers, names, `_`, `...`,
+//! products such as `H * D` and named packs `*S`. In annotations, `T or U` accepts either type.
 
 use super::error::{Expect, GrammarError};
-use super::tokens::{punct, Spans, P};
+use super::tokens::{kw, punct, Spans, P};
 use crate::diag::Diagnostic;
 use crate::syntax::ast::{DimExpr, ScalarKind, TypeExpr, TypeKind};
-use crate::syntax::token::{Punct, Tok};
+use crate::syntax::token::{Kw, Punct, Tok};
 use crate::types::DType;
 use chumsky::prelude::*;
 
@@ -25,6 +25,11 @@ pub(super) fn tensor_type<'a, E: GrammarError<'a>>(sp: Spans) -> P<'a, E, TypeEx
             DimExpr::Product(factors, sp.of(e.span()))
         }
     });
+    // `*S`: a named pack of dims. A leading `*` cannot start a product, so there is no ambiguity.
+    let pack = punct(Punct::Star)
+        .ignore_then(select_ref! { Tok::Ident(n) => n.clone() }.labelled(Expect::Dimension))
+        .map_with(move |n, e| DimExpr::Pack(n, sp.of(e.span())));
+    let dim = choice((pack, dim));
     let dims = dim
         .separated_by(punct(Punct::Comma))
         .allow_trailing()
@@ -42,8 +47,23 @@ pub(super) fn tensor_type<'a, E: GrammarError<'a>>(sp: Spans) -> P<'a, E, TypeEx
         .boxed()
 }
 
-/// Any type: a tensor type or a scalar type name.
+/// Any type: a tensor type or a scalar type name, or several of them joined by `or`.
 pub(super) fn type_expr<'a, E: GrammarError<'a>>(sp: Spans) -> P<'a, E, TypeExpr> {
+    single_type(sp)
+        .separated_by(kw(Kw::Or))
+        .at_least(1)
+        .collect::<Vec<_>>()
+        .map_with(move |mut alts, e| {
+            if alts.len() == 1 {
+                alts.pop().unwrap_or(TypeExpr { kind: TypeKind::Error, span: sp.of(e.span()) })
+            } else {
+                TypeExpr { kind: TypeKind::Union(alts), span: sp.of(e.span()) }
+            }
+        })
+        .boxed()
+}
+
+fn single_type<'a, E: GrammarError<'a>>(sp: Spans) -> P<'a, E, TypeExpr> {
     let scalar = select_ref! { Tok::Ident(n) = e => (n, sp.of(e.span())) }.try_map(|(n, span), _| {
         let kind = match n.as_str() {
             "int" => ScalarKind::Int,

@@ -102,7 +102,9 @@ pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor)
             Ok(zip_rows(&[x, y]))
         }
         "csv" => {
-            let spec = csv::CsvSpec { skip: int_arg(src, "header", 0) as usize, label: Some(int_arg(src, "label", -1)) };
+            let (label, target) = dlc_language::eval::data::csv_target(src.arg("label"), src.arg("label_row"))
+                .map_err(|message| RuntimeError::Data { message, span: src.span })?;
+            let spec = csv::CsvSpec { skip: int_arg(src, "header", 0) as usize, label, label_dtype: target.dtype };
             let (x, y) = csv::read(&path("path"), &spec).map_err(|e| data_err(e, src.span))?;
             let mut cols = vec![x];
             cols.extend(y);

@@ -11,11 +11,12 @@
 use dlc_jit::coeffs::*;
 
 /// e^x: Cody-Waite reduction x = n ln2 + r (|r| <= ln2/2), a degree-6 Taylor polynomial for e^r,
-/// and 2^n built from the exponent bits. Inputs are clamped to [-87.3, 88.7] (e^x underflows to
-/// about 1e-38 there, PyTorch gives 0 a little further out). Relative error below 3e-7.
+/// and 2^n built from the exponent bits. Inputs are clamped to [-87.3, 88.7], and the result is 0
+/// below and infinity above (PyTorch's denormals between -103.3 and -87.3 become 0). Relative
+/// error below 3e-7 inside.
 #[inline(always)]
-pub(crate) fn exp32(x: f32) -> f32 {
-    let x = x.clamp(-87.3, 88.7);
+pub(crate) fn exp32(x0: f32) -> f32 {
+    let x = x0.clamp(-87.3, 88.7);
     // Round to nearest by adding and subtracting 1.5 * 2^23 (no libm call, so it vectorises).
     let n = (x * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
     let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
@@ -23,7 +24,15 @@ pub(crate) fn exp32(x: f32) -> f32 {
     // SAFETY: n is an integer in [-126, 128] after the clamp, so the conversion is exact (and,
     // unlike a saturating `as`, vectorises).
     let e = unsafe { n.to_int_unchecked::<i32>() };
-    p * f32::from_bits(((e + 127) as u32) << 23)
+    let y = p * f32::from_bits(((e + 127) as u32) << 23);
+    // Outside the clamp: 0 below (a masked attention score of -1e9 must weigh nothing, not the
+    // clamp's 1.2e-38), infinity above, as PyTorch. Selects, so the loop still vectorises.
+    let y = if x0 < -87.3 { 0.0 } else { y };
+    if x0 > 88.7 {
+        f32::INFINITY
+    } else {
+        y
+    }
 }
 
 /// `x P(x^2) / Q(x^2)` by Horner's rule with fused multiply-adds, clamped to [-1, 1]: the

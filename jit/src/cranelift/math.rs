@@ -162,9 +162,10 @@ impl Emit<'_, '_> {
         }
     }
 
-    /// `exp32` of the interpreter: clamp, Cody-Waite reduction, degree-6 polynomial, 2^n.
-    pub fn exp32(&mut self, x: Value) -> Value {
-        let x = self.clamp(x, -87.3, 88.7);
+    /// `exp32` of the interpreter: clamp, Cody-Waite reduction, degree-6 polynomial, 2^n; 0 below
+    /// the clamp and infinity above.
+    pub fn exp32(&mut self, x0: Value) -> Value {
+        let x = self.clamp(x0, -87.3, 88.7);
         // n = (x * LOG2_E + 1.5 * 2^23) - 1.5 * 2^23
         let t = self.kmul(x, std::f32::consts::LOG2_E);
         let magic = self.c(12_582_912.0);
@@ -189,7 +190,16 @@ impl Emit<'_, '_> {
         let e = self.b.ins().iadd(e, bias);
         let e = self.b.ins().ishl_imm_s(e, 23);
         let scale = self.float_of_bits(e);
-        self.mul(p, scale)
+        let y = self.mul(p, scale);
+        // Outside the clamp: 0 below (not the clamp's 1.2e-38), infinity above, as PyTorch.
+        let lo = self.c(-87.3);
+        let below = self.cmp(FloatCC::LessThan, x0, lo);
+        let zero = self.c(0.0);
+        let y = self.select(below, zero, y);
+        let hi = self.c(88.7);
+        let above = self.cmp(FloatCC::GreaterThan, x0, hi);
+        let inf = self.c(f32::INFINITY);
+        self.select(above, inf, y)
     }
 
     /// `x P(x^2) / Q(x^2)` by Horner's rule with fused multiply-adds (Cranelift's `fma` is one

@@ -57,7 +57,7 @@ pub fn prelude(d: Dialect) -> String {
     s += &format!("{f} float dlc_clamp(float x, float a, float b) {{ return x < a ? a : (x > b ? b : x); }}\n");
     // e^x (math32::exp32).
     s += &format!(
-        "{f} float dlc_exp(float x) {{\n  x = dlc_clamp(x, -87.3f, 88.7f);\n  float n = (x * {} + 12582912.0f) - 12582912.0f;\n  float r = x - n * 0.69314575f - n * 1.4286068e-6f;\n  float p = 1.0f + r * (1.0f + r * (0.5f + r * ({} + r * ({} + r * ({} + r * {})))));\n  int e = (int)n;\n  return p * __uint_as_float((unsigned int)(e + 127) << 23);\n}}\n",
+        "{f} float dlc_exp(float x0) {{\n  float x = dlc_clamp(x0, -87.3f, 88.7f);\n  float n = (x * {} + 12582912.0f) - 12582912.0f;\n  float r = x - n * 0.69314575f - n * 1.4286068e-6f;\n  float p = 1.0f + r * (1.0f + r * (0.5f + r * ({} + r * ({} + r * ({} + r * {})))));\n  int e = (int)n;\n  float y = p * __uint_as_float((unsigned int)(e + 127) << 23);\n  return x0 < -87.3f ? 0.0f : (x0 > 88.7f ? __int_as_float(0x7f800000) : y);\n}}\n",
         lit(std::f32::consts::LOG2_E),
         lit(1.0 / 6.0),
         lit(1.0 / 24.0),

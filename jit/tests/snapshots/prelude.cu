@@ -2,13 +2,14 @@ typedef unsigned short dlc_bf16;
 typedef unsigned short dlc_f16;
 #define DLC_RESTRICT __restrict__
 static __device__ __forceinline__ float dlc_clamp(float x, float a, float b) { return x < a ? a : (x > b ? b : x); }
-static __device__ __forceinline__ float dlc_exp(float x) {
-  x = dlc_clamp(x, -87.3f, 88.7f);
+static __device__ __forceinline__ float dlc_exp(float x0) {
+  float x = dlc_clamp(x0, -87.3f, 88.7f);
   float n = (x * 1.442695f + 12582912.0f) - 12582912.0f;
   float r = x - n * 0.69314575f - n * 1.4286068e-6f;
   float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.16666667f + r * (0.041666668f + r * (0.008333334f + r * 0.0013888889f)))));
   int e = (int)n;
-  return p * __uint_as_float((unsigned int)(e + 127) << 23);
+  float y = p * __uint_as_float((unsigned int)(e + 127) << 23);
+  return x0 < -87.3f ? 0.0f : (x0 > 88.7f ? __int_as_float(0x7f800000) : y);
 }
 static __device__ __forceinline__ float dlc_erf(float x) {
   x = dlc_clamp(x, -3.9f, 3.9f);

@@ -91,8 +91,15 @@ impl Tracer {
                     Some(_) => Dim::known(self.arg_int(b, "features", 0)?),
                     None => Dim::Any,
                 };
+                let (_, target) = match csv_target(b.get("label").map(|x| &x.0), b.get("label_row").map(|x| &x.0)) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        let at = b.get("label_row").or(b.get("label")).map(|x| x.1).unwrap_or(span);
+                        return self.err("E0403", e, at, "does not fit the label columns");
+                    }
+                };
                 let features = self.elem_input("csv.features", DType::F32, vec![n], span);
-                let label = self.elem_input("csv.label", DType::I64, vec![], span);
+                let label = self.elem_input("csv.label", target.dtype, target.shape, span);
                 source(Self::record(vec![("features", features), ("label", label)]), format!("csv({path})"))
             }
             "npy" => {
@@ -258,4 +265,38 @@ fn check_element(t: &mut Tracer, v: &Value, span: Span) -> R<()> {
 /// The arguments a builtin was called with, by parameter name.
 fn bound_args(b: &Bound) -> Vec<(String, Value)> {
     b.names.iter().zip(&b.slots).filter_map(|(n, s)| s.as_ref().map(|(v, _)| (n.trim_end_matches('=').to_string(), v.clone()))).collect()
+}
+
+/// A `csv` source's label columns and the type of one row's label. `label: 4` (one column,
+/// negative from the end; the last column by default) is a class index `i64[]` unless
+/// `label_row` says otherwise (`f32[]` for a regression target); `label: (4, 5)` (several columns)
+/// is `f32[2]` by default. The checker and the reader both ask here, so they cannot disagree.
+pub fn csv_target(label: Option<&Value>, label_row: Option<&Value>) -> Result<(Vec<i64>, TensorTy), String> {
+    let columns: Vec<i64> = match label {
+        None => vec![-1],
+        Some(Value::Tuple(items)) => {
+            let cols: Option<Vec<i64>> = items.iter().map(|v| v.as_int()).collect();
+            cols.filter(|c| !c.is_empty()).ok_or("`label` must be a column number or a tuple of column numbers")?
+        }
+        Some(v) => vec![v.as_int().ok_or("`label` must be a column number or a tuple of column numbers")?],
+    };
+    let k = columns.len() as i64;
+    let ty = match label_row {
+        None if k == 1 => TensorTy::new(DType::I64, vec![]),
+        None => TensorTy::new(DType::F32, vec![Dim::known(k)]),
+        Some(Value::Type(t)) => t.clone(),
+        Some(v) => return Err(format!("`label_row` must be a tensor type like `f32[]`, found {}", v.kind())),
+    };
+    let fits = match ty.shape.as_slice() {
+        [] => k == 1,
+        [d] => d.as_known().is_none_or(|n| n == k),
+        _ => false,
+    };
+    if !fits || ty.dtype == DType::Bool {
+        return Err(format!(
+            "`label_row: {ty}` does not fit {k} label column(s): use `{}[]` for one column or `{}[{k}]` for {k}",
+            ty.dtype, ty.dtype
+        ));
+    }
+    Ok((columns, ty))
 }

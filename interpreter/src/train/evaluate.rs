@@ -5,7 +5,7 @@
 use super::metric_names::metric_names;
 use super::observer::Event;
 use super::state_dict::{self, Slot};
-use super::{checkpoint, err, shapes_of, Evaluation, TrainReport, Trainer};
+use super::{err, shapes_of, Evaluation, TrainReport, Trainer};
 use crate::pipeline::{self, leaves};
 use crate::runtime::RuntimeError;
 use dlc_language::eval::spec::Every;
@@ -251,18 +251,15 @@ impl<'s> Trainer<'s> {
     pub(super) fn load_init(&mut self) -> Result<(), RuntimeError> {
         let Some(Value::Str(file)) = self.info.field("init").cloned() else { return Ok(()) };
         let path = self.opts.root.join(&*file);
-        let tensors = if path.is_dir() {
-            checkpoint::load(&path).map_err(RuntimeError::Checkpoint)?.params
-        } else {
-            checkpoint::read_safetensors(&path).map_err(|e| err(format!("`init`: {e}")))?
-        };
+        let tensors = state_dict::load_state(&path).map_err(|e| err(format!("`init`: {e}")))?;
         self.set_parameters(&tensors, &format!("`init` ({})", path.display()))
     }
 
-    /// Parameters and buffers from a checkpoint (no optimiser state), matched by path and shape.
-    pub fn load_weights(&mut self, dir: &std::path::Path) -> Result<(), RuntimeError> {
-        let ck = checkpoint::load(dir).map_err(RuntimeError::Checkpoint)?;
-        self.set_parameters(&ck.params, &format!("the checkpoint in {}", dir.display()))
+    /// Parameters and buffers from a checkpoint directory (no optimiser state) or a safetensors
+    /// file, matched by path and shape.
+    pub fn load_weights(&mut self, path: &std::path::Path) -> Result<(), RuntimeError> {
+        let tensors = state_dict::load_state(path).map_err(RuntimeError::Checkpoint)?;
+        self.set_parameters(&tensors, &format!("the checkpoint {}", path.display()))
     }
 
     /// Set every parameter and buffer from `(path, tensor)` pairs (e.g. weights exported from

@@ -3,7 +3,7 @@
 //! is compiled by the driver (batch norm folded, autocast, fused, memory planned) and runs
 //! through a runner on the chosen device, as training steps do.
 
-use super::{checkpoint, state_dict};
+use super::state_dict;
 use crate::exec::Executor;
 use crate::runner::{Runner, Slot};
 use crate::runtime::tensor::Tensor;
@@ -30,7 +30,7 @@ fn parameters(t: &Tracer, info: &RecipeInfo, model: &Value, root: &Path) -> Resu
     let ck = match info.field("checkpoint") {
         Some(Value::Str(dir)) => {
             let dir = root.join(&**dir);
-            Some((checkpoint::load(&dir).map_err(RuntimeError::Checkpoint)?, dir))
+            Some((state_dict::load_state(&dir).map_err(RuntimeError::Checkpoint)?, dir))
         }
         _ => None,
     };
@@ -59,7 +59,7 @@ fn parameters(t: &Tracer, info: &RecipeInfo, model: &Value, root: &Path) -> Resu
     let values = match &ck {
         Some((ck, dir)) => {
             let what = state_dict::models_named(std::iter::once(&owner));
-            state_dict::match_state(&slots, &ck.params, &what, &format!("the checkpoint in {}", dir.display())).map_err(err)?
+            state_dict::match_state(&slots, ck, &what, &format!("the checkpoint {}", dir.display())).map_err(err)?
         }
         None => {
             let mut init = Executor::new(0);

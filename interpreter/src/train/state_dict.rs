@@ -5,9 +5,11 @@
 //! another model's checkpoint says what differs. Used by `--resume`, `init = "file"`, and the
 //! `checkpoint` of `evaluate` and `infer`.
 
+use super::checkpoint;
 use crate::runtime::tensor::Tensor;
 use dlc_language::eval::Value;
 use dlc_language::types::DType;
+use std::path::Path;
 
 /// What the model holds under one name.
 #[derive(Debug, Clone)]
@@ -59,6 +61,17 @@ pub fn match_state(slots: &[Slot], tensors: &[(String, Tensor)], what: &str, sou
         msg += &format!("\n  help: {hint}");
     }
     Err(msg)
+}
+
+/// The parameters and buffers at `path`: a dlc checkpoint directory (the step its manifest
+/// names; no optimiser state), or one safetensors file, such as PyTorch's
+/// `safetensors.torch.save_file(model.state_dict(), path)` writes.
+pub fn load_state(path: &Path) -> Result<Vec<(String, Tensor)>, String> {
+    if path.is_dir() {
+        Ok(checkpoint::load(path)?.params)
+    } else {
+        checkpoint::read_safetensors(path)
+    }
 }
 
 /// The models a message is about, by their declarations' names: "`Net`", "`Generator`, `Critic`".

@@ -33,17 +33,13 @@ pub fn match_state(slots: &[Slot], tensors: &[(String, Tensor)], what: &str, sou
     for s in slots {
         match find(&s.path) {
             None => missing.push(s.path.as_str()),
-            Some(t) if t.shape != s.shape => mismatched.push(format!(
-                "`{}`: {} in the file, {} in the model",
-                s.path,
-                ty(t.dtype, &t.shape),
-                ty(s.dtype, &s.shape)
-            )),
+            Some(t) if t.shape != s.shape => {
+                mismatched.push(format!("`{}`: {} in the file, {} in the model", s.path, ty(t.dtype, &t.shape), ty(s.dtype, &s.shape)))
+            }
             Some(t) => out.push(if t.dtype == s.dtype { t.clone() } else { t.cast(s.dtype) }),
         }
     }
-    let unexpected: Vec<&str> =
-        tensors.iter().map(|(n, _)| n.as_str()).filter(|n| !slots.iter().any(|s| s.path == *n)).collect();
+    let unexpected: Vec<&str> = tensors.iter().map(|(n, _)| n.as_str()).filter(|n| !slots.iter().any(|s| s.path == *n)).collect();
     if missing.is_empty() && unexpected.is_empty() && mismatched.is_empty() {
         return Ok(out);
     }
@@ -95,8 +91,7 @@ fn ty(dtype: DType, shape: &[usize]) -> String {
 }
 
 fn list(names: &[&str]) -> String {
-    let shown: Vec<String> =
-        names.iter().take(SHOWN).map(|n| if n.starts_with('`') { n.to_string() } else { format!("`{n}`") }).collect();
+    let shown: Vec<String> = names.iter().take(SHOWN).map(|n| if n.starts_with('`') { n.to_string() } else { format!("`{n}`") }).collect();
     let more = names.len().saturating_sub(SHOWN);
     if more > 0 {
         format!("{} and {more} more", shown.join(", "))
@@ -138,7 +133,8 @@ mod tests {
     #[test]
     fn every_difference_is_listed_at_once() {
         let slots = [slot("fc1.weight", &[4, 3]), slot("fc1.bias", &[4]), slot("fc2.weight", &[2, 4])];
-        let file = [tensor("fc1.weight", DType::F32, &[4, 5]), tensor("conv.weight", DType::F32, &[1]), tensor("fc2.weight", DType::F32, &[2, 4])];
+        let file =
+            [tensor("fc1.weight", DType::F32, &[4, 5]), tensor("conv.weight", DType::F32, &[1]), tensor("fc2.weight", DType::F32, &[2, 4])];
         let e = match_state(&slots, &file, "`Net`", "the checkpoint in runs/x").unwrap_err();
         assert_eq!(
             e,

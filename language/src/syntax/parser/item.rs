@@ -90,7 +90,8 @@ enum Member {
 /// `model Name(params) { field = expr; method(params) = expr }` (`model` alone is a name).
 fn model<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, ItemKind> {
     // `...name = expr`: a spread field (its items are named directly under the model).
-    let spread = at(punct(Punct::Ellipsis), sp).then(name(sp).labelled(Expect::MemberName)).then_ignore(punct(Punct::Eq)).then(g.rhs.clone());
+    let spread =
+        at(punct(Punct::Ellipsis), sp).then(name(sp).labelled(Expect::MemberName)).then_ignore(punct(Punct::Eq)).then(g.rhs.clone());
     let spread = spread.map(|((start, name), value)| Member::Field(Field { span: start.to(value.span), name, value, spread: true }));
     let member = name(sp).labelled(Expect::MemberName).then(choice((
         fn_rest(sp, g).map(|(params, ret, body)| (Some((params, ret)), body)),

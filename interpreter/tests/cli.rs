@@ -509,7 +509,7 @@ fn explain_shows_the_data_parallel_buckets() {
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     let step = report["items"].as_array().expect("items").iter().find(|i| i["what"] == "train").expect("train").clone();
     let buckets = step["parallel"]["buckets"].as_array().expect("buckets").clone();
-    // b's gradients (20 KB) first, then a.b, then a.weight (1.6 MB) alone past the 1 MB cap.
+    // b's gradients (20 KB) first, then a.bias, then a.weight (1.6 MB) alone past the 1 MB cap.
     let params: Vec<Vec<String>> = buckets
         .iter()
         .map(|b| b["params"].as_array().expect("params").iter().map(|p| p.as_str().unwrap_or("").to_string()).collect())

@@ -107,7 +107,7 @@ fn two_models_update_independently() {
     let names: Vec<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
-        ["a.fc1.w", "a.fc1.b", "a.fc2.w", "a.fc2.b", "b.fc1.w", "b.fc1.b", "b.fc2.w", "b.fc2.b"].map(|s| s.replace(".w", ".weight"))
+        ["a.fc1.weight", "a.fc1.bias", "a.fc2.weight", "a.fc2.bias", "b.fc1.weight", "b.fc1.bias", "b.fc2.weight", "b.fc2.bias"]
     );
     // Same initialisation seed per path would make them equal; different optimisers move them apart.
     assert!(max_diff(&params[..4], &params[4..].iter().map(|(n, v)| (n.replacen('b', "a", 1), v.clone())).collect::<Vec<_>>()) > 1e-3);

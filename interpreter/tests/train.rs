@@ -313,7 +313,7 @@ train {{
         }
     }
     assert!(rewritten.last() < rewritten.first(), "{rewritten:?}");
-    let bias = |ps: &[(String, Vec<f64>)]| ps.iter().find(|(n, _)| n == "conv.b").map(|p| p.1.clone()).expect("conv.b");
+    let bias = |ps: &[(String, Vec<f64>)]| ps.iter().find(|(n, _)| n == "conv.bias").map(|p| p.1.clone()).expect("conv.bias");
     assert_eq!(bias(&init), bias(&end), "the bias gets no gradient");
 }
 

@@ -130,17 +130,6 @@ pub fn read_safetensors(path: &Path) -> Result<Vec<(String, Tensor)>, String> {
     names.into_iter().map(|n| st.tensor(n).map_err(|e| e.to_string()).and_then(|v| tensor_of(&v)).map(|t| (n.to_string(), t))).collect()
 }
 
-/// The tensor `path` names in `tensors` (a checkpoint's or an embedder's), as the model's
-/// parameter of this shape and dtype needs it: the shape must match, the dtype is converted
-/// (a bf16 checkpoint loads into f32 parameters). `source` names where the tensors came from.
-pub fn param_from(tensors: &[(String, Tensor)], path: &str, shape: &[usize], dtype: DType, source: &str) -> Result<Tensor, String> {
-    let t = tensors.iter().find(|(n, _)| n == path).map(|(_, t)| t).ok_or_else(|| format!("{source} has no `{path}`"))?;
-    if t.shape != shape {
-        return Err(format!("`{path}` in {source} is {:?}, the model's is {shape:?}", t.shape));
-    }
-    Ok(if t.dtype == dtype { t.clone() } else { t.cast(dtype) })
-}
-
 pub fn load(dir: &Path) -> Result<Checkpoint, String> {
     let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()));
     let manifest: serde_json::Value =

@@ -4,7 +4,8 @@
 
 use super::metric_names::metric_names;
 use super::observer::Event;
-use super::{checkpoint, err, shapes_of, Evaluation, TrainReport, Trainer};
+use super::state_dict::{self, Slot};
+use super::{err, shapes_of, Evaluation, TrainReport, Trainer};
 use crate::pipeline::{self, leaves};
 use crate::runtime::RuntimeError;
 use dlc_language::eval::spec::Every;
@@ -243,20 +244,38 @@ impl<'s> Trainer<'s> {
         Ok(means)
     }
 
-    /// Parameters and buffers from a checkpoint (no optimiser state), matched by path and shape.
-    pub fn load_weights(&mut self, dir: &std::path::Path) -> Result<(), RuntimeError> {
-        let ck = checkpoint::load(dir).map_err(RuntimeError::Checkpoint)?;
-        self.set_parameters(&ck.params, &format!("the checkpoint in {}", dir.display()))
+    /// A `train` recipe's `init = "FILE"`: start from a state dict (fine-tuning), a safetensors
+    /// file such as PyTorch's `safetensors.torch.save_file(model.state_dict(), FILE)` writes, or a
+    /// dlc checkpoint directory; the program's folder is the base of a relative path. `--resume`
+    /// then overrides it with the run's own checkpoint.
+    pub(super) fn load_init(&mut self) -> Result<(), RuntimeError> {
+        let Some(Value::Str(file)) = self.info.field("init").cloned() else { return Ok(()) };
+        let path = self.opts.root.join(&*file);
+        let tensors = state_dict::load_state(&path).map_err(|e| err(format!("`init`: {e}")))?;
+        self.set_parameters(&tensors, &format!("`init` ({})", path.display()))
+    }
+
+    /// Parameters and buffers from a checkpoint directory (no optimiser state) or a safetensors
+    /// file, matched by path and shape.
+    pub fn load_weights(&mut self, path: &std::path::Path) -> Result<(), RuntimeError> {
+        let tensors = state_dict::load_state(path).map_err(RuntimeError::Checkpoint)?;
+        self.set_parameters(&tensors, &format!("the checkpoint {}", path.display()))
     }
 
     /// Set every parameter and buffer from `(path, tensor)` pairs (e.g. weights exported from
-    /// PyTorch): each must be there with the model's shape; it is converted to the model's dtype.
-    /// `source` names where they come from, for messages.
+    /// PyTorch), as `load_state_dict(strict=True)`: each must be there with the model's shape,
+    /// nothing else may be, and every difference is reported at once (state_dict.rs); values are
+    /// converted to the model's dtype. `source` names where they come from, for messages.
     pub fn set_parameters(&mut self, tensors: &[(String, crate::runtime::tensor::Tensor)], source: &str) -> Result<(), RuntimeError> {
-        for p in self.params.iter().chain(&self.buffers) {
-            let cur = &self.store[&p.id];
-            let t = checkpoint::param_from(tensors, &p.path, &cur.shape, cur.dtype, source).map_err(err)?;
-            self.store.insert(p.id, t);
+        let all: Vec<(u32, String)> = self.params.iter().chain(&self.buffers).map(|p| (p.id, p.path.clone())).collect();
+        let slots: Vec<Slot> = all
+            .iter()
+            .map(|(id, path)| Slot { path: path.clone(), shape: self.store[id].shape.clone(), dtype: self.store[id].dtype })
+            .collect();
+        let what = state_dict::models_named(self.groups.iter().map(|g| &g.model));
+        let loaded = state_dict::match_state(&slots, tensors, &what, source).map_err(err)?;
+        for ((id, _), t) in all.into_iter().zip(loaded) {
+            self.store.insert(id, t);
         }
         self.resident = false;
         Ok(())

@@ -3,7 +3,7 @@
 //! is compiled by the driver (batch norm folded, autocast, fused, memory planned) and runs
 //! through a runner on the chosen device, as training steps do.
 
-use super::checkpoint;
+use super::state_dict;
 use crate::exec::Executor;
 use crate::runner::{Runner, Slot};
 use crate::runtime::tensor::Tensor;
@@ -30,7 +30,7 @@ fn parameters(t: &Tracer, info: &RecipeInfo, model: &Value, root: &Path) -> Resu
     let ck = match info.field("checkpoint") {
         Some(Value::Str(dir)) => {
             let dir = root.join(&**dir);
-            Some((checkpoint::load(&dir).map_err(RuntimeError::Checkpoint)?, dir))
+            Some((state_dict::load_state(&dir).map_err(RuntimeError::Checkpoint)?, dir))
         }
         _ => None,
     };
@@ -43,23 +43,30 @@ fn parameters(t: &Tracer, info: &RecipeInfo, model: &Value, root: &Path) -> Resu
     };
     let mut found = vec![];
     collect_params(&owner, "", &mut found);
-    let mut init = Executor::new(0);
-    let mut out = vec![];
+    let mut ids: Vec<u32> = vec![];
+    let mut slots = vec![];
     for (path, v) in found {
         let Value::Tensor(node) = v else { continue };
         let Op::Param(id) = t.graph.node(node).op else { continue };
-        let w = match &ck {
-            Some((ck, dir)) => {
-                let ty = t.graph.params[id as usize].ty.clone();
-                let shape: Vec<usize> = ty.shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect();
-                let source = format!("the checkpoint in {}", dir.display());
-                checkpoint::param_from(&ck.params, &path, &shape, ty.dtype, &source).map_err(err)?
-            }
-            None => init.param(&t.graph, id)?,
-        };
-        out.push((id, w));
+        if ids.contains(&id) {
+            continue;
+        }
+        let ty = t.graph.params[id as usize].ty.clone();
+        let shape: Vec<usize> = ty.shape.iter().map(|d| d.as_known().unwrap_or(0) as usize).collect();
+        ids.push(id);
+        slots.push(state_dict::Slot { path, shape, dtype: ty.dtype });
     }
-    Ok(out)
+    let values = match &ck {
+        Some((ck, dir)) => {
+            let what = state_dict::models_named(std::iter::once(&owner));
+            state_dict::match_state(&slots, ck, &what, &format!("the checkpoint {}", dir.display())).map_err(err)?
+        }
+        None => {
+            let mut init = Executor::new(0);
+            ids.iter().map(|id| init.param(&t.graph, *id)).collect::<Result<_, _>>()?
+        }
+    };
+    Ok(ids.into_iter().zip(values).collect())
 }
 
 /// Apply the model to one input value; returns the output node.

@@ -17,6 +17,7 @@ pub mod precision;
 mod replicas;
 mod run_loop;
 pub mod schedule;
+pub mod state_dict;
 mod step;
 
 pub use evaluate::EvalGraph;
@@ -280,7 +281,7 @@ impl<'s> Trainer<'s> {
         let runner = crate::runner::open(opts.device, &runner_opts)
             .map_err(|e| RuntimeError::Device(format!("the {} device could not be used: {e}", opts.device.name())))?;
         let scaler = (spec.precision.low() == Some(DType::F16)).then(precision::LossScaler::default);
-        Ok(Trainer {
+        let mut trainer = Trainer {
             session,
             info,
             pipeline,
@@ -303,7 +304,9 @@ impl<'s> Trainer<'s> {
             host_stale: false,
             kernels,
             opts,
-        })
+        };
+        trainer.load_init()?;
+        Ok(trainer)
     }
 
     fn expr_field(&self, name: &str) -> Option<Expr> {
@@ -333,28 +336,15 @@ impl<'s> Trainer<'s> {
 
     /// Load parameters and optimiser state; every tensor must be there with its shape.
     fn restore(&mut self, ck: &checkpoint::Checkpoint) -> Result<(), RuntimeError> {
+        self.set_parameters(&ck.params, "the checkpoint")?;
         let find = |list: &[(String, Tensor)], name: &str| list.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone());
         for (k, p) in self.params.iter().enumerate() {
-            let t = find(&ck.params, &p.path).ok_or_else(|| err(format!("the checkpoint has no parameter `{}`", p.path)))?;
-            let cur = &self.store[&p.id];
-            if t.shape != cur.shape || t.dtype != cur.dtype {
-                return Err(err(format!(
-                    "checkpoint parameter `{}` is {}{:?}, the model's is {}{:?}",
-                    p.path, t.dtype, t.shape, cur.dtype, cur.shape
-                )));
-            }
-            self.store.insert(p.id, t);
             for (j, n) in self.groups[p.group].state_names().iter().enumerate().take(self.states[k].len()) {
                 let name = format!("{}.{n}", p.path);
                 self.states[k][j] =
                     find(&ck.optimizer, &name).ok_or_else(|| err(format!("the checkpoint has no optimiser state `{name}`")))?;
             }
         }
-        for b in &self.buffers {
-            let t = find(&ck.params, &b.path).ok_or_else(|| err(format!("the checkpoint has no buffer `{}`", b.path)))?;
-            self.store.insert(b.id, t);
-        }
-        self.resident = false;
         Ok(())
     }
 

@@ -67,6 +67,7 @@ const TRAIN_FIELDS: &[(&str, Want)] = &[
     ("accumulate", Want::PositiveInt),
     ("seed", Want::Int),
     ("clip_grad_norm", Want::Number),
+    ("init", Want::Str),
 ];
 
 const EVAL_FIELDS: &[(&str, Want)] = &[

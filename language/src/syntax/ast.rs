@@ -59,6 +59,9 @@ pub struct Field {
     pub name: Ident,
     pub value: Expr,
     pub span: Span,
+    /// `...name = expr` in a model: the tuple or record it holds names its parameters directly
+    /// under the model (`0.weight`), as `torch.nn.Sequential` names its children.
+    pub spread: bool,
 }
 
 #[derive(Clone, Debug)]

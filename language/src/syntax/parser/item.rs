@@ -89,6 +89,10 @@ enum Member {
 
 /// `model Name(params) { field = expr; method(params) = expr }` (`model` alone is a name).
 fn model<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, ItemKind> {
+    // `...name = expr`: a spread field (its items are named directly under the model).
+    let spread =
+        at(punct(Punct::Ellipsis), sp).then(name(sp).labelled(Expect::MemberName)).then_ignore(punct(Punct::Eq)).then(g.rhs.clone());
+    let spread = spread.map(|((start, name), value)| Member::Field(Field { span: start.to(value.span), name, value, spread: true }));
     let member = name(sp).labelled(Expect::MemberName).then(choice((
         fn_rest(sp, g).map(|(params, ret, body)| (Some((params, ret)), body)),
         punct(Punct::Eq).ignore_then(g.rhs.clone()).map(|value| (None, value)),
@@ -96,8 +100,9 @@ fn model<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E, ItemK
     let member = member
         .map(|(name, (method, value))| match method {
             Some((params, ret)) => Member::Method(FnDecl { span: name.span.to(value.span), name, params, ret, body: value }),
-            None => Member::Field(Field { span: name.span.to(value.span), name, value }),
+            None => Member::Field(Field { span: name.span.to(value.span), name, value, spread: false }),
         })
+        .or(spread)
         .boxed();
     at(kw(Kw::Model), sp)
         .then(plain_name(sp).labelled(Expect::ModelName))
@@ -158,7 +163,7 @@ fn recipe_entry<'a, E: GrammarError<'a>>(sp: Spans, g: &Exprs<'a, E>) -> P<'a, E
         .labelled(Expect::RecipeField)
         .then_ignore(punct(Punct::Eq))
         .then(g.rhs.clone())
-        .map(|(name, value)| RecipeEntry::Field(Field { span: name.span.to(value.span), name, value }));
+        .map(|(name, value)| RecipeEntry::Field(Field { span: name.span.to(value.span), name, value, spread: false }));
     choice((evaluate.boxed(), checkpoint.boxed(), log.boxed(), step.boxed(), field.boxed())).boxed()
 }
 

@@ -123,7 +123,7 @@ impl Trainer<'_> {
             n_acc,
             total,
             // Relative to the program's folder, whatever the working directory (crate::paths).
-            checkpoint: self.checkpoint_dir().zip(spec.checkpoint.as_ref().map(|c| c.1.clone())),
+            checkpoint: self.checkpoint_dir().zip(spec.checkpoint.as_ref().map(|c| c.1)),
             first_data_s,
         })
     }

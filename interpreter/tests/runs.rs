@@ -96,6 +96,9 @@ fn a_second_run_refuses_and_overwrite_moves_the_first_aside() {
     assert!(err.contains(&format!(" run prog.dl --resume {}", ck.display())), "the command that continues it: {err}");
     assert!(err.contains(" run prog.dl --overwrite") && err.contains(&format!("moved to {}.old-1", ck.display())), "{err}");
     assert!(!text(&second.stdout).contains("trained"), "nothing trained");
+    // Timing runs never touch a run's files.
+    let bench = dlc_in(&proj, &["bench", "prog.dl", "--steps", "2", "--warmup", "1"]);
+    assert!(bench.status.success(), "{}", text(&bench.stderr));
     assert_eq!(manifest(&ck), manifest_before, "the earlier checkpoint is untouched");
     assert_eq!(std::fs::read(ck.join("metrics.jsonl")).unwrap(), metrics_before, "the earlier metrics are untouched");
     // Starting over moves the earlier run aside, whole; the new metrics file holds one run.

@@ -92,6 +92,9 @@ pub struct TrainOptions {
     pub overwrite: bool,
     /// How the run was started (program, `--set`), recorded in every checkpoint's manifest.
     pub record: manifest::RunRecord,
+    /// Write the recipe's checkpoints (and the metrics file beside them). Timing runs (`dlc
+    /// bench`, `dlc tune`) turn it off: they never touch a run's files.
+    pub checkpoints: bool,
     /// Where to append metrics as JSON lines; by default `metrics.jsonl` in the checkpoint directory.
     pub metrics: Option<PathBuf>,
     /// Set (by a Ctrl-C handler) to stop after the current step, saving a checkpoint first.
@@ -140,6 +143,7 @@ impl TrainOptions {
             resume: None,
             overwrite: false,
             record: manifest::RunRecord::default(),
+            checkpoints: true,
             metrics: None,
             interrupt: None,
             observer: None,

@@ -51,8 +51,12 @@ fn mend_torn_line(file: &Path) -> std::io::Result<()> {
 }
 
 impl Trainer<'_> {
-    /// The checkpoint directory the recipe names, relative to the program's folder.
+    /// The checkpoint directory the recipe names, relative to the program's folder (none for a
+    /// run that writes no checkpoints).
     pub fn checkpoint_dir(&self) -> Option<PathBuf> {
+        if !self.opts.checkpoints {
+            return None;
+        }
         self.spec.checkpoint.as_ref().map(|(dir, _)| paths::in_program(&self.opts.root, dir))
     }
 

@@ -51,6 +51,10 @@ enum Cmd {
         /// Append training metrics as JSON lines to FILE (default: metrics.jsonl in the checkpoint directory).
         #[arg(long, value_name = "FILE")]
         metrics: Option<PathBuf>,
+        /// Start over when the checkpoint directory (or metrics file) holds an earlier run: it is
+        /// moved aside to NAME.old-N, not deleted. Without it such a run is refused.
+        #[arg(long)]
+        overwrite: bool,
         /// Run one kernel per op (the eager interpreter) instead of fused kernels; results are equal.
         #[arg(long)]
         no_fuse: bool,
@@ -145,9 +149,9 @@ pub fn main() -> i32 {
     match cli.cmd {
         Cmd::Check { file, json, repeat: Some(n) } => commands::check::timed(&file, n.max(1), json),
         Cmd::Check { file, json, repeat: None } => commands::check::main(&file, json),
-        Cmd::Run { file, dump, seed, set, resume, metrics, no_fuse, no_remat, jit, device } => commands::run::main(
+        Cmd::Run { file, dump, seed, set, resume, metrics, overwrite, no_fuse, no_remat, jit, device } => commands::run::main(
             &file,
-            commands::run::Flags { dump, seed, set, resume, metrics, fuse: !no_fuse, remat: !no_remat, jit, device },
+            commands::run::Flags { dump, seed, set, resume, metrics, overwrite, fuse: !no_fuse, remat: !no_remat, jit, device },
         ),
         Cmd::Explain { file, json, dump } => commands::explain::main(&file, json, dump),
         Cmd::Bench { file, steps, warmup, no_fuse, no_remat, jit, json, profile, recipe, device } => commands::bench::main(

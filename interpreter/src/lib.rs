@@ -8,6 +8,7 @@ pub mod device;
 pub mod exec;
 pub mod kernels;
 pub mod parallel;
+pub mod paths;
 pub mod pipeline;
 pub mod render;
 pub mod runner;

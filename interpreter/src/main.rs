@@ -4,6 +4,7 @@ mod cli;
 mod commands;
 mod console;
 mod reports;
+mod runs;
 mod session;
 
 // mimalloc keeps freed pages for reuse: a training step frees and reallocates the same tensor

@@ -11,9 +11,9 @@ pub fn read_error(file: &Path, e: std::io::Error) -> i32 {
     1
 }
 
-/// The folder a program's relative paths are read from.
+/// The folder a program's relative paths are read from, absolute (`dlc::paths`).
 pub fn root_of(file: &Path) -> PathBuf {
-    file.parent().map(|d| d.to_path_buf()).unwrap_or_default()
+    dlc::paths::program_root(file)
 }
 
 /// Read `file` and run its top-level statements quietly (fused). On an unreadable file or

@@ -168,7 +168,18 @@ fn ctrl_c_saves_a_checkpoint_that_resumes() {
         serde_json::from_str(&std::fs::read_to_string(ck.join("manifest.json")).expect("checkpoint saved on Ctrl-C")).unwrap();
     let step = manifest["step"].as_u64().unwrap();
     assert!(step > 0);
-    let r = dlc(&["run", f.to_str().unwrap(), "--resume", ck.to_str().unwrap(), "--set", &format!("steps={}", step + 5)]);
+    // The message names the exact command that resumes; run as a shell runs it (with a step
+    // limit, as the recipe trains for a million epochs), it continues from the checkpoint.
+    let err = text(&o.stderr);
+    let said = format!("training interrupted at step {step}; the checkpoint in {} continues it:\n  ", ck.display());
+    let command = err.split(&said).nth(1).and_then(|rest| rest.lines().next()).unwrap_or_else(|| panic!("`{said}` in {err}"));
+    assert_eq!(command, format!("{} run {} --resume {}", env!("CARGO_BIN_EXE_dlc"), f.display(), ck.display()));
+    let r = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{command} --set steps={}", step + 5))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .unwrap();
     assert!(r.status.success(), "{}", text(&r.stderr));
     assert!(text(&r.stdout).contains(&format!("resumed from {} at step {step}", ck.display())), "{}", text(&r.stdout));
     assert!(text(&r.stdout).contains(&format!("trained {} steps", step + 5)), "{}", text(&r.stdout));
@@ -199,8 +210,12 @@ fn sigkill_never_leaves_a_corrupt_checkpoint() {
             break;
         }
         let had_checkpoint = ck.join("manifest.json").exists();
+        // A run never clobbers an earlier one: once a checkpoint exists, each run resumes it
+        // (before, one killed ahead of its first checkpoint may have left a metrics file).
+        let resume: &[&str] = if had_checkpoint { &["--resume", ck.to_str().unwrap()] } else { &["--overwrite"] };
         let mut child = Command::new(env!("CARGO_BIN_EXE_dlc"))
             .args(["run", f.to_str().unwrap()])
+            .args(resume)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -238,8 +253,8 @@ fn bad_data_points_at_the_source_and_the_row() {
          train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = sgd()\n  epochs = 1\n  checkpoint \"ck\" every epoch\n}\n",
     )
     .unwrap();
-    // Run from the program's directory: checkpoint directories (and the metrics file in them)
-    // are relative to the working directory, as a PyTorch script's are.
+    // Paths in a program are relative to its folder (docs/language.md, "Paths"), whatever the
+    // working directory.
     let o =
         Command::new(env!("CARGO_BIN_EXE_dlc")).args(["run", "bad.dl"]).current_dir(&dir).env("NO_COLOR", "1").output().expect("run dlc");
     assert_eq!(o.status.code(), Some(1));

@@ -31,6 +31,8 @@ pub struct Flags {
     pub set: Vec<String>,
     pub resume: Option<PathBuf>,
     pub metrics: Option<PathBuf>,
+    /// Move an earlier run in the checkpoint directory (or metrics file) aside and start over.
+    pub overwrite: bool,
     pub fuse: bool,
     pub remat: bool,
     pub jit: bool,
@@ -93,7 +95,14 @@ pub fn main(file: &Path, flags: Flags) -> i32 {
             return 1;
         }
     };
-    let code = Run { p, file, flags: &flags, overrides: &overrides, world: world.clone(), stop: ctrl_c() }.recipes();
+    // Paths on the command line are the working directory's (dlc::paths); a resumed run applies
+    // the `--set` overrides its checkpoint recorded.
+    let resume = flags.resume.as_deref().map(dlc::paths::absolute);
+    let (overrides, record) = match crate::runs::overrides_and_record(file, &overrides, resume.as_deref(), flags.seed) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let code = Run { p, file, flags: &flags, overrides: &overrides, record, world: world.clone(), stop: ctrl_c() }.recipes();
     if code != 0 && code != 130 && world.size() > 1 {
         // The other ranks may be waiting for this one in a collective: end the whole job.
         eprintln!("error: rank {} of {} failed (exit status {code}); ending the job", world.rank(), world.size());
@@ -120,6 +129,7 @@ struct Run<'a> {
     file: &'a Path,
     flags: &'a Flags,
     overrides: &'a [(String, String)],
+    record: dlc::train::manifest::RunRecord,
     world: Rc<dlc::parallel::World>,
     stop: Arc<AtomicBool>,
 }
@@ -197,6 +207,7 @@ impl Run<'_> {
     }
 
     fn evaluate(&mut self, info: RecipeInfo, device: DeviceKind) -> Outcome {
+        say_paths(self.world.is_root(), &dlc::paths::recipe_paths(&root_of(self.file), &info));
         let opts = self.options(device);
         match Trainer::new(&mut self.p.session, info, opts).and_then(|mut t| t.evaluate_recipe()) {
             Ok(_) => Outcome::Done,
@@ -206,6 +217,7 @@ impl Run<'_> {
 
     fn infer(&mut self, info: &RecipeInfo, device: DeviceKind) -> Outcome {
         let root = root_of(self.file);
+        say_paths(self.world.is_root(), &dlc::paths::recipe_paths(&root, info));
         let opts = self.options(device);
         let ropts = dlc::runner::RunnerOptions::new(opts.seed, opts.fuse, opts.jit);
         let mut runner = match dlc::runner::open(device, &ropts) {
@@ -217,7 +229,9 @@ impl Run<'_> {
             dlc::train::infer::generate(session, info, &root, opts.fuse, runner.as_mut()).map(|text| println!("infer: sample\n{text}"))
         } else {
             dlc::train::infer::run(session, info, &root, opts.fuse, runner.as_mut()).map(|y| match info.field("output") {
-                Some(dlc_language::eval::Value::Str(path)) => println!("infer: wrote {} {:?} to {path}", y.dtype, y.shape),
+                Some(dlc_language::eval::Value::Str(path)) => {
+                    println!("infer: wrote {} {:?} to {}", y.dtype, y.shape, dlc::paths::in_program(&root, path).display())
+                }
                 _ => println!("{}", dlc::runtime::format::format_tensor(&y)),
             })
         };
@@ -232,12 +246,19 @@ impl Run<'_> {
 
     fn train(&mut self, info: RecipeInfo, device: DeviceKind) -> Outcome {
         let mut opts = self.options(device);
-        opts.resume = self.flags.resume.clone();
+        opts.resume = self.flags.resume.as_deref().map(dlc::paths::absolute);
+        opts.overwrite = self.flags.overwrite;
+        opts.record = self.record.clone();
         opts.tuning_file = true;
-        opts.metrics = self.flags.metrics.clone();
+        opts.metrics = self.flags.metrics.as_deref().map(dlc::paths::absolute);
         opts.interrupt = Some(self.stop.clone());
         opts.observer = Some(Box::new(crate::console::Console::new(std::io::stderr().is_terminal())));
+        let mut checkpoint_dir = None;
+        let root_rank = self.world.is_root();
         let result = Trainer::new(&mut self.p.session, info, opts).and_then(|mut t| {
+            checkpoint_dir = t.checkpoint_dir();
+            let paths = t.paths();
+            say_paths(root_rank, &paths);
             let r = t.run();
             if device.is_gpu() {
                 eprintln!("device: {}", runner_summary(&t.runner_report()));
@@ -246,6 +267,13 @@ impl Run<'_> {
         });
         let world = &self.world;
         match result {
+            Ok(r) if r.already_finished && world.is_root() => {
+                println!(
+                    "already finished at step {}: the checkpoint has reached the recipe's `steps` or `epochs`; nothing was trained (`--set steps=N` or `--set epochs=N` with more goes on)",
+                    r.steps
+                );
+                Outcome::Done
+            }
             Ok(r) if world.is_root() => {
                 let ranks = if world.size() > 1 { format!(" on {} ranks", world.size()) } else { String::new() };
                 println!("trained {} steps{ranks}", r.steps);
@@ -262,6 +290,18 @@ impl Run<'_> {
                 Outcome::Done
             }
             Ok(_) => Outcome::Done,
+            Err(RuntimeError::Interrupted) => {
+                if world.is_root() {
+                    eprint!("{}", crate::runs::interrupted(checkpoint_dir.as_deref(), world.size()));
+                }
+                Outcome::Exit(130)
+            }
+            Err(RuntimeError::RunExists(path)) => {
+                if world.is_root() {
+                    eprint!("{}", crate::runs::run_exists(&path, world.size()));
+                }
+                Outcome::Exit(1)
+            }
             Err(e) => self.failed("training", "train", e),
         }
     }
@@ -269,12 +309,6 @@ impl Run<'_> {
     /// A recipe that failed: said by the kind of error.
     fn failed(&self, what: &str, keyword: &str, e: RuntimeError) -> Outcome {
         match e {
-            RuntimeError::Interrupted => {
-                if self.world.is_root() {
-                    eprintln!("training interrupted; the last checkpoint (if the recipe names a directory) lets `--resume` continue");
-                }
-                Outcome::Exit(130)
-            }
             RuntimeError::NotExecutedYet(msg) => Outcome::Skipped(format!("`{keyword}`: {msg}")),
             RuntimeError::Data { message, span } => {
                 // Point at the source expression that named the file, like a compile error.
@@ -288,6 +322,15 @@ impl Run<'_> {
                 eprintln!("error: {what} failed: {other}");
                 Outcome::Exit(1)
             }
+        }
+    }
+}
+
+/// Say each path a recipe reads or writes, resolved (dlc::paths), before it runs (rank 0).
+fn say_paths(root_rank: bool, paths: &[(&str, PathBuf)]) {
+    if root_rank {
+        for (role, path) in paths {
+            eprintln!("{role}: {}", path.display());
         }
     }
 }

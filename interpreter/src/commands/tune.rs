@@ -26,6 +26,7 @@ pub fn main(file: &Path) -> i32 {
         }
         let mut opts = TrainOptions::new(root.clone(), 0);
         opts.tuning_file = true;
+        opts.checkpoints = false;
         let result = Trainer::new(&mut p.session, info, opts).and_then(|mut t| t.run().map(|_| crate::reports::tuning(t.kernels())));
         match result {
             Ok(r) => println!(

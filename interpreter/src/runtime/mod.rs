@@ -29,6 +29,10 @@ pub enum RuntimeError {
     /// A checkpoint could not be read or written.
     #[error("{0}")]
     Checkpoint(String),
+    /// Training would write into a checkpoint directory or metrics file that holds an earlier
+    /// run (`--resume` continues it, `--overwrite` moves it aside and starts over).
+    #[error("{} holds an earlier run", .0.display())]
+    RunExists(std::path::PathBuf),
     /// The device could not be opened or failed.
     #[error("{0}")]
     Device(String),

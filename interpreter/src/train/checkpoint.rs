@@ -93,6 +93,11 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 pub fn save(dir: &Path, ck: &Checkpoint) -> Result<(), String> {
+    save_run(dir, ck, &super::manifest::RunRecord::default())
+}
+
+/// [`save`], the manifest recording how the run was started (`--resume` reads it back).
+pub fn save_run(dir: &Path, ck: &Checkpoint, run: &super::manifest::RunRecord) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     // One metadata key, so the header (a hash map in the crate) is byte-for-byte reproducible;
     // the step and the rest live in the manifest.
@@ -103,10 +108,7 @@ pub fn save(dir: &Path, ck: &Checkpoint) -> Result<(), String> {
     std::fs::create_dir_all(&step_dir).map_err(io)?;
     write_atomic(&step_dir.join("model.safetensors"), &serialize(&ck.params, meta.clone())?).map_err(io)?;
     write_atomic(&step_dir.join("optimizer.safetensors"), &serialize(&ck.optimizer, meta)?).map_err(io)?;
-    let manifest = serde_json::json!({
-        "format": "dlc-checkpoint-1", "step": ck.step, "epoch": ck.epoch, "seed": ck.seed,
-        "dir": name, "files": ["model.safetensors", "optimizer.safetensors"],
-    });
+    let manifest = super::manifest::json(ck.step, ck.epoch, ck.seed, &name, run);
     write_atomic(&dir.join("manifest.json"), serde_json::to_string_pretty(&manifest).unwrap_or_default().as_bytes()).map_err(io)?;
     // Only now is the previous checkpoint unreferenced.
     if let Ok(entries) = std::fs::read_dir(dir) {

@@ -187,7 +187,7 @@ impl<'s> Trainer<'s> {
     }
 
     /// The recipe's `evaluate DATA every ... { metrics }` clauses: (data, metrics, every).
-    fn evaluate_clauses(&self) -> Vec<(Expr, Expr, dlc_language::syntax::ast::Every)> {
+    pub(super) fn evaluate_clauses(&self) -> Vec<(Expr, Expr, dlc_language::syntax::ast::Every)> {
         self.info
             .recipe
             .entries
@@ -200,7 +200,7 @@ impl<'s> Trainer<'s> {
     }
 
     /// The pipeline a clause's data expression names.
-    fn clause_pipeline(&mut self, data: &Expr) -> Result<Rc<Pipeline>, RuntimeError> {
+    pub(super) fn clause_pipeline(&mut self, data: &Expr) -> Result<Rc<Pipeline>, RuntimeError> {
         let t = &mut self.session.t;
         t.ctx = Ctx { module: self.info.module, instance: None, env: vec![] };
         match t.eval(data) {

@@ -25,7 +25,9 @@ impl Metrics {
     fn write(&mut self, v: serde_json::Value) {
         use std::io::Write;
         if let Some(f) = &mut self.0 {
-            let _ = writeln!(f, "{v}");
+            // One write a line: a run killed mid-write leaves at most one torn line, which a
+            // resumed run ends before appending (run_dir.rs).
+            let _ = f.write_all(format!("{v}\n").as_bytes());
         }
     }
 }
@@ -56,6 +58,7 @@ impl Observer for Metrics {
             }
             Event::Evaluated { step, evaluation } => evaluation.json(step),
             Event::Interrupted { step } => json!({"step": step, "event": "interrupted"}),
+            Event::Resumed { step, .. } => json!({"step": step, "event": "resumed"}),
             _ => return,
         };
         self.write(line);

@@ -7,6 +7,7 @@ pub mod checkpoint;
 mod evaluate;
 mod groups;
 pub mod infer;
+pub mod manifest;
 mod metric_names;
 mod metrics;
 pub mod observer;
@@ -15,6 +16,7 @@ mod overrides;
 pub mod png;
 pub mod precision;
 mod replicas;
+mod run_dir;
 mod run_loop;
 pub mod schedule;
 pub mod state_dict;
@@ -25,6 +27,7 @@ use groups::{Group, Param};
 pub use metric_names::shown;
 pub use observer::{Event, Observer};
 pub use overrides::apply_overrides;
+pub use run_dir::{aside_path, holds_run, move_aside};
 use step::Step;
 
 use crate::exec::Executor;
@@ -85,6 +88,14 @@ pub struct TrainOptions {
     pub seed: u64,
     /// Continue from this checkpoint directory (`dlc run --resume DIR`).
     pub resume: Option<PathBuf>,
+    /// Start over when the checkpoint directory or metrics file holds an earlier run, moving it
+    /// aside to `NAME.old-N` (`dlc run --overwrite`); without it such a run is refused.
+    pub overwrite: bool,
+    /// How the run was started (program, `--set`), recorded in every checkpoint's manifest.
+    pub record: manifest::RunRecord,
+    /// Write the recipe's checkpoints (and the metrics file beside them). Timing runs (`dlc
+    /// bench`, `dlc tune`) turn it off: they never touch a run's files.
+    pub checkpoints: bool,
     /// Where to append metrics as JSON lines; by default `metrics.jsonl` in the checkpoint directory.
     pub metrics: Option<PathBuf>,
     /// Set (by a Ctrl-C handler) to stop after the current step, saving a checkpoint first.
@@ -131,6 +142,9 @@ impl TrainOptions {
             root,
             seed,
             resume: None,
+            overwrite: false,
+            record: manifest::RunRecord::default(),
+            checkpoints: true,
             metrics: None,
             interrupt: None,
             observer: None,
@@ -156,6 +170,8 @@ pub struct TrainReport {
     pub losses: Vec<(usize, f64)>,
     /// Each evaluation, in order.
     pub evals: Vec<Evaluation>,
+    /// The resumed checkpoint had reached the recipe's `steps` or `epochs` already: nothing ran.
+    pub already_finished: bool,
 }
 
 /// The metrics of one evaluation over a data set.
@@ -355,7 +371,7 @@ impl<'s> Trainer<'s> {
         if !self.world.is_root() {
             return Ok(());
         }
-        checkpoint::save(dir, &self.checkpoint(step, epoch)).map_err(RuntimeError::Checkpoint)?;
+        checkpoint::save_run(dir, &self.checkpoint(step, epoch), &self.opts.record).map_err(RuntimeError::Checkpoint)?;
         self.emit(&Event::CheckpointSaved { dir, step });
         Ok(())
     }

@@ -5,7 +5,7 @@
 
 use super::evaluate::When;
 use super::metrics::Metrics;
-use super::observer::Event;
+use super::observer::{Event, Observer};
 use super::{checkpoint, err, schedule, Control, StepEvent, TrainReport, Trainer};
 use crate::pipeline::{Batches, Element};
 use crate::runtime::RuntimeError;
@@ -45,7 +45,13 @@ impl Progress {
 
 impl Trainer<'_> {
     pub(super) fn run_steps(&mut self) -> Result<TrainReport, RuntimeError> {
+        // Nothing is read or written before it is clear this run may write where it would.
+        self.claim_run_files()?;
         let (step, start_epoch) = self.resume()?;
+        if self.opts.resume.is_some() && (self.spec.steps.is_some_and(|m| step >= m) || self.spec.epochs.is_some_and(|e| start_epoch >= e))
+        {
+            return Ok(TrainReport { steps: step, already_finished: true, ..Default::default() });
+        }
         // Every rank starts from rank 0's parameters and state (its init, or what it resumed).
         self.broadcast_replicas()?;
         let data_started = Instant::now();
@@ -53,15 +59,14 @@ impl Trainer<'_> {
         let first_data_s = data_started.elapsed().as_secs_f64();
         let h = self.horizon(first.len(), first_data_s)?;
         // Opened once the data have loaded: a run that cannot start writes nothing.
-        let metrics_path = self.opts.metrics.clone().or_else(|| h.checkpoint.as_ref().map(|c| c.0.join("metrics.jsonl")));
-        // Written once, by rank 0.
-        self.metrics = Metrics::open(metrics_path.filter(|_| self.world.is_root()))?;
+        // Written once, by rank 0; a resumed run's lines follow a `resumed` line.
+        self.metrics = Metrics::open(self.metrics_path().filter(|_| self.world.is_root()))?;
+        if let Some(dir) = self.opts.resume.clone() {
+            self.metrics.event(&Event::Resumed { dir: &dir, step });
+        }
         let skip_in_epoch = if self.opts.resume.is_some() { step.saturating_sub(start_epoch * h.per_epoch) } else { 0 };
         // Epoch 0's batches were read to size the schedule; a resumed run starts elsewhere.
         let mut batches = if start_epoch == 0 { Some(first) } else { None };
-        if h.max_steps.is_some_and(|m| step >= m) || start_epoch >= h.epochs {
-            return Ok(TrainReport { steps: step, ..Default::default() });
-        }
         let mut p = Progress { step, first_step: step, samples: 0, started: Instant::now(), report: TrainReport::default() };
         for epoch in start_epoch..h.epochs {
             let skip = if epoch == start_epoch { skip_in_epoch } else { 0 };
@@ -117,7 +122,8 @@ impl Trainer<'_> {
             per_epoch,
             n_acc,
             total,
-            checkpoint: spec.checkpoint.clone().map(|(dir, every)| (PathBuf::from(dir), every)),
+            // Relative to the program's folder, whatever the working directory (crate::paths).
+            checkpoint: self.checkpoint_dir().zip(spec.checkpoint.as_ref().map(|c| c.1)),
             first_data_s,
         })
     }

@@ -161,6 +161,7 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
     opts.remat = remat;
     opts.jit = jit;
     opts.tuning_file = true;
+    opts.checkpoints = false;
     let choice = dlc::device::for_recipe(&info, o.device).map(|c| c.0)?;
     // Under mpirun, each rank times its steps of the data-parallel job.
     let world = std::rc::Rc::new(dlc::parallel::World::from_environment()?);

@@ -22,40 +22,48 @@ impl Console {
         }
     }
 
-    fn draw(&mut self, epoch: usize, done: usize, per_epoch: usize, logged: &[(String, f64)], samples_per_s: f64, eta_s: f64) {
+    /// `epoch 2/3 [########          ] step 45/120 loss 0.4321 5210 samples/s ETA 12s`: the bar
+    /// and the ETA over the steps the whole run takes, not over the epoch's batches.
+    fn draw(&mut self, epoch: usize, step: usize, total: usize, per_epoch: usize, logged: &[(String, f64)], samples_per_s: f64, eta_s: f64) {
         if !self.progress || self.last_draw.elapsed().as_millis() < 100 {
             return;
         }
         self.last_draw = Instant::now();
-        let width = 24;
-        let filled = (done * width / per_epoch.max(1)).min(width);
-        eprint!(
-            "\r\x1b[2Kepoch {epoch} [{}{}] {done}/{per_epoch} {} {:.4} {samples_per_s:.0} samples/s ETA {}",
-            "#".repeat(filled),
-            " ".repeat(width - filled),
-            logged[0].0,
-            logged[0].1,
-            eta(eta_s)
-        );
+        eprint!("\r\x1b[2K{}", progress_line(epoch, step, total, per_epoch, &logged[0], samples_per_s, eta_s));
     }
+}
+
+/// The progress line's text (without the terminal's redraw codes).
+pub fn progress_line(epoch: usize, step: usize, total: usize, per_epoch: usize, first: &(String, f64), samples_per_s: f64, eta_s: f64) -> String {
+    let width = 24;
+    let filled = (step * width / total.max(1)).min(width);
+    let epochs = total.div_ceil(per_epoch.max(1));
+    format!(
+        "epoch {epoch}/{epochs} [{}{}] step {step}/{total} {} {:.4} {samples_per_s:.0} samples/s ETA {}",
+        "#".repeat(filled),
+        " ".repeat(width - filled),
+        first.0,
+        first.1,
+        eta(eta_s)
+    )
 }
 
 impl Observer for Console {
     fn event(&mut self, e: &Event) {
         match *e {
             Event::Resumed { dir, step } => println!("resumed from {} at step {step}", dir.display()),
-            Event::Step { epoch, done_in_epoch, per_epoch, logged, samples_per_s, eta_s, .. } => {
-                self.draw(epoch, done_in_epoch, per_epoch, logged, samples_per_s, eta_s)
+            Event::Step { epoch, step, total, per_epoch, logged, samples_per_s, eta_s, .. } => {
+                self.draw(epoch, step, total, per_epoch, logged, samples_per_s, eta_s)
             }
             Event::Logged { epoch, step, logged, lr, samples_per_s } => {
                 self.clear_progress();
                 let shown: Vec<String> = logged.iter().map(|(n, v)| format!("{n} {v:.4}")).collect();
                 println!("epoch {epoch} step {step}: {}, lr {lr:.3e}, {samples_per_s:.0} samples/s", shown.join(", "));
             }
-            Event::EpochDone { epoch, steps, mean_loss, secs, data_s, loss_scale, .. } => {
+            Event::EpochDone { epoch, steps, loss_name, mean_loss, secs, data_s, loss_scale, .. } => {
                 self.clear_progress();
                 println!(
-                    "epoch {epoch} done: mean loss {mean_loss:.4} over {steps} steps in {secs:.1} s (data prepared in {data_s:.2} s before){}",
+                    "epoch {epoch} done: mean {loss_name} {mean_loss:.4} over {steps} steps in {secs:.1} s (data prepared in {data_s:.2} s before){}",
                     loss_scale.map(|(s, k)| format!("; f16 loss scale {s}, {k} steps skipped so far")).unwrap_or_default()
                 );
             }

@@ -9,6 +9,7 @@ pub mod exec;
 pub mod kernels;
 pub mod parallel;
 pub mod pipeline;
+pub mod plot;
 pub mod render;
 pub mod runner;
 pub mod runtime;

@@ -8,7 +8,7 @@ mod evaluate;
 mod groups;
 pub mod infer;
 mod metric_names;
-mod metrics;
+pub mod metrics;
 pub mod observer;
 mod on_runner;
 mod overrides;
@@ -17,13 +17,14 @@ pub mod precision;
 mod replicas;
 mod run_loop;
 pub mod schedule;
+mod tensorboard;
 mod step;
 
 pub use evaluate::EvalGraph;
 use groups::{Group, Param};
 pub use metric_names::shown;
 pub use observer::{Event, Observer};
-pub use overrides::apply_overrides;
+pub use overrides::{apply_overrides, SETTABLE};
 use step::Step;
 
 use crate::exec::Executor;
@@ -172,9 +173,9 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
-    /// Its metrics-file line: `{"step": .., "epoch": .., "evaluate": "test_set", "accuracy": .., "examples": ..}`.
+    /// Its metrics-file line: `{"kind": "eval", "step": .., "epoch": .., "data": "test_set", "examples": .., "accuracy": ..}`.
     fn json(&self, step: usize) -> serde_json::Value {
-        let mut line = serde_json::json!({"step": step, "epoch": self.epoch, "evaluate": self.data, "examples": self.examples});
+        let mut line = serde_json::json!({"kind": "eval", "step": step, "epoch": self.epoch, "data": self.data, "examples": self.examples});
         for (n, v) in self.names.iter().zip(&self.values) {
             line[n.as_str()] = serde_json::json!(v);
         }

@@ -24,7 +24,16 @@ impl Console {
 
     /// `epoch 2/3 [########          ] step 45/120 loss 0.4321 5210 samples/s ETA 12s`: the bar
     /// and the ETA over the steps the whole run takes, not over the epoch's batches.
-    fn draw(&mut self, epoch: usize, step: usize, total: usize, per_epoch: usize, logged: &[(String, f64)], samples_per_s: f64, eta_s: f64) {
+    fn draw(
+        &mut self,
+        epoch: usize,
+        step: usize,
+        total: usize,
+        per_epoch: usize,
+        logged: &[(String, f64)],
+        samples_per_s: f64,
+        eta_s: f64,
+    ) {
         if !self.progress || self.last_draw.elapsed().as_millis() < 100 {
             return;
         }
@@ -34,7 +43,15 @@ impl Console {
 }
 
 /// The progress line's text (without the terminal's redraw codes).
-pub fn progress_line(epoch: usize, step: usize, total: usize, per_epoch: usize, first: &(String, f64), samples_per_s: f64, eta_s: f64) -> String {
+pub fn progress_line(
+    epoch: usize,
+    step: usize,
+    total: usize,
+    per_epoch: usize,
+    first: &(String, f64),
+    samples_per_s: f64,
+    eta_s: f64,
+) -> String {
     let width = 24;
     let filled = (step * width / total.max(1)).min(width);
     let epochs = total.div_ceil(per_epoch.max(1));

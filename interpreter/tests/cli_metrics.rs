@@ -222,10 +222,16 @@ fn a_run_writes_metrics_tensorboard_events_and_plots() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     // The device line, on the CPU too.
     assert!(text(&o.stderr).lines().any(|l| l.starts_with("device: ")), "{}", text(&o.stderr));
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&metrics).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(&metrics).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let epochs: Vec<_> = lines.iter().filter(|l| l["kind"] == "epoch").collect();
     assert_eq!(epochs.len(), 3);
-    let events = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).find(|p| p.to_string_lossy().contains("tfevents")).expect("an event file beside the metrics");
+    let events = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains("tfevents"))
+        .expect("an event file beside the metrics");
     let scalars = read_events(&events);
     for e in &epochs {
         let step = e["step"].as_i64().unwrap();
@@ -233,7 +239,8 @@ fn a_run_writes_metrics_tensorboard_events_and_plots() {
         assert!(scalars.contains(&(step, "epoch/loss".into(), loss)), "epoch/loss at {step} = {loss}: {scalars:?}");
     }
     let last_eval = lines.iter().rev().find(|l| l["kind"] == "eval").expect("evaluations");
-    let acc = (last_eval["step"].as_i64().unwrap(), "eval/all_flowers/accuracy".to_string(), last_eval["accuracy"].as_f64().unwrap() as f32);
+    let acc =
+        (last_eval["step"].as_i64().unwrap(), "eval/all_flowers/accuracy".to_string(), last_eval["accuracy"].as_f64().unwrap() as f32);
     assert!(scalars.contains(&acc), "{acc:?} in {scalars:?}");
     let train: Vec<_> = lines.iter().filter(|l| l["kind"] == "train").collect();
     assert_eq!(train.iter().map(|l| l["step"].as_i64().unwrap()).collect::<Vec<_>>(), [4, 8, 12, 16, 20, 24, 28]);

@@ -71,8 +71,11 @@ fn models_json(p: &Program) -> Vec<serde_json::Value> {
                 .params
                 .iter()
                 .map(|(name, ty)| {
-                    let shape: Vec<_> =
-                        ty.shape.iter().map(|d| d.as_known().map(|n| serde_json::json!(n)).unwrap_or_else(|| serde_json::json!(d.to_string()))).collect();
+                    let shape: Vec<_> = ty
+                        .shape
+                        .iter()
+                        .map(|d| d.as_known().map(|n| serde_json::json!(n)).unwrap_or_else(|| serde_json::json!(d.to_string())))
+                        .collect();
                     serde_json::json!({"name": name, "type": ty.to_string(), "dtype": ty.dtype.to_string(), "shape": shape})
                 })
                 .collect();

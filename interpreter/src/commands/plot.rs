@@ -8,7 +8,11 @@ pub fn main(run: &Path, out: Option<&Path>) -> i32 {
     let text = match std::fs::read_to_string(&file) {
         Ok(t) => t,
         Err(e) => {
-            let what = if run.is_dir() { format!("{} holds no metrics file ({}: {e})", run.display(), file.display()) } else { format!("cannot read {}: {e}", file.display()) };
+            let what = if run.is_dir() {
+                format!("{} holds no metrics file ({}: {e})", run.display(), file.display())
+            } else {
+                format!("cannot read {}: {e}", file.display())
+            };
             eprintln!("error: {what}\n  note: `dlc run` writes metrics.jsonl into the recipe's checkpoint directory, or where `--metrics FILE` says");
             return 1;
         }

@@ -14,7 +14,8 @@ use text::MonoText;
 pub const PANEL: (u32, u32) = (640, 360);
 
 /// Distinct line colours (matplotlib's first five).
-const COLORS: [RGBColor; 5] = [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44), RGBColor(214, 39, 40), RGBColor(148, 103, 189)];
+const COLORS: [RGBColor; 5] =
+    [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44), RGBColor(214, 39, 40), RGBColor(148, 103, 189)];
 
 /// The image's size for `n` charts.
 pub fn size(n: usize) -> (u32, u32) {

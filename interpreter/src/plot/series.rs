@@ -52,7 +52,10 @@ pub fn panels(lines: &[Value]) -> Vec<Panel> {
     for l in lines {
         let Some(obj) = l.as_object() else { continue };
         let step = l["step"].as_f64().unwrap_or(0.0);
-        let values = obj.iter().filter(|(k, _)| !crate::train::metrics::NOT_VALUES.contains(&k.as_str())).filter_map(|(k, v)| Some((k, v.as_f64()?)));
+        let values = obj
+            .iter()
+            .filter(|(k, _)| !crate::train::metrics::NOT_VALUES.contains(&k.as_str()))
+            .filter_map(|(k, v)| Some((k, v.as_f64()?)));
         match l["kind"].as_str() {
             Some("train") => {
                 for (k, v) in values {
@@ -114,7 +117,10 @@ mod tests {
         let (lines, replaced) = last_run(text).unwrap();
         assert_eq!(replaced, 2, "steps 20 and 30 of the first attempt");
         let p = panels(&lines);
-        assert_eq!(p.iter().map(|p| p.title.as_str()).collect::<Vec<_>>(), ["training (logged steps; epoch means)", "learning rate", "evaluation: accuracy"]);
+        assert_eq!(
+            p.iter().map(|p| p.title.as_str()).collect::<Vec<_>>(),
+            ["training (logged steps; epoch means)", "learning rate", "evaluation: accuracy"]
+        );
         assert_eq!(p[0].series[0].points, [(10.0, 2.0), (20.0, 1.4), (30.0, 0.9)]);
         assert_eq!(p[2].series[0].label, "va");
         assert!(last_run("{\"loss\": 1}").is_err(), "a line without a step");

@@ -35,7 +35,8 @@ impl Metrics {
             .open(&p)
             .map_err(|e| RuntimeError::Io(format!("cannot open {}: {e}", p.display())))?;
         // `tensorboard --logdir` finds the event file in the metrics file's directory.
-        let events = EventWriter::create(dir).map_err(|e| RuntimeError::Io(format!("cannot write TensorBoard events in {}: {e}", dir.display())))?;
+        let events =
+            EventWriter::create(dir).map_err(|e| RuntimeError::Io(format!("cannot write TensorBoard events in {}: {e}", dir.display())))?;
         Ok(Metrics { file: Some(f), events: Some(events) })
     }
 

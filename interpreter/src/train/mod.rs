@@ -17,8 +17,8 @@ pub mod precision;
 mod replicas;
 mod run_loop;
 pub mod schedule;
-mod tensorboard;
 mod step;
+mod tensorboard;
 
 pub use evaluate::EvalGraph;
 use groups::{Group, Param};

@@ -27,9 +27,8 @@ fn top_level() -> impl Iterator<Item = &'static str> {
 /// `--set epoch=1`: what was meant, and everything that can be set.
 fn unknown_field(key: &str, raw: &str) -> String {
     let root = key.split('.').next().unwrap_or(key);
-    let hint = did_you_mean(root, top_level())
-        .map(|m| format!("did you mean `--set {}={raw}`? ", key.replacen(root, &m, 1)))
-        .unwrap_or_default();
+    let hint =
+        did_you_mean(root, top_level()).map(|m| format!("did you mean `--set {}={raw}`? ", key.replacen(root, &m, 1))).unwrap_or_default();
     let all: Vec<&str> = SETTABLE.iter().map(|(n, _)| *n).collect();
     format!("`--set {key}={raw}`: `{root}` is not a recipe field that `--set` can set; {hint}settable: {}", all.join(", "))
 }
@@ -100,7 +99,8 @@ pub fn apply_overrides(info: &mut RecipeInfo, overrides: &[(String, String)]) ->
                 };
                 if !items.iter().any(|(n, _)| n == sub) {
                     let names: Vec<&str> = items.iter().map(|(n, _)| n.as_str()).collect();
-                    let hint = did_you_mean(sub, names.iter().copied()).map(|m| format!("did you mean `{field}.{m}`? ")).unwrap_or_default();
+                    let hint =
+                        did_you_mean(sub, names.iter().copied()).map(|m| format!("did you mean `{field}.{m}`? ")).unwrap_or_default();
                     return Err(format!("`{field}` has no field `{sub}`; {hint}it has {}", names.join(", ")));
                 }
                 let new: Vec<(String, Value)> = items

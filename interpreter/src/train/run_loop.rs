@@ -73,7 +73,14 @@ impl Trainer<'_> {
         if h.max_steps.is_some_and(|m| step >= m) || start_epoch >= h.epochs {
             return Ok(TrainReport { steps: step, ..Default::default() });
         }
-        let mut p = Progress { step, first_step: step, samples: 0, started: Instant::now(), report: TrainReport::default(), loss_name: String::new() };
+        let mut p = Progress {
+            step,
+            first_step: step,
+            samples: 0,
+            started: Instant::now(),
+            report: TrainReport::default(),
+            loss_name: String::new(),
+        };
         for epoch in start_epoch..h.epochs {
             let skip = if epoch == start_epoch { skip_in_epoch } else { 0 };
             if self.epoch(&h, &mut p, epoch, skip, batches.take())? {
@@ -156,7 +163,16 @@ impl Trainer<'_> {
         let secs = epoch_started.elapsed().as_secs_f64();
         let loss_scale = self.loss_scale();
         let loss_name = &p.loss_name;
-        self.emit(&Event::EpochDone { epoch: epoch + 1, step: p.step, steps: epoch_loss.1, loss_name, mean_loss: mean, secs, data_s, loss_scale });
+        self.emit(&Event::EpochDone {
+            epoch: epoch + 1,
+            step: p.step,
+            steps: epoch_loss.1,
+            loss_name,
+            mean_loss: mean,
+            secs,
+            data_s,
+            loss_scale,
+        });
         p.report.losses.push((p.step, mean));
         self.evaluate(epoch + 1, When::EpochEnd, p.step, &mut p.report)?;
         // Every N epochs, and after the last epoch whatever the interval.

@@ -20,7 +20,8 @@ impl EventWriter {
     /// files whose names contain `tfevents`), starting with the version record.
     pub fn create(dir: &Path) -> std::io::Result<EventWriter> {
         let now = wall_time();
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into());
+        let host =
+            std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into());
         let path = dir.join(format!("events.out.tfevents.{:010}.{host}.{}.0", now as u64, std::process::id()));
         let file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
         let mut w = EventWriter { file };

@@ -297,7 +297,7 @@ def dlc_first_step(cfg):
                         env=dlc_env(cfg.threads))
             lines = json_lines(metrics.read_text()) if metrics.exists() else []
         walls.append(child.wall_s)
-        first = next((m for m in lines if m.get("event") == "first_step" and "since_start_s" in m), None)
+        first = next((m for m in lines if m.get("kind", m.get("event")) == "first_step" and "since_start_s" in m), None)
         if first:
             firsts.append(first["since_start_s"])
             datas.append(first.get("data_s"))

@@ -25,4 +25,6 @@ else
   python3 -m venv .venv
   .venv/bin/pip install --quiet -r peers/requirements.txt safetensors
 fi
+# TensorBoard's own reader checks the event files `dlc run` writes (interpreter/tests/cli_metrics.rs).
+.venv/bin/python -c "import tensorboard" 2>/dev/null || .venv/bin/pip install --quiet tensorboard
 .venv/bin/python -c "import torch; print('torch', torch.__version__)"

@@ -8,14 +8,43 @@ use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
 Examples:
-  dlc run examples/tour.dl           run a program's top-level statements
+  dlc run examples/mnist_mlp.dl      train it (progress, metrics, checkpoints), then evaluate
+  dlc run examples/iris.dl --set epochs=1 --set optimizer.lr=0.01
   dlc check examples/mnist_mlp.dl    type-check shapes and dtypes; summarise models
   dlc check --json bad.dl            diagnostics as JSON, for editors and tools
+  dlc plot runs/mnist                draw the run's loss, learning rate and metrics into a PNG
   dlc run examples/gelu.dl --dump=ir print the graph IR the program lowers to
-  dlc repl                           interactive session (:help inside)";
+  dlc repl                           interactive session (:help inside)
+
+Environment:
+  DLC_EMULATE_GPU=1    run the GPU path on an emulated GPU built for the CPU with $CXX (tests)
+  DLC_AUTOTUNE=0       do not time native code against the interpreter for large fused regions
+  DLC_TUNE_CACHE=0     neither read nor write the tuning file (tune.json in the cache directory)
+  DLC_NATIVE_ROWS=0    never run row kernels (softmax, layer norm) through native code
+  DLC_NO_AVX512=1      use the AVX2/FMA elementwise kernels on a CPU with AVX-512
+  DLC_CACHE_DIR=DIR    where compiled GPU kernels and tune.json are kept
+                       (default: $XDG_CACHE_HOME/dlc, else ~/.cache/dlc)
+  DLC_HISTORY=FILE     the REPL's history file (default: ~/.dlc_history)
+  RAYON_NUM_THREADS=N  threads for kernels and data (default: all cores; shared between the
+                       ranks of an MPI job on one machine)
+  CC, CXX, PTXAS       the compilers `dlc kernels --check` and the emulated GPU run
+  NO_COLOR=1           diagnostics without colour";
+
+/// `dlc --version`: the workspace's version and the commit it was built from (build.rs).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("DLC_COMMIT"), ")");
+
+/// `--set`'s long help: the fields it can set, from the one list the overrides check against.
+fn set_help() -> String {
+    let rows: Vec<String> = dlc::train::SETTABLE.iter().map(|(n, what)| format!("  {n:<16} {what}")).collect();
+    format!(
+        "Override a recipe field of the `train` recipe, repeatable: `--set epochs=1 --set optimizer.lr=3e-4`. \
+         The value must be of the field's kind. A schedule keeps the horizon the recipe writes.\n\nFIELD is one of:\n{}",
+        rows.join("\n")
+    )
+}
 
 #[derive(Parser)]
-#[command(name = "dlc", version, about = "Compiler and runtime for DL, a declarative language for deep-learning training scripts", after_help = EXAMPLES)]
+#[command(name = "dlc", version = VERSION, about = "Compiler and runtime for DL, a declarative language for deep-learning training scripts", after_help = EXAMPLES)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -25,6 +54,7 @@ struct Cli {
 enum Cmd {
     /// Parse and type-check a file; print diagnostics, or a summary of its models.
     Check {
+        /// The `.dl` program to check.
         file: PathBuf,
         /// Print diagnostics (or the summary) as JSON.
         #[arg(long)]
@@ -33,8 +63,11 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         repeat: Option<usize>,
     },
-    /// Check a file, then run its top-level statements.
+    /// Check a file, then run it: its top-level statements, then each recipe in order (`train`
+    /// trains with a progress bar, metrics and checkpoints; `evaluate` and `infer` run a trained
+    /// model).
     Run {
+        /// The `.dl` program to run.
         file: PathBuf,
         /// Print an intermediate form: the syntax tree or the graph IR.
         #[arg(long, value_enum)]
@@ -42,13 +75,15 @@ enum Cmd {
         /// Seed for parameter initialisation (random tensors take their own `seed:`).
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Override a recipe field: `--set epochs=1 --set optimizer.lr=3e-4`.
-        #[arg(long = "set", value_name = "FIELD=VALUE")]
+        /// Override a `train` recipe field (repeatable): epochs, steps, accumulate,
+        /// clip_grad_norm, precision, optimizer.FIELD, schedule.FIELD, parallel.FIELD.
+        #[arg(long = "set", value_name = "FIELD=VALUE", long_help = set_help())]
         set: Vec<String>,
         /// Continue training from a checkpoint directory written by `checkpoint "DIR" every ...`.
         #[arg(long, value_name = "DIR")]
         resume: Option<PathBuf>,
-        /// Append training metrics as JSON lines to FILE (default: metrics.jsonl in the checkpoint directory).
+        /// Append training metrics as JSON lines to FILE, with TensorBoard events beside it
+        /// (default: metrics.jsonl in the checkpoint directory).
         #[arg(long, value_name = "FILE")]
         metrics: Option<PathBuf>,
         /// Start over when the checkpoint directory (or metrics file) holds an earlier run: it is
@@ -73,6 +108,7 @@ enum Cmd {
     /// Show what the compiler did to each recipe and printed value, and why: fusion regions,
     /// kernel counts, source lines.
     Explain {
+        /// The `.dl` program to explain.
         file: PathBuf,
         /// Print the report as JSON.
         #[arg(long)]
@@ -85,6 +121,7 @@ enum Cmd {
     /// Time training steps (or an `infer` block) after a warm-up: samples/s, step times,
     /// compile time, peak memory.
     Bench {
+        /// The `.dl` program whose training (or `infer` block) to time.
         file: PathBuf,
         /// Timed steps (or inference runs).
         #[arg(long, default_value_t = 20)]
@@ -118,6 +155,7 @@ enum Cmd {
     /// value in the kernel IR; write them as CUDA C or C; check them (NVRTC and ptxas for
     /// sm_80/sm_90, or as C against the interpreter).
     Kernels {
+        /// The `.dl` program whose kernels to list.
         file: PathBuf,
         /// Print every kernel's source in this dialect.
         #[arg(long, value_enum)]
@@ -137,7 +175,19 @@ enum Cmd {
     /// Measure autotuning's choices for every `train` recipe ahead of time (native code
     /// against the interpreter for large fused regions) and save them in the tuning file that
     /// later runs read.
-    Tune { file: PathBuf },
+    Tune {
+        /// The `.dl` program whose `train` recipes to tune.
+        file: PathBuf,
+    },
+    /// Draw a run's training loss, learning rate and every evaluation metric against the step
+    /// into a PNG.
+    Plot {
+        /// A run's checkpoint directory (holding metrics.jsonl) or a metrics file.
+        run: PathBuf,
+        /// The PNG to write (default: plot.png beside the metrics file).
+        #[arg(long, short, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// Start an interactive session.
     Repl,
 }
@@ -160,6 +210,7 @@ pub fn main() -> i32 {
         ),
         Cmd::Kernels { file, emit, check, out, json } => commands::kernels::main(&file, emit, &check, out, json),
         Cmd::Tune { file } => commands::tune::main(&file),
+        Cmd::Plot { run, out } => commands::plot::main(&run, out.as_deref()),
         Cmd::Repl => commands::repl::run(),
     }
 }

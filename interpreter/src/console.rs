@@ -22,40 +22,48 @@ impl Console {
         }
     }
 
-    fn draw(&mut self, epoch: usize, done: usize, per_epoch: usize, logged: &[(String, f64)], samples_per_s: f64, eta_s: f64) {
+    /// Redraw the progress line, at most ten times a second.
+    fn draw(&mut self, e: &Event) {
         if !self.progress || self.last_draw.elapsed().as_millis() < 100 {
             return;
         }
         self.last_draw = Instant::now();
-        let width = 24;
-        let filled = (done * width / per_epoch.max(1)).min(width);
-        eprint!(
-            "\r\x1b[2Kepoch {epoch} [{}{}] {done}/{per_epoch} {} {:.4} {samples_per_s:.0} samples/s ETA {}",
-            "#".repeat(filled),
-            " ".repeat(width - filled),
-            logged[0].0,
-            logged[0].1,
-            eta(eta_s)
-        );
+        if let Some(line) = progress_line(e) {
+            eprint!("\r\x1b[2K{line}");
+        }
     }
+}
+
+/// `epoch 2/3 [########          ] step 45/120 loss 0.4321 5210 samples/s ETA 12s` for a step
+/// event: the bar and the ETA over the steps the whole run takes, not over the epoch's batches.
+fn progress_line(e: &Event) -> Option<String> {
+    let Event::Step { epoch, step, total, per_epoch, logged, samples_per_s, eta_s, .. } = *e else { return None };
+    let width = 24;
+    let filled = (step * width / total.max(1)).min(width);
+    let epochs = total.div_ceil(per_epoch.max(1));
+    let (name, value) = logged.first().map(|(n, v)| (n.as_str(), *v)).unwrap_or(("loss", f64::NAN));
+    Some(format!(
+        "epoch {epoch}/{epochs} [{}{}] step {step}/{total} {name} {value:.4} {samples_per_s:.0} samples/s ETA {}",
+        "#".repeat(filled),
+        " ".repeat(width - filled),
+        eta(eta_s)
+    ))
 }
 
 impl Observer for Console {
     fn event(&mut self, e: &Event) {
         match *e {
             Event::Resumed { dir, step } => println!("resumed from {} at step {step}", dir.display()),
-            Event::Step { epoch, done_in_epoch, per_epoch, logged, samples_per_s, eta_s, .. } => {
-                self.draw(epoch, done_in_epoch, per_epoch, logged, samples_per_s, eta_s)
-            }
+            Event::Step { .. } => self.draw(e),
             Event::Logged { epoch, step, logged, lr, samples_per_s } => {
                 self.clear_progress();
                 let shown: Vec<String> = logged.iter().map(|(n, v)| format!("{n} {v:.4}")).collect();
                 println!("epoch {epoch} step {step}: {}, lr {lr:.3e}, {samples_per_s:.0} samples/s", shown.join(", "));
             }
-            Event::EpochDone { epoch, steps, mean_loss, secs, data_s, loss_scale, .. } => {
+            Event::EpochDone { epoch, steps, loss_name, mean_loss, secs, data_s, loss_scale, .. } => {
                 self.clear_progress();
                 println!(
-                    "epoch {epoch} done: mean loss {mean_loss:.4} over {steps} steps in {secs:.1} s (data prepared in {data_s:.2} s before){}",
+                    "epoch {epoch} done: mean {loss_name} {mean_loss:.4} over {steps} steps in {secs:.1} s (data prepared in {data_s:.2} s before){}",
                     loss_scale.map(|(s, k)| format!("; f16 loss scale {s}, {k} steps skipped so far")).unwrap_or_default()
                 );
             }
@@ -67,5 +75,26 @@ impl Observer for Console {
             Event::Warning(w) => eprintln!("warning: {w}"),
             Event::FirstStep { .. } | Event::Interrupted { .. } => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bar_counts_the_runs_steps() {
+        let logged = [("loss".to_string(), 0.5)];
+        let e = Event::Step {
+            epoch: 2,
+            step: 15,
+            total: 120,
+            done_in_epoch: 5,
+            per_epoch: 10,
+            logged: &logged,
+            samples_per_s: 100.0,
+            eta_s: 21.0,
+        };
+        assert_eq!(progress_line(&e).unwrap(), "epoch 2/12 [###                     ] step 15/120 loss 0.5000 100 samples/s ETA 21s");
     }
 }

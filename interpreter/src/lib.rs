@@ -10,6 +10,7 @@ pub mod kernels;
 pub mod parallel;
 pub mod paths;
 pub mod pipeline;
+pub mod plot;
 pub mod render;
 pub mod runner;
 pub mod runtime;

@@ -70,6 +70,7 @@ fn losses(metrics: &Path) -> Vec<(u64, f64)> {
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["kind"] == "train")
         .filter_map(|v| Some((v["step"].as_u64()?, v["loss"].as_f64()?)))
         .collect()
 }

@@ -65,11 +65,10 @@ fn evaluation_lines_and_metrics_files_name_each_metric() {
         for n in &names {
             assert!(line.contains(&format!("{n} 0.")) || line.contains(&format!("{n} 1.")), "`{n}` named: {line}");
         }
-        let evals: Vec<serde_json::Value> =
-            metrics_lines(&dir.join("m.jsonl")).into_iter().filter(|l| l.get("evaluate").is_some()).collect();
+        let evals: Vec<serde_json::Value> = metrics_lines(&dir.join("m.jsonl")).into_iter().filter(|l| l["kind"] == "eval").collect();
         assert_eq!(evals.len(), 2, "one evaluation line an epoch");
         for e in &evals {
-            assert_eq!(e["evaluate"], "flowers");
+            assert_eq!(e["data"], "flowers");
             assert_eq!(e["examples"], 150);
             for n in &names {
                 assert!(e[*n].as_f64().is_some_and(|v| v.is_finite()), "`{n}` in {e}");
@@ -85,7 +84,7 @@ fn the_first_step_is_timed_from_process_start() {
     let o = dlc_in(&dir, &["run", "iris.dl", "--set", "steps=1", "--metrics", "m.jsonl"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let lines = metrics_lines(&dir.join("m.jsonl"));
-    let first = lines.iter().find(|l| l["event"] == "first_step").expect("a first_step line");
+    let first = lines.iter().find(|l| l["kind"] == "first_step").expect("a first_step line");
     let (since, data) = (first["since_start_s"].as_f64().unwrap(), first["data_s"].as_f64().unwrap());
     assert!(since >= data && data >= 0.0 && since < 60.0, "{first}");
 }

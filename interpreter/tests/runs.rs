@@ -157,7 +157,7 @@ fn resume_applies_the_recorded_overrides_and_says_what_changed() {
     assert!(text(&o.stdout).contains("resumed from") && text(&o.stdout).contains("trained 9 steps"), "{}", text(&o.stdout));
     assert_eq!(manifest(&ck)["set"], serde_json::json!(["steps=9"]));
     let metrics = std::fs::read_to_string(ck.join("metrics.jsonl")).unwrap();
-    assert!(metrics.contains("{\"event\":\"resumed\",\"step\":7}"), "{metrics}");
+    assert!(metrics.contains("{\"kind\":\"resumed\",\"step\":7}"), "{metrics}");
     // The program changed since: said, with both hashes; the run goes on.
     std::fs::write(proj.join("prog.dl"), std::fs::read_to_string(proj.join("prog.dl")).unwrap() + "# edited\n").unwrap();
     let o = dlc_in(&proj, &["run", "prog.dl", "--resume", "runs/m", "--set", "steps=10"]);

@@ -20,7 +20,7 @@ pub fn main(file: &Path, json: bool) -> i32 {
             "file": file.display().to_string(),
             "ok": p.ok,
             "diagnostics": diags,
-            "models": p.models(),
+            "models": models_json(&p),
             "check_ms": elapsed.as_secs_f64() * 1e3,
         });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
@@ -58,6 +58,30 @@ pub fn main(file: &Path, json: bool) -> i32 {
         }
     }
     0
+}
+
+/// The models' parameters with their types written as the messages write them
+/// (`"type": "f32[B, 128]"`) and their shapes as lists whose known sizes are numbers and whose
+/// symbolic ones are strings (`[512, 784]`, `["B", 128]`).
+fn models_json(p: &Program) -> Vec<serde_json::Value> {
+    p.models()
+        .iter()
+        .map(|m| {
+            let params: Vec<_> = m
+                .params
+                .iter()
+                .map(|(name, ty)| {
+                    let shape: Vec<_> = ty
+                        .shape
+                        .iter()
+                        .map(|d| d.as_known().map(|n| serde_json::json!(n)).unwrap_or_else(|| serde_json::json!(d.to_string())))
+                        .collect();
+                    serde_json::json!({"name": name, "type": ty.to_string(), "dtype": ty.dtype.to_string(), "shape": shape})
+                })
+                .collect();
+            serde_json::json!({"name": m.name, "total": m.total, "params": params})
+        })
+        .collect()
 }
 
 /// `dlc check --repeat N`: parse + check from source text N times, as a user's `dlc check` does

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod check;
 pub mod explain;
 pub mod kernels;
+pub mod plot;
 pub mod repl;
 pub mod run;
 pub mod tune;

@@ -177,11 +177,11 @@ impl Run<'_> {
         0
     }
 
-    /// The device for a recipe, said when asked for or when a GPU was found.
+    /// The device for a recipe, always said (on the CPU too: a user comparing timings must know).
     fn device(&self, info: &RecipeInfo) -> Result<DeviceKind, i32> {
         match dlc::device::for_recipe(info, self.flags.device) {
-            Ok((choice, explicit)) => {
-                if (explicit || choice.gpu.is_some()) && self.world.is_root() {
+            Ok((choice, _)) => {
+                if self.world.is_root() {
                     eprintln!("device: {}", choice.reason);
                 }
                 Ok(choice.device)

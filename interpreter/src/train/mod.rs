@@ -9,7 +9,7 @@ mod groups;
 pub mod infer;
 pub mod manifest;
 mod metric_names;
-mod metrics;
+pub mod metrics;
 pub mod observer;
 mod on_runner;
 mod overrides;
@@ -21,12 +21,13 @@ mod run_loop;
 pub mod schedule;
 pub mod state_dict;
 mod step;
+mod tensorboard;
 
 pub use evaluate::EvalGraph;
 use groups::{Group, Param};
 pub use metric_names::shown;
 pub use observer::{Event, Observer};
-pub use overrides::apply_overrides;
+pub use overrides::{apply_overrides, SETTABLE};
 pub use run_dir::{aside_path, holds_run, move_aside};
 use step::Step;
 
@@ -189,9 +190,9 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
-    /// Its metrics-file line: `{"step": .., "epoch": .., "evaluate": "test_set", "accuracy": .., "examples": ..}`.
+    /// Its metrics-file line: `{"kind": "eval", "step": .., "epoch": .., "data": "test_set", "examples": .., "accuracy": ..}`.
     fn json(&self, step: usize) -> serde_json::Value {
-        let mut line = serde_json::json!({"step": step, "epoch": self.epoch, "evaluate": self.data, "examples": self.examples});
+        let mut line = serde_json::json!({"kind": "eval", "step": step, "epoch": self.epoch, "data": self.data, "examples": self.examples});
         for (n, v) in self.names.iter().zip(&self.values) {
             line[n.as_str()] = serde_json::json!(v);
         }

@@ -15,11 +15,32 @@ pub enum Event<'a> {
     /// when the binary recorded it (what a user waits for).
     FirstStep { step: usize, data_s: f64, since_start_s: Option<f64> },
     /// An optimiser step finished (every step: an observer that draws decides how often).
-    Step { epoch: usize, step: usize, done_in_epoch: usize, per_epoch: usize, logged: &'a [(String, f64)], samples_per_s: f64, eta_s: f64 },
+    /// `total` is the step the run will stop after (under `steps`, `epochs` and `accumulate`
+    /// alike: optimiser steps, not batches), `eta_s` the time to it.
+    Step {
+        epoch: usize,
+        step: usize,
+        total: usize,
+        done_in_epoch: usize,
+        per_epoch: usize,
+        logged: &'a [(String, f64)],
+        samples_per_s: f64,
+        eta_s: f64,
+    },
     /// A step the recipe's `log every N steps` asks for (and the last one).
     Logged { epoch: usize, step: usize, logged: &'a [(String, f64)], lr: f64, samples_per_s: f64 },
-    /// An epoch ended: its mean loss; f16's loss scale and the steps it skipped so far.
-    EpochDone { epoch: usize, step: usize, steps: usize, mean_loss: f64, secs: f64, data_s: f64, loss_scale: Option<(f64, usize)> },
+    /// An epoch ended: the mean over its steps of the first value a step logs (`loss`, or a
+    /// custom step's first `log`), named; f16's loss scale and the steps it skipped so far.
+    EpochDone {
+        epoch: usize,
+        step: usize,
+        steps: usize,
+        loss_name: &'a str,
+        mean_loss: f64,
+        secs: f64,
+        data_s: f64,
+        loss_scale: Option<(f64, usize)>,
+    },
     /// An `evaluate ... every ...` clause ran after `step`.
     Evaluated { step: usize, evaluation: &'a Evaluation },
     /// A standalone `evaluate` recipe's metrics.

@@ -1,8 +1,37 @@
 //! `dlc run --set FIELD=VALUE`: overrides of a checked recipe's fields.
 
+use dlc_language::diag::did_you_mean;
 use dlc_language::eval::recipe::RecipeInfo;
 use dlc_language::eval::Value;
 use std::rc::Rc;
+
+/// What `--set` can set, with what each does: the one list `dlc run --help` prints and an
+/// unknown field's "did you mean" is drawn from. `NAME.FIELD` rows replace a field of the record
+/// the recipe field holds (its stdlib constructor's names).
+pub const SETTABLE: &[(&str, &str)] = &[
+    ("epochs", "passes over the training data (replaces `steps`)"),
+    ("steps", "optimiser steps to take in all (replaces `epochs`)"),
+    ("accumulate", "micro-batches per optimiser step"),
+    ("clip_grad_norm", "clip the gradients' global L2 norm to this"),
+    ("precision", "f32, bf16, f16 or tf32"),
+    ("optimizer.FIELD", "the optimiser's lr, weight_decay, momentum, eps, ..."),
+    ("schedule.FIELD", "the schedule's warmup, min_lr, gamma, every, max_lr, ..."),
+    ("parallel.FIELD", "data parallelism's ranks or bucket_mb"),
+];
+
+/// The top-level names in [`SETTABLE`].
+fn top_level() -> impl Iterator<Item = &'static str> {
+    SETTABLE.iter().map(|(n, _)| n.split('.').next().unwrap_or(n))
+}
+
+/// `--set epoch=1`: what was meant, and everything that can be set.
+fn unknown_field(key: &str, raw: &str) -> String {
+    let root = key.split('.').next().unwrap_or(key);
+    let hint =
+        did_you_mean(root, top_level()).map(|m| format!("did you mean `--set {}={raw}`? ", key.replacen(root, &m, 1))).unwrap_or_default();
+    let all: Vec<&str> = SETTABLE.iter().map(|(n, _)| *n).collect();
+    format!("`--set {key}={raw}`: `{root}` is not a recipe field that `--set` can set; {hint}settable: {}", all.join(", "))
+}
 
 /// Apply `--set key=value` overrides to a checked recipe: top-level fields (`epochs=1`,
 /// `steps=100`) and fields of record fields (`optimizer.lr=3e-4`, `parallel.bucket_mb=10`,
@@ -36,16 +65,16 @@ pub fn apply_overrides(info: &mut RecipeInfo, overrides: &[(String, String)]) ->
         }
         match key.split_once('.') {
             None => {
-                let allowed = ["epochs", "steps", "accumulate", "seed", "clip_grad_norm", "precision"];
-                if !allowed.contains(&key.as_str()) {
-                    return Err(format!(
-                        "`--set {key}` is not supported; settable fields: {}, and `optimizer.<field>`",
-                        allowed.join(", ")
-                    ));
+                if key == "seed" {
+                    // A train recipe's `seed` field seeds nothing: say what does.
+                    return Err("`--set seed=N`: training is seeded by `dlc run --seed N`, not by a recipe field".into());
+                }
+                if !SETTABLE.iter().any(|(n, _)| n == key) {
+                    return Err(unknown_field(key, raw));
                 }
                 let v = parse(info.field(key))?;
                 if let Some(v) = v.as_int() {
-                    if v < 1 && key != "seed" {
+                    if v < 1 {
                         return Err(format!("`{key}` must be at least 1, found {v}"));
                     }
                 }
@@ -55,6 +84,9 @@ pub fn apply_overrides(info: &mut RecipeInfo, overrides: &[(String, String)]) ->
                 info.fields.push((key.clone(), v));
             }
             Some((field, sub)) => {
+                if !SETTABLE.iter().any(|(n, _)| n.split_once('.').is_some_and(|(f, _)| f == field)) {
+                    return Err(unknown_field(key, raw));
+                }
                 if info.field(field).is_none() {
                     // `--set parallel.bucket_mb=10` on a recipe without `parallel`: the stdlib's
                     // `data_parallel()` (as the checker evaluated it), then the override.
@@ -67,7 +99,9 @@ pub fn apply_overrides(info: &mut RecipeInfo, overrides: &[(String, String)]) ->
                 };
                 if !items.iter().any(|(n, _)| n == sub) {
                     let names: Vec<&str> = items.iter().map(|(n, _)| n.as_str()).collect();
-                    return Err(format!("`{field}` has no field `{sub}`; it has {}", names.join(", ")));
+                    let hint =
+                        did_you_mean(sub, names.iter().copied()).map(|m| format!("did you mean `{field}.{m}`? ")).unwrap_or_default();
+                    return Err(format!("`{field}` has no field `{sub}`; {hint}it has {}", names.join(", ")));
                 }
                 let new: Vec<(String, Value)> = items
                     .iter()

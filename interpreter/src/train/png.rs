@@ -53,6 +53,11 @@ pub fn write_grid(path: &Path, t: &Tensor) -> Result<(), RuntimeError> {
     std::fs::write(path, encode(gw, gh, c, &pixels)).map_err(|e| RuntimeError::Io(format!("cannot write {}: {e}", path.display())))
 }
 
+/// Write 8-bit RGB pixels (row-major, 3 bytes each) as a PNG file (`dlc plot`'s charts).
+pub fn write_rgb(path: &Path, w: usize, h: usize, pixels: &[u8]) -> Result<(), RuntimeError> {
+    std::fs::write(path, encode(w, h, 3, pixels)).map_err(|e| RuntimeError::Io(format!("cannot write {}: {e}", path.display())))
+}
+
 /// PNG bytes: signature, IHDR, one zlib IDAT of filter-0 scanlines, IEND.
 fn encode(w: usize, h: usize, channels: usize, pixels: &[u8]) -> Vec<u8> {
     let mut raw = Vec::with_capacity(h * (w * channels + 1));

@@ -35,11 +35,22 @@ struct Progress {
     samples: usize,
     started: Instant,
     report: TrainReport,
+    /// What a step logs first (`loss`, or a custom step's first `log`): the epoch's mean is of it.
+    loss_name: String,
 }
 
 impl Progress {
     fn samples_per_s(&self) -> f64 {
         self.samples as f64 / self.started.elapsed().as_secs_f64().max(1e-9)
+    }
+}
+
+impl Horizon {
+    /// The step the run stops after: `steps`, or the end of the last epoch if that comes first
+    /// (steps are optimiser steps: with `accumulate = N`, N batches each).
+    fn last_step(&self) -> usize {
+        let by_epochs = self.per_epoch.saturating_mul(self.epochs.min(1 << 20));
+        self.max_steps.map_or(by_epochs, |m| m.min(by_epochs))
     }
 }
 
@@ -67,7 +78,17 @@ impl Trainer<'_> {
         let skip_in_epoch = if self.opts.resume.is_some() { step.saturating_sub(start_epoch * h.per_epoch) } else { 0 };
         // Epoch 0's batches were read to size the schedule; a resumed run starts elsewhere.
         let mut batches = if start_epoch == 0 { Some(first) } else { None };
-        let mut p = Progress { step, first_step: step, samples: 0, started: Instant::now(), report: TrainReport::default() };
+        if h.max_steps.is_some_and(|m| step >= m) || start_epoch >= h.epochs {
+            return Ok(TrainReport { steps: step, ..Default::default() });
+        }
+        let mut p = Progress {
+            step,
+            first_step: step,
+            samples: 0,
+            started: Instant::now(),
+            report: TrainReport::default(),
+            loss_name: String::new(),
+        };
         for epoch in start_epoch..h.epochs {
             let skip = if epoch == start_epoch { skip_in_epoch } else { 0 };
             if self.epoch(&h, &mut p, epoch, skip, batches.take())? {
@@ -150,7 +171,17 @@ impl Trainer<'_> {
         let mean = epoch_loss.0 / epoch_loss.1.max(1) as f64;
         let secs = epoch_started.elapsed().as_secs_f64();
         let loss_scale = self.loss_scale();
-        self.emit(&Event::EpochDone { epoch: epoch + 1, step: p.step, steps: epoch_loss.1, mean_loss: mean, secs, data_s, loss_scale });
+        let loss_name = &p.loss_name;
+        self.emit(&Event::EpochDone {
+            epoch: epoch + 1,
+            step: p.step,
+            steps: epoch_loss.1,
+            loss_name,
+            mean_loss: mean,
+            secs,
+            data_s,
+            loss_scale,
+        });
         p.report.losses.push((p.step, mean));
         self.evaluate(epoch + 1, When::EpochEnd, p.step, &mut p.report)?;
         // Every N epochs, and after the last epoch whatever the interval.
@@ -193,6 +224,9 @@ impl Trainer<'_> {
         let asked_to_stop = self.opts.interrupt.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst));
         let interrupted = self.agree(&mut logged, asked_to_stop);
         let loss = logged[0].1;
+        if p.loss_name.is_empty() {
+            p.loss_name = logged[0].0.clone();
+        }
         if step == p.first_step + 1 {
             // Time to first step, data loading included (what a user waits for, and what
             // bench/compare.py sets beside PyTorch's).
@@ -238,10 +272,11 @@ impl Trainer<'_> {
     /// Where the run is, after every step (the console draws its progress bar from it).
     fn progress(&mut self, h: &Horizon, p: &Progress, epoch: usize, logged: &[(String, f64)]) {
         let secs_per_step = p.started.elapsed().as_secs_f64() / (p.step - p.first_step).max(1) as f64;
-        let end = h.max_steps.unwrap_or(h.per_epoch.saturating_mul(h.epochs.min(1 << 20)));
+        let end = h.last_step();
         self.emit(&Event::Step {
             epoch: epoch + 1,
             step: p.step,
+            total: end,
             done_in_epoch: p.step - epoch * h.per_epoch,
             per_epoch: h.per_epoch,
             logged,

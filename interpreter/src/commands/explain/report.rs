@@ -9,7 +9,9 @@ pub struct Report {
     pub file: String,
     pub items: Vec<Item>,
     pub threads: Threads,
-    pub layout: Layout,
+    /// Only for a program with convolutions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout: Option<Layout>,
 }
 
 #[derive(Serialize)]

@@ -6,7 +6,9 @@ use super::{AUTO_REMAT_REASON, BIAS_REASON, CHECKPOINT_REASON, FOLD_REASON, PROL
 pub fn print(r: &Report) {
     println!("{}", r.file);
     println!("  threads: {}; why: {}", r.threads.count, r.threads.reason);
-    println!("  layout: {}; why: {}", r.layout.layout, r.layout.reason);
+    if let Some(l) = &r.layout {
+        println!("  layout: {}; why: {}", l.layout, l.reason);
+    }
     for item in &r.items {
         let Some(plan) = summary(item) else { continue };
         placement(item);

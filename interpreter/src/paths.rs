@@ -72,7 +72,7 @@ pub fn recipe_paths(root: &Path, info: &RecipeInfo) -> Vec<(&'static str, PathBu
     if let Some(Value::Pipeline(p)) = info.field("data") {
         out.extend(source_paths(root, &p.source).into_iter().map(|p| ("data", p)));
     }
-    for (field, role) in [("checkpoint", "checkpoint"), ("vocab", "vocab"), ("output", "output")] {
+    for (field, role) in [("init", "init"), ("checkpoint", "checkpoint"), ("vocab", "vocab"), ("output", "output")] {
         if let Some(Value::Str(s)) = info.field(field) {
             out.push((role, in_program(root, s)));
         }

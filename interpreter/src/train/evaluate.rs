@@ -250,7 +250,7 @@ impl<'s> Trainer<'s> {
     /// then overrides it with the run's own checkpoint.
     pub(super) fn load_init(&mut self) -> Result<(), RuntimeError> {
         let Some(Value::Str(file)) = self.info.field("init").cloned() else { return Ok(()) };
-        let path = self.opts.root.join(&*file);
+        let path = crate::paths::in_program(&self.opts.root, &file);
         let tensors = state_dict::load_state(&path).map_err(|e| err(format!("`init`: {e}")))?;
         self.set_parameters(&tensors, &format!("`init` ({})", path.display()))
     }

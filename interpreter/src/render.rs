@@ -32,7 +32,10 @@ pub fn render(d: &Diagnostic, sources: &SourceMap, color: bool) -> String {
         if !l.message.is_empty() {
             label = label.with_message(&l.message);
         }
-        label = label.with_order(if l.primary { 0 } else { 1 });
+        // In source order: ariadne starts a new snippet whenever a label sits above the one before
+        // it, and heads every snippet of the report's file with the primary's position, so ordering
+        // the primary first put `file:17:30` above a snippet of line 7. One snippet, as rustc has.
+        label = label.with_order(i32::try_from(l.span.start).unwrap_or(i32::MAX));
         b = b.with_label(label);
     }
     for n in d.notes.iter().chain(notes.iter()) {

@@ -183,7 +183,7 @@ mod tests {
         assert_eq!(param_suggestion("dim", &["x", "axis", "keepdim"]).as_deref(), Some("axis"));
         assert_eq!(param_suggestion("keepdims", &["x", "axis", "keepdim"]).as_deref(), Some("keepdim"));
         // A habit whose DL name the callee lacks falls back to spelling.
-        assert_eq!(param_suggestion("dim", &["x", "min"]).as_deref(), Some("min"));
+        assert_eq!(param_suggestion("dims", &["x", "dim"]).as_deref(), Some("dim"));
     }
 
     #[test]

@@ -122,7 +122,8 @@ pub fn param_suggestion(name: &str, params: &[&str]) -> Option<String> {
 }
 
 /// Words that start a line in DL: items, statements and recipe clauses.
-pub const LINE_KEYWORDS: &[&str] = &["use", "fn", "model", "data", "train", "evaluate", "infer", "let", "log", "checkpoint", "step", "update"];
+pub const LINE_KEYWORDS: &[&str] =
+    &["use", "fn", "model", "data", "train", "evaluate", "infer", "let", "log", "checkpoint", "step", "update"];
 
 /// A keyword that `word` (an identifier at the start of a line) is a typo of: one edit away,
 /// counting a swap of neighbouring letters as one (`lte` for `let`, `modle` for `model`).

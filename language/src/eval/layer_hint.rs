@@ -71,7 +71,9 @@ impl Tracer {
             "" => format!("this `{layer}`"),
             path => format!("`{path}`"),
         };
-        let expects = format!("expects {hparam} = {current}, but its input has {} {}", m.input, m.unit);
+        // "1 channel", "64 channels".
+        let unit = |n: i64| if n == 1 { m.unit.trim_end_matches('s') } else { m.unit };
+        let expects = format!("expects {hparam} = {current}, but its input has {} {}", m.input, unit(m.input));
         let fix = match constructor(&owner, &hparam, value) {
             Some(call) => format!("change to `{call}`"),
             None => format!("change `{hparam}` to {value}"),
@@ -79,7 +81,7 @@ impl Tracer {
         Some(
             Diagnostic::error(code, format!("{who} {expects}"), owner.span)
                 .with_label(format!("this layer {expects}; {fix}"))
-                .with_help(format!("{fix}, or change the layer before it to give {current} {}", m.unit)),
+                .with_help(format!("{fix}, or give it an input with {current} {}", unit(current))),
         )
     }
 

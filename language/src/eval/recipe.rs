@@ -201,7 +201,14 @@ impl Tracer {
     /// Each field's value, checked against what the field wants, into `info`; binds the models
     /// and, before the first field that reads it, the data element. Returns the data pipeline.
     /// Names a failed field would have bound go to `silenced`.
-    fn field_values(&mut self, fields: &[&Field], table: &[(&str, Want)], info: &mut RecipeInfo, ok: &mut bool, silenced: &mut Vec<String>) -> Option<Rc<Pipeline>> {
+    fn field_values(
+        &mut self,
+        fields: &[&Field],
+        table: &[(&str, Want)],
+        info: &mut RecipeInfo,
+        ok: &mut bool,
+        silenced: &mut Vec<String>,
+    ) -> Option<Rc<Pipeline>> {
         let mut pipeline: Option<Rc<Pipeline>> = None;
         let mut elem_bound = false;
         for f in fields {

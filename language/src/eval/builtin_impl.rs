@@ -425,7 +425,7 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
             let n = t.arg_int(&b, "classes", 0)?;
             let ty = t.ty(y);
             if !ty.dtype.is_int() {
-                return Err(t.integer_targets_error(ty.dtype, b.span_of("labels")));
+                return t.err("E0307", format!("one_hot needs integer labels, found {}", ty.dtype), b.span_of("labels"), "not integer");
             }
             let mut s = ty.shape.clone();
             s.push(Dim::known(1));

@@ -173,8 +173,9 @@ fn constructor(owner: &ModelInst, hparam: &str, value: i64) -> Option<String> {
     let mut args = vec![];
     for p in &owner.decl.params {
         let name = p.name.name.as_str();
-        let current = &owner.hparams.iter().find(|(n, _)| n == name)?.1;
-        let shown = if name == hparam { Some(value.to_string()) } else { literal(current) };
+        // A hyper-parameter that a field of its name replaced (`bias`) may have no value here.
+        let current = owner.hparams.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+        let shown = if name == hparam { Some(value.to_string()) } else { current.and_then(literal) };
         match &p.default {
             None => args.push(shown?),
             Some(_) if name == hparam => args.push(format!("{name}: {}", shown?)),

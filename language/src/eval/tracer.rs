@@ -120,23 +120,6 @@ impl Tracer {
         Reported
     }
 
-    /// `one_hot` of float labels. Reached through a loss in the standard library, the message
-    /// names the function the user called and what its targets must be, never the library's
-    /// internals.
-    pub fn integer_targets_error(&mut self, dtype: crate::types::DType, labels: Span) -> Reported {
-        let user_call = match self.is_std_file(labels) {
-            true => self.call_stack.iter().rev().find(|(_, s)| !self.is_std_file(*s)).map(|(n, _)| n.clone()),
-            false => None,
-        };
-        let d = match user_call {
-            Some(f) => Diagnostic::error("E0307", format!("`{f}` needs integer class indices as targets, found {dtype}"), labels)
-                .with_label("not integer")
-                .with_help("targets are class indices in an integer tensor, as in PyTorch: `cast(y, i64)` if they hold whole numbers"),
-            None => Diagnostic::error("E0307", format!("one_hot needs integer labels, found {dtype}"), labels).with_label("not integer"),
-        };
-        self.error(d)
-    }
-
     pub fn is_std_file(&self, span: Span) -> bool {
         self.sources.files.get(span.file.0 as usize).map(|f| f.name.starts_with("<std")).unwrap_or(false)
     }

@@ -32,7 +32,13 @@ pub fn render(d: &Diagnostic, sources: &SourceMap, color: bool) -> String {
         if !l.message.is_empty() {
             label = label.with_message(&l.message);
         }
-        label = label.with_order(if l.primary { 0 } else { 1 });
+        // By line, the primary first within its line: ariadne starts a new snippet whenever a
+        // label sits on a line above the one before it, and heads every snippet of the report's
+        // file with the primary's position, so ordering the primary first overall put `file:17:30`
+        // above a snippet of line 7. One snippet, as rustc has.
+        let (line, _) = sources.line_col(l.span.file, l.span.start);
+        let line = i32::try_from(line).unwrap_or(i32::MAX / 2);
+        label = label.with_order(line.saturating_mul(2) + i32::from(!l.primary));
         b = b.with_label(label);
     }
     for n in d.notes.iter().chain(notes.iter()) {

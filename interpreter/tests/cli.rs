@@ -50,14 +50,15 @@ fn check_reports_errors_with_exit_1() {
     assert_eq!(o.status.code(), Some(1));
     let err = text(&o.stderr);
     assert!(err.contains("E0302"), "{err}");
-    assert!(err.contains("784 ≠ 512"), "{err}");
-    assert!(err.contains("bad.dl:4:7"), "{err}");
+    // At the layer's construction, the line to change, with the call that fits.
+    assert!(err.contains("change to `Linear(784, 10)`"), "{err}");
+    assert!(err.contains("bad.dl:2:13"), "{err}");
     let j = dlc(&["check", "--json", f.to_str().unwrap()]);
     assert_eq!(j.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&j.stdout).expect("valid JSON");
     assert_eq!(v["diagnostics"][0]["code"], "E0302");
-    assert_eq!(v["diagnostics"][0]["labels"][0]["span"]["line"], 4);
-    assert_eq!(v["diagnostics"][0]["labels"][0]["span"]["column"], 7);
+    assert_eq!(v["diagnostics"][0]["labels"][0]["span"]["line"], 2);
+    assert_eq!(v["diagnostics"][0]["labels"][0]["span"]["column"], 13);
 }
 
 #[test]

@@ -363,7 +363,8 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
                 return t.err("E0306", "conv2d needs stride ≥ 1, dilation ≥ 1 and padding ≥ 0", span, "invalid window");
             }
             let (tx, tw) = (t.ty(x), t.ty(w));
-            let shape = rules::conv2d(&tx.shape, &tw.shape, &attrs).map_err(|e| t.rule_error(e, span))?;
+            let channels = tx.shape.get(1).and_then(|c| c.as_known());
+            let shape = rules::conv2d(&tx.shape, &tw.shape, &attrs).map_err(|e| t.conv_error(e, span, channels, w, attrs.groups))?;
             let dtype = DType::promote(tx.dtype, tw.dtype);
             if !dtype.is_float() {
                 return t.err("E0307", format!("conv2d needs float tensors, found {dtype}"), span, "not float");

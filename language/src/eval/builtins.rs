@@ -5,7 +5,7 @@ use super::call::Args;
 use super::tracer::Tracer;
 use super::value::{Func, Value};
 use super::R;
-use crate::diag::{did_you_mean, Diagnostic};
+use crate::diag::Diagnostic;
 use crate::ir::Op;
 use crate::span::Span;
 use crate::types::{DType, Dim, TensorTy};
@@ -145,7 +145,7 @@ pub(super) fn bind(t: &mut Tracer, name: &'static str, params: &'static [&'stati
                     let names: Vec<&str> = params.iter().map(|p| p.trim_end_matches('=')).collect();
                     let mut d = Diagnostic::error("E0205", format!("`{name}` has no parameter named `{}`", id.name), id.span)
                         .with_label("unknown argument name");
-                    d = match did_you_mean(&id.name, names.iter().copied()) {
+                    d = match crate::habits::param_suggestion(&id.name, &names) {
                         Some(s) => d.with_help(format!("did you mean `{s}`?")),
                         None => d.with_note(format!("parameters: {}", names.join(", "))),
                     };

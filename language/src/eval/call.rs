@@ -5,7 +5,7 @@ use super::annot::DimEnv;
 use super::tracer::Tracer;
 use super::value::{Ctx, Func, Value};
 use super::R;
-use crate::diag::{did_you_mean, Diagnostic};
+use crate::diag::Diagnostic;
 use crate::span::Span;
 use crate::syntax::ast::*;
 use std::rc::Rc;
@@ -149,7 +149,7 @@ impl Tracer {
                         let mut d = Diagnostic::error("E0205", format!("`{callee}` has no parameter named `{}`", n.name), n.span)
                             .with_label("unknown argument name");
                         let names: Vec<&str> = params.iter().map(|p| p.name.name.as_str()).collect();
-                        if let Some(s) = did_you_mean(&n.name, names.iter().copied()) {
+                        if let Some(s) = crate::habits::param_suggestion(&n.name, &names) {
                             d = d.with_help(format!("did you mean `{s}`?"));
                         } else {
                             d = d.with_note(format!("parameters: {}", names.join(", ")));

@@ -74,7 +74,18 @@ impl Tracer {
                 }
             }
             ExprKind::Call(f, args) => {
-                let fv = self.eval(f)?;
+                let fv = match &f.kind {
+                    ExprKind::Field(recv, name) => {
+                        let rv = self.eval(recv)?;
+                        if let Value::Tensor(_) = rv {
+                            if let Some(d) = self.method_habit(recv.span, name, args, span) {
+                                return Err(self.error(d));
+                            }
+                        }
+                        self.field(rv, name, f.span)?
+                    }
+                    _ => self.eval(f)?,
+                };
                 let vals = self.eval_args(args)?;
                 self.call(&fv, vals, span, f.span)
             }
@@ -360,6 +371,27 @@ impl Tracer {
             TypeKind::Union(_) => self.err("E0310", "`or` between types is only allowed in annotations", t.span, "not a value"),
             TypeKind::Error => Err(super::Reported),
         }
+    }
+
+    /// `x.reshape(3, 4)`, a PyTorch tensor method: DL tensors have fields but no methods, so the
+    /// answer is the function that does it, written with the call's own operands.
+    fn method_habit(&self, recv: Span, name: &Ident, args: &[Arg], call: Span) -> Option<Diagnostic> {
+        let text = &self.sources.get(call.file).text;
+        let src = |s: Span| text.get(s.range()).unwrap_or("").to_string();
+        let written = match (args.first(), args.last()) {
+            (Some(first), Some(last)) => {
+                let start = first.name.as_ref().map_or(first.value.span, |n| n.span);
+                src(start.to(last.value.span))
+            }
+            _ => String::new(),
+        };
+        let form = crate::habits::tensor_method(&name.name, &src(recv), &written)?;
+        Some(
+            Diagnostic::error("E0204", format!("a tensor has no method `{}`", name.name), name.span)
+                .with_label("a PyTorch tensor method")
+                .with_help(format!("DL writes this as a function: `{form}`"))
+                .with_note("tensors have the fields shape, dtype, ndim and T; operations are functions that take the tensor first"),
+        )
     }
 
     fn field(&mut self, v: Value, name: &Ident, span: Span) -> R<Value> {

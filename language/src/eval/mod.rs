@@ -11,6 +11,7 @@ pub mod data;
 pub mod expr;
 pub mod host;
 mod index;
+mod layer_hint;
 pub mod model;
 pub mod ops;
 pub mod recipe;

@@ -284,7 +284,10 @@ impl Tracer {
             // Name the operands with their dtypes, as the user wrote the types.
             let (sa, sb) = (format!("[{}]", shape_str(&ta.shape)), format!("[{}]", shape_str(&tb.shape)));
             e.message = e.message.replacen(&format!("{sa} @ {sb}"), &format!("{ta} @ {tb}"), 1);
-            self.rule_error(e, span)
+            match ta.shape.last().and_then(|d| d.as_known()) {
+                Some(k) if e.code == "E0302" => self.matmul_error(e, span, k, b, tb.rank()),
+                _ => self.rule_error(e, span),
+            }
         })?;
         let dtype = DType::promote(ta.dtype, tb.dtype);
         if dtype == DType::Bool {

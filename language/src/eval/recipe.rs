@@ -128,8 +128,9 @@ impl Tracer {
             module: self.ctx.module,
             defaults: vec![],
         };
-        let pipeline = self.field_values(&fields, table, &mut info, &mut ok);
-        ok &= self.required_fields(r);
+        let mut silenced = vec![];
+        let pipeline = self.field_values(&fields, table, &mut info, &mut ok, &mut silenced);
+        ok &= self.required_fields(r, table);
         if let Some(p) = &pipeline {
             // Bound already when a field of rank 3 (loss, metrics, input) was checked.
             if !fields.iter().any(|f| field_rank(&f.name.name) == 3) {
@@ -138,6 +139,9 @@ impl Tracer {
         }
         ok &= self.recipe_clauses(r, &pipeline);
         self.ctx.env.truncate(depth);
+        for n in &silenced {
+            self.poisoned.remove(n);
+        }
         if ok && r.kind == RecipeKind::Train {
             if let Some(parallel) = self.stdlib_call("std.optim", "data_parallel") {
                 info.defaults.push(("parallel".into(), parallel));
@@ -197,7 +201,15 @@ impl Tracer {
 
     /// Each field's value, checked against what the field wants, into `info`; binds the models
     /// and, before the first field that reads it, the data element. Returns the data pipeline.
-    fn field_values(&mut self, fields: &[&Field], table: &[(&str, Want)], info: &mut RecipeInfo, ok: &mut bool) -> Option<Rc<Pipeline>> {
+    /// Names a failed field would have bound go to `silenced`.
+    fn field_values(
+        &mut self,
+        fields: &[&Field],
+        table: &[(&str, Want)],
+        info: &mut RecipeInfo,
+        ok: &mut bool,
+        silenced: &mut Vec<String>,
+    ) -> Option<Rc<Pipeline>> {
         let mut pipeline: Option<Rc<Pipeline>> = None;
         let mut elem_bound = false;
         for f in fields {
@@ -211,6 +223,14 @@ impl Tracer {
             let v = match self.recipe_value(&f.value) {
                 Ok(v) => v,
                 Err(_) => {
+                    // Its error is reported: the uses of the names it would bind are silent.
+                    let names: Vec<String> = match (f.name.name.as_str(), &f.value.kind) {
+                        ("model", _) => vec!["model".into()],
+                        ("models", ExprKind::Record(items)) => items.iter().map(|(n, _)| n.name.clone()).collect(),
+                        _ => vec![],
+                    };
+                    // Poisoned for this recipe only (the caller lifts it): a later `model` is another's.
+                    silenced.extend(names.into_iter().filter(|n| self.poisoned.insert(n.clone())));
                     *ok = false;
                     continue;
                 }
@@ -241,10 +261,16 @@ impl Tracer {
     }
 
     /// E0402 for each field the recipe's kind needs and it lacks; true when none is missing.
-    fn required_fields(&mut self, r: &Recipe) -> bool {
+    fn required_fields(&mut self, r: &Recipe, table: &[(&str, Want)]) -> bool {
         let kw = r.kind.keyword();
         let mut ok = true;
-        let has = |n: &str| r.entries.iter().any(|e| matches!(e, RecipeEntry::Field(f) if f.name.name == n));
+        // A misspelt field (`optimiser`) already got "did you mean `optimizer`?": not missing too.
+        let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+        let meant = |f: &Field| match names.contains(&f.name.name.as_str()) {
+            true => Some(f.name.name.clone()),
+            false => did_you_mean(&f.name.name, names.iter().copied()),
+        };
+        let has = |n: &str| r.entries.iter().any(|e| matches!(e, RecipeEntry::Field(f) if meant(f).as_deref() == Some(n)));
         let has_step = r.entries.iter().any(|e| matches!(e, RecipeEntry::Step { .. }));
         let mut required: Vec<(&str, &str)> = vec![];
         match r.kind {

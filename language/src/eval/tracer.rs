@@ -99,7 +99,10 @@ impl Tracer {
                 let file = self.sources.get(primary.file).name.clone();
                 d.notes.push(format!("the failing operation is in the standard library ({file}, line {line})"));
             }
-        } else if let (Some((name, site)), false) = (self.call_stack.last().cloned(), d.code.starts_with("E02")) {
+        } else if let (Some((name, site)), false) =
+            (self.call_stack.iter().rev().find(|(_, s)| !self.is_std_file(*s)).cloned(), d.code.starts_with("E02"))
+        {
+            // The innermost call the user wrote: a library line inside it is not where they look.
             // Name errors do not depend on the call; shape and type errors do, so say which call.
             if site.file != primary.file || !(site.start <= primary.start && primary.end <= site.end) {
                 let text = if self.generic_site == Some(site) {

@@ -11,9 +11,11 @@
 //! It also finds delimiters that are never closed (E0104, reported at the opener): at the end of
 //! the file, and where a line at column 1 starts a new item while a group is still open: `fn`,
 //! `use`, `train`, `infer`, `model Name` and `data name` close every open group (they never
-//! stand inside braces), `let` and `evaluate` the `( )` and `[ ]` inside the nearest `{ }`. The
-//! parser's own errors at those points are consequences of the same mistake and are dropped
-//! (`quiet`).
+//! stand inside braces), `let` and `evaluate` the `( )` and `[ ]` inside the nearest `{ }`; a
+//! line that starts a new statement no deeper than the line that opened a `( )` or `[ ]` (see
+//! `dangling`); and a `}` whose block still holds an open `( )` or `[ ]`. Each is reported at its
+//! opener. The parser's own errors at those points are consequences of the same mistake and are
+//! dropped (`quiet`).
 
 use super::token::{Kw, Punct, Tok, Token};
 use crate::diag::Diagnostic;
@@ -32,6 +34,8 @@ pub struct Layout {
 struct Open {
     punct: Punct,
     span: Span,
+    /// The indentation of the line it was opened on.
+    indent: u32,
 }
 
 pub fn layout(mut toks: Vec<Token>) -> Layout {
@@ -40,6 +44,8 @@ pub fn layout(mut toks: Vec<Token>) -> Layout {
     let mut diags = vec![];
     let mut quiet = vec![];
     let simple = |s: Span| SimpleSpan::from(s.start as usize..s.end as usize);
+    // The indentation of the current line (the file's first line counts as unindented).
+    let mut indent = 0u32;
     let mut i = 0;
     while i < toks.len() {
         let span = toks[i].span;
@@ -52,8 +58,9 @@ pub fn layout(mut toks: Vec<Token>) -> Layout {
                 let item = starts_item(&toks, i);
                 // A new item at column 1: the groups opened before it were never closed (for
                 // `let`, which also starts statements inside blocks, only `( )` and `[ ]`).
+                let next_indent = next.span.start.saturating_sub(span.end);
                 let unclosed = match item {
-                    ItemStart::No => 0,
+                    ItemStart::No => dangling(&stack, out.last().map(|(t, _)| t), &next.tok, next_indent),
                     ItemStart::Let => stack.len() - stack.iter().rposition(|o| o.punct == Punct::LBrace).map_or(0, |k| k + 1),
                     ItemStart::Definition => stack.len(),
                 };
@@ -73,6 +80,7 @@ pub fn layout(mut toks: Vec<Token>) -> Layout {
                 if significant && !continues && !open_ended && !repeated {
                     out.push((Tok::Newline, simple(span)));
                 }
+                indent = next_indent;
             }
             Tok::Punct(p @ (Punct::LParen | Punct::LBracket | Punct::LBrace)) if stack.len() >= MAX_NESTING => {
                 // Deeper than any program needs, and deep enough to exhaust the stack of the
@@ -91,7 +99,7 @@ pub fn layout(mut toks: Vec<Token>) -> Layout {
                 i = skipped_to;
             }
             Tok::Punct(p @ (Punct::LParen | Punct::LBracket | Punct::LBrace)) => {
-                stack.push(Open { punct: p, span });
+                stack.push(Open { punct: p, span, indent });
                 out.push((Tok::Punct(p), simple(span)));
             }
             Tok::Punct(p @ (Punct::RParen | Punct::RBracket | Punct::RBrace)) => {
@@ -100,6 +108,15 @@ pub fn layout(mut toks: Vec<Token>) -> Layout {
                 // reports the mismatch), so that one wrong bracket does not change the layout of the
                 // rest of the file.
                 match stack.iter().rposition(|o| o.punct == opener) {
+                    // A `}` with a `(` or `[` still open inside its block: that one was never
+                    // closed (reported at its opener); the block itself ends here as written.
+                    Some(k) if p == Punct::RBrace && k + 1 < stack.len() => {
+                        let last_end = out.last().map(|(_, s)| s.end).unwrap_or(0);
+                        quiet.push((last_end as u32, span.end));
+                        let open: Vec<Open> = stack.drain(k + 1..).rev().collect();
+                        close_all(&open, last_end, &mut out, &mut diags);
+                        stack.truncate(k);
+                    }
                     Some(k) => stack.truncate(k),
                     None => {
                         stack.pop();
@@ -165,6 +182,29 @@ fn group_end(toks: &[Token], open: usize) -> usize {
         }
     }
     toks.len().saturating_sub(1)
+}
+
+/// How many of the innermost `( )` and `[ ]` groups a line ends that goes on as a new statement:
+/// the line before ends a value (not with `,`, an operator or an opener), the line starts with
+/// no operator, and it is indented no deeper than the lines that opened them. `fc = Linear(4, 2`
+/// followed by `g = Linear(2, 2)` inside a model is one unclosed `(`, not one long call.
+fn dangling(stack: &[Open], before: Option<&Tok>, next: &Tok, indent: u32) -> usize {
+    let ends_value = match before {
+        Some(Tok::Punct(p)) => matches!(p, Punct::RParen | Punct::RBracket | Punct::RBrace),
+        Some(Tok::Kw(k)) => matches!(k, Kw::True | Kw::False | Kw::Auto),
+        Some(Tok::Newline) | None => false,
+        Some(_) => true,
+    };
+    let starts_statement = match next {
+        Tok::Punct(p) => matches!(p, Punct::LParen | Punct::LBracket),
+        Tok::Kw(k) => !matches!(k, Kw::And | Kw::Or | Kw::Else | Kw::By | Kw::As | Kw::Every),
+        Tok::Eof | Tok::Newline => false,
+        _ => true,
+    };
+    if !in_group(stack) || !ends_value || !starts_statement {
+        return 0;
+    }
+    stack.iter().rev().take_while(|o| o.punct != Punct::LBrace && o.indent >= indent).count()
 }
 
 /// Inside a `( )` or `[ ]` that is not itself inside a nearer `{ }`.

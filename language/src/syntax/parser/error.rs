@@ -203,11 +203,30 @@ impl SyntaxError {
         let from = tokens.partition_point(|(_, s)| s.start < at.start);
         let found =
             tokens[from..].iter().take_while(|(_, s)| s.start == at.start).find(|(_, s)| s.end == at.end).map(|(t, _)| t.describe());
+        if let Some(d) = keyword_typo(file, &tokens[..from]) {
+            return d;
+        }
         let found = found.unwrap_or_else(|| Tok::Eof.describe());
         let phrase = describe(tidy(expected));
         Diagnostic::error("E0101", format!("expected {phrase}, found {found}"), Span::new(file, at.start, at.end))
             .with_label(format!("expected {phrase}"))
     }
+}
+
+/// An error right after a line's first word, when that word is one edit from a keyword
+/// (`modle Net()`, `lte y = 3`, `logg every 50 steps`): the mistake is the word, not what follows.
+fn keyword_typo(file: FileId, before: &[(Tok, SimpleSpan)]) -> Option<Diagnostic> {
+    let (first, rest) = before.split_last()?;
+    let Tok::Ident(word) = &first.0 else { return None };
+    if !matches!(rest.last(), None | Some((Tok::Newline, _))) {
+        return None;
+    }
+    let keyword = crate::habits::keyword_typo(word)?;
+    Some(
+        Diagnostic::error("E0101", format!("unknown keyword `{word}`"), Span::new(file, first.1.start, first.1.end))
+            .with_label("not a keyword")
+            .with_help(format!("did you mean `{keyword}`?")),
+    )
 }
 
 /// Keep the expectations that help. An expression could always go on with an operator or a

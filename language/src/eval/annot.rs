@@ -84,12 +84,24 @@ impl Tracer {
                     Value::Tensor(n) => Some(self.ty(*n)),
                     _ => None,
                 };
+                // The alternative of the value's own dtype failed on a pack: that is the report.
+                let near = found_ty.as_ref().and_then(|f| alts.iter().find_map(|a| self.near_miss(f, a, dims, subject(what))));
+                if let (Some(f), None) = (&found_ty, &near) {
+                    for alt in alts {
+                        let TypeKind::Tensor { dtype, dims: Some(pat) } = &alt.kind else { continue };
+                        let mut trial = DimEnv { names: dims.names.clone(), packs: dims.packs.clone() };
+                        if *dtype == f.dtype {
+                            if let Err(Mismatch::Pack(bound, covered)) = self.match_dims(f, pat, &mut trial, what, at) {
+                                return Err(self.pack_mismatch(code, what, at, f, &covered, &bound));
+                            }
+                        }
+                    }
+                }
                 let found = found_ty.as_ref().map(|t| t.to_string()).unwrap_or_else(|| v.kind().to_string());
                 let expected: Vec<String> = alts.iter().map(|a| self.instantiated(a, dims)).collect();
                 let note = format!("here that means {}", expected.join(" or "));
                 let r = mismatch(self, found, Some(note));
-                let help = found_ty.and_then(|f| alts.iter().find_map(|a| self.near_miss(&f, a, dims, subject(what))));
-                if let (Some(h), Some(d)) = (help, self.diags.last_mut()) {
+                if let (Some(h), Some(d)) = (near, self.diags.last_mut()) {
                     d.help = Some(h);
                 }
                 r
@@ -130,6 +142,13 @@ impl Tracer {
                 let pat: Vec<DimExpr> = pat.clone().unwrap_or_default();
                 (ty.dtype == *dtype && self.match_dims(&ty, &pat, dims, what, at).is_ok()).then(|| v.clone())
             }
+            // A number: the tensor arm's conversions (a 0-d tensor, or a bound pack's filler).
+            (TypeKind::Tensor { .. }, Value::Int(_) | Value::Float(_) | Value::Bool(_)) => {
+                let before = self.diags.len();
+                let r = self.check_annot(v.clone(), t, dims, at, what, "E0308");
+                self.diags.truncate(before);
+                r.ok()
+            }
             (TypeKind::Tensor { .. } | TypeKind::Union(_), _) => None,
             (TypeKind::Scalar(_) | TypeKind::Error, _) => {
                 let before = self.diags.len();
@@ -162,7 +181,7 @@ impl Tracer {
                     "broadcasting them would give {b}, every element of one against every element of the other (PyTorch only warns)"
                 ));
             }
-            _ => d = d.with_note("`*S` in the signature asks for equal shapes: they are not broadcast"),
+            _ => d = d.with_note("the signature asks for equal shapes: they are not broadcast"),
         }
         if let Some((longer, axis)) =
             extra_unit_axis(found, &bound.dims).map(|a| (this, a)).or_else(|| extra_unit_axis(&bound.dims, found).map(|a| (other, a)))

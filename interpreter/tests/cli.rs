@@ -4,20 +4,8 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-fn dlc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dlc"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .env("NO_COLOR", "1")
-        // Autotuning's choices go to a file of the tests', not the user's cache.
-        .env("DLC_CACHE_DIR", std::env::temp_dir().join(format!("dlc-cli-tests-{}", std::process::id())))
-        .output()
-        .expect("run dlc")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{dlc, text};
 
 #[test]
 fn version_and_help() {

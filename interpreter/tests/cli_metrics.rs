@@ -4,29 +4,13 @@
 //! TensorBoard's own when bench/.venv has it) and `dlc plot`'s PNG.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-
-fn dlc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dlc"))
-        .args(args)
-        .current_dir(ROOT)
-        .env("NO_COLOR", "1")
-        .env("DLC_CACHE_DIR", std::env::temp_dir().join(format!("dlc-cli-metrics-{}", std::process::id())))
-        .output()
-        .expect("run dlc")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{dlc, text, ROOT};
 
 fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("dlc-cli-metrics-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+    common::scratch(&format!("cli-metrics-{name}"))
 }
 
 /// Every `DLC_*` variable the binary's code reads (`var("DLC_...")`, `var_os("DLC_...")`).

@@ -1,20 +1,8 @@
 //! `dlc explain --dump=PASS`: the IR after any pass of the driver's order, as the compiler holds
 //! it (every one checked by the IR verifier on the way).
 
-use std::process::{Command, Output};
-
-fn dlc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dlc"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run dlc")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{dlc, text};
 
 /// `dlc explain --dump=PASS` prints the IR after each pass, as the compiler holds it (every one
 /// checked by the IR verifier on the way): the evaluation after batch-norm folding convolves

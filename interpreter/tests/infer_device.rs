@@ -1,11 +1,9 @@
 //! `infer` blocks run where the recipe says, through the same compiled plan in `dlc run` and
 //! `dlc bench`.
 
-use std::process::Command;
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::text;
+use std::path::Path;
 
 /// `dlc bench` on an `infer` block times exactly what `dlc run` executes: on the emulated GPU
 /// (`DLC_EMULATE_GPU=1 --device cuda`) both go through the device executor, and the kernels
@@ -19,15 +17,8 @@ fn bench_and_run_of_an_infer_block_execute_the_same_plan_on_the_emulated_gpu() {
     let path = dir.join("softmax.dl");
     std::fs::write(&path, "infer rows {\n  model = softmax\n  input = randn(f32[8, 100], seed: 0)\n}\n").expect("written");
     let file = path.to_str().expect("a UTF-8 path");
-    let emulated = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_dlc"))
-            .args(args)
-            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-            .env("NO_COLOR", "1")
-            .env("DLC_EMULATE_GPU", "1")
-            .output()
-            .expect("run dlc")
-    };
+    let emulated =
+        |args: &[&str]| common::command(Path::new(common::ROOT)).args(args).env("DLC_EMULATE_GPU", "1").output().expect("run dlc");
     let run = emulated(&["run", file, "--device", "cuda"]);
     assert!(run.status.success(), "{}", text(&run.stderr));
     let err = text(&run.stderr);

@@ -10,6 +10,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+mod common;
+use common::text;
 
 fn mpirun() -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join("mpirun")).find(|m| m.is_file()));
@@ -58,10 +60,6 @@ fn job(ranks: usize, file: &Path, args: &[&str]) -> Output {
     };
     c.arg("run").arg(file).args(args).env("NO_COLOR", "1").env("DLC_CACHE_DIR", std::env::temp_dir().join("dlc-parallel-tests"));
     c.output().expect("run the job")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// (step, loss) from a metrics file.

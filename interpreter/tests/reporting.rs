@@ -3,29 +3,10 @@
 //! not), `dlc bench` times an `infer` block as `infer` runs it, and the time to the first step
 //! is recorded.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn dlc_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dlc"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env("DLC_CACHE_DIR", std::env::temp_dir().join("dlc-reporting-tests"))
-        .output()
-        .expect("run dlc")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("dlc-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+mod common;
+use common::{dlc_in, scratch, text};
 
 fn iris_csv() -> String {
     concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/data/sklearn/iris.csv").to_string()

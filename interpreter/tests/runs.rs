@@ -4,21 +4,10 @@
 //! manifest), saying what changed and when there is nothing left to do.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn dlc_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dlc"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env("DLC_CACHE_DIR", std::env::temp_dir().join(format!("dlc-runs-tests-{}", std::process::id())))
-        .output()
-        .expect("run dlc")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{dlc_in, text};
 
 /// A fresh folder `tag` with `proj/prog.dl` (its data and checkpoint named relative to `proj/`)
 /// and an empty `elsewhere/` to run it from.

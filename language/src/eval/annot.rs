@@ -12,7 +12,7 @@ use crate::types::{rules, Dim, TensorTy};
 use std::collections::HashMap;
 
 /// What the annotations of one call have bound: sizes by name (`B`) and packs (`*S`).
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct DimEnv {
     names: HashMap<String, Dim>,
     packs: HashMap<String, PackBinding>,
@@ -31,6 +31,23 @@ struct PackBinding {
 impl DimEnv {
     pub fn get(&self, name: &str) -> Option<&Dim> {
         self.names.get(name)
+    }
+    /// A pattern's dims with what is bound filled in (a pack gives its dims, none when empty);
+    /// a part that is not bound, or not a size, as its text (`*S`, `C`, `...`).
+    fn filled(&self, pat: &[DimExpr]) -> Vec<Result<Dim, String>> {
+        let mut out = vec![];
+        for d in pat {
+            match d {
+                DimExpr::Pack(n, _) => match self.packs.get(n) {
+                    Some(b) => out.extend(b.dims.iter().cloned().map(Ok)),
+                    None => out.push(Err(format!("*{n}"))),
+                },
+                DimExpr::Name(n, _) => out.push(self.names.get(n).cloned().ok_or_else(|| n.clone())),
+                DimExpr::Int(n, _) => out.push(Ok(Dim::known(*n))),
+                other => out.push(Err(dim_text(other))),
+            }
+        }
+        out
     }
     /// Sizes bound by name, sorted, for binding them in a body.
     pub fn sizes(&self) -> Vec<(String, Dim)> {
@@ -74,7 +91,7 @@ impl Tracer {
             TypeKind::Union(alts) => {
                 // The first alternative that matches binds; a failed one binds nothing.
                 for alt in alts {
-                    let mut trial = DimEnv { names: dims.names.clone(), packs: dims.packs.clone() };
+                    let mut trial = dims.clone();
                     if let Some(v) = self.try_match(&v, alt, &mut trial, at, what) {
                         *dims = trial;
                         return Ok(v);
@@ -89,7 +106,7 @@ impl Tracer {
                 if let (Some(f), None) = (&found_ty, &near) {
                     for alt in alts {
                         let TypeKind::Tensor { dtype, dims: Some(pat) } = &alt.kind else { continue };
-                        let mut trial = DimEnv { names: dims.names.clone(), packs: dims.packs.clone() };
+                        let mut trial = dims.clone();
                         if *dtype == f.dtype {
                             if let Err(Mismatch::Pack(bound, covered)) = self.match_dims(f, pat, &mut trial, what, at) {
                                 return Err(self.pack_mismatch(code, what, at, f, &covered, &bound));
@@ -134,29 +151,13 @@ impl Tracer {
         }
     }
 
-    /// `v` against one alternative of a union, without reporting: the value on a match.
+    /// `v` against one alternative of a union (`or` is flat: never a union itself), without
+    /// reporting: the value, converted as the annotation asks, on a match.
     fn try_match(&mut self, v: &Value, t: &TypeExpr, dims: &mut DimEnv, at: Span, what: &str) -> Option<Value> {
-        match (&t.kind, v) {
-            (TypeKind::Tensor { dtype, dims: pat }, Value::Tensor(n)) => {
-                let ty = self.ty(*n);
-                let pat: Vec<DimExpr> = pat.clone().unwrap_or_default();
-                (ty.dtype == *dtype && self.match_dims(&ty, &pat, dims, what, at).is_ok()).then(|| v.clone())
-            }
-            // A number: the tensor arm's conversions (a 0-d tensor, or a bound pack's filler).
-            (TypeKind::Tensor { .. }, Value::Int(_) | Value::Float(_) | Value::Bool(_)) => {
-                let before = self.diags.len();
-                let r = self.check_annot(v.clone(), t, dims, at, what, "E0308");
-                self.diags.truncate(before);
-                r.ok()
-            }
-            (TypeKind::Tensor { .. } | TypeKind::Union(_), _) => None,
-            (TypeKind::Scalar(_) | TypeKind::Error, _) => {
-                let before = self.diags.len();
-                let r = self.check_annot(v.clone(), t, dims, at, what, "E0308");
-                self.diags.truncate(before);
-                r.ok()
-            }
-        }
+        let before = self.diags.len();
+        let r = self.check_annot(v.clone(), t, dims, at, what, "E0308");
+        self.diags.truncate(before);
+        r.ok()
     }
 
     /// Two values that a pack ties together have different shapes: name both, say what
@@ -195,15 +196,7 @@ impl Tracer {
     /// extra size-1 axis (`squeeze`).
     fn near_miss(&self, found: &TensorTy, t: &TypeExpr, env: &DimEnv, name: &str) -> Option<String> {
         let TypeKind::Tensor { dtype, dims: Some(pat) } = &t.kind else { return None };
-        let mut want = vec![];
-        for d in pat {
-            match d {
-                DimExpr::Pack(n, _) => want.extend(env.packs.get(n)?.dims.iter().cloned()),
-                DimExpr::Name(n, _) => want.push(env.names.get(n)?.clone()),
-                DimExpr::Int(n, _) => want.push(Dim::known(*n)),
-                _ => return None,
-            }
-        }
+        let want = env.filled(pat).into_iter().collect::<Result<Vec<Dim>, String>>().ok()?;
         let same = want.len() == found.rank() && want.iter().zip(&found.shape).all(|(a, b)| a.compatible(b));
         if same && found.dtype != *dtype {
             return Some(format!("convert it: `cast({name}, {dtype})`"));
@@ -215,18 +208,7 @@ impl Tracer {
     /// An alternative of a union with the sizes and packs bound so far filled in: `i64[4]`.
     fn instantiated(&self, t: &TypeExpr, env: &DimEnv) -> String {
         let TypeKind::Tensor { dtype, dims: Some(pat) } = &t.kind else { return type_text(t) };
-        let parts: Vec<String> = pat
-            .iter()
-            .map(|d| match d {
-                DimExpr::Pack(n, _) => match env.packs.get(n) {
-                    Some(b) => b.dims.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "),
-                    None => format!("*{n}"),
-                },
-                DimExpr::Name(n, _) => env.names.get(n).map(|x| x.to_string()).unwrap_or_else(|| n.clone()),
-                other => dim_text(other),
-            })
-            .filter(|s| !s.is_empty())
-            .collect();
+        let parts: Vec<String> = env.filled(pat).into_iter().map(|d| d.map(|d| d.to_string()).unwrap_or_else(|text| text)).collect();
         format!("{dtype}[{}]", parts.join(", "))
     }
 

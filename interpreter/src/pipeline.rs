@@ -69,7 +69,7 @@ fn zip_rows(columns: &[Tensor]) -> Vec<Element> {
 /// Read a source's elements. `root` is the directory of the program (paths are relative to it);
 /// `exec` evaluates in-memory tensors given to `tensors(...)`.
 pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor) -> Result<Vec<Element>, RuntimeError> {
-    let path = |name: &str| -> PathBuf { root.join(str_arg(src, name).unwrap_or_default()) };
+    let path = |name: &str| -> PathBuf { crate::paths::in_program(root, &str_arg(src, name).unwrap_or_default()) };
     match src.kind {
         "mnist" | "fashion_mnist" => {
             let dir = path("dir");
@@ -91,10 +91,11 @@ pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor)
         }
         "cifar" => {
             let files: Vec<PathBuf> = match src.arg("files") {
-                Some(Value::Str(s)) => vec![root.join(&**s)],
-                Some(Value::Tuple(items)) => {
-                    items.iter().filter_map(|v| if let Value::Str(s) = v { Some(root.join(&**s)) } else { None }).collect()
-                }
+                Some(Value::Str(s)) => vec![crate::paths::in_program(root, s)],
+                Some(Value::Tuple(items)) => items
+                    .iter()
+                    .filter_map(|v| if let Value::Str(s) = v { Some(crate::paths::in_program(root, s)) } else { None })
+                    .collect(),
                 _ => vec![],
             };
             let refs: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();

@@ -234,7 +234,7 @@ impl<'s> Trainer<'s> {
     /// parameters and buffers (when given), then average the metrics over the data.
     pub fn evaluate_recipe(&mut self) -> Result<Vec<f64>, RuntimeError> {
         if let Some(Value::Str(dir)) = self.info.field("checkpoint").cloned() {
-            self.load_weights(&self.opts.root.join(&*dir).clone())?;
+            self.load_weights(&crate::paths::in_program(&self.opts.root, &dir))?;
         }
         let body = self.expr_field("metrics").ok_or_else(|| err("the evaluate block has no `metrics`"))?;
         let p = self.pipeline.clone();

@@ -29,7 +29,7 @@ fn err(msg: impl Into<String>) -> RuntimeError {
 fn parameters(t: &Tracer, info: &RecipeInfo, model: &Value, root: &Path) -> Result<Vec<(u32, Tensor)>, RuntimeError> {
     let ck = match info.field("checkpoint") {
         Some(Value::Str(dir)) => {
-            let dir = root.join(&**dir);
+            let dir = crate::paths::in_program(root, dir);
             Some((state_dict::load_state(&dir).map_err(RuntimeError::Checkpoint)?, dir))
         }
         _ => None,
@@ -163,7 +163,7 @@ pub fn run(session: &mut Session, info: &RecipeInfo, root: &Path, fuse: bool, ru
     bind_input(session, &c, runner)?;
     let y = execute(session, &c, runner)?;
     if let Some(Value::Str(path)) = info.field("output") {
-        let path = root.join(&**path);
+        let path = crate::paths::in_program(root, path);
         if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
             super::png::write_grid(&path, &y)?;
         } else {
@@ -192,7 +192,7 @@ pub fn generate(
     let context = info.field("context").and_then(|v| v.as_int()).unwrap_or(1).max(1) as usize;
     let temperature = info.field("temperature").and_then(|v| v.as_float()).unwrap_or(1.0).max(1e-6);
     let seed = info.field("seed").and_then(|v| v.as_int()).unwrap_or(0) as u64;
-    let vocab = crate::runtime::data::text::read(&root.join(&*vocab_file), false)
+    let vocab = crate::runtime::data::text::read(&crate::paths::in_program(root, &vocab_file), false)
         .map_err(|e| RuntimeError::Data { message: e.to_string(), span: info.recipe.span })?
         .vocab;
     let mut ids: Vec<usize> = vec![];

@@ -9,14 +9,15 @@ use std::path::Path;
 /// The overrides this run applies and its record for the manifest. With `--resume DIR` the
 /// checkpoint's recorded overrides apply again (those given now replace them), and a program
 /// or seed that changed since is said. An unreadable checkpoint ends the command (exit 1).
+/// `text` is the program as it was compiled (the file may have changed since it was read).
 pub fn overrides_and_record(
     file: &Path,
+    text: &str,
     given: &[(String, String)],
     resume: Option<&Path>,
     seed: u64,
 ) -> Result<(Vec<(String, String)>, RunRecord), i32> {
-    let text = std::fs::read_to_string(file).unwrap_or_default();
-    let Some(dir) = resume else { return Ok((given.to_vec(), RunRecord::of(file, &text, given))) };
+    let Some(dir) = resume else { return Ok((given.to_vec(), RunRecord::of(file, text, given))) };
     let m = match manifest::read(dir) {
         Ok(m) => m,
         Err(e) => {
@@ -28,7 +29,7 @@ pub fn overrides_and_record(
     for line in said {
         eprintln!("note: {line}");
     }
-    let record = RunRecord::of(file, &text, &set);
+    let record = RunRecord::of(file, text, &set);
     if let (Some(then), Some(now)) = (&m.run.program_sha256, &record.program_sha256) {
         if then != now {
             let by = match &m.run.program {

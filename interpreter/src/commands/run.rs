@@ -98,7 +98,9 @@ pub fn main(file: &Path, flags: Flags) -> i32 {
     // Paths on the command line are the working directory's (dlc::paths); a resumed run applies
     // the `--set` overrides its checkpoint recorded.
     let resume = flags.resume.as_deref().map(dlc::paths::absolute);
-    let (overrides, record) = match crate::runs::overrides_and_record(file, &overrides, resume.as_deref(), flags.seed) {
+    let sources = p.sources();
+    let text = sources.find(&file.display().to_string()).map(|id| sources.get(id).text.as_str()).unwrap_or_default();
+    let (overrides, record) = match crate::runs::overrides_and_record(file, text, &overrides, resume.as_deref(), flags.seed) {
         Ok(r) => r,
         Err(code) => return code,
     };

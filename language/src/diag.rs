@@ -67,17 +67,25 @@ impl Diagnostic {
     }
 }
 
-/// Edit distance for "did you mean" suggestions.
-pub fn levenshtein(a: &str, b: &str) -> usize {
+/// Edit distance for "did you mean" suggestions: insertions, deletions and substitutions, and
+/// with `swaps` a swap of neighbouring letters as one edit too (optimal string alignment: `lte`
+/// is one edit from `let`).
+pub fn edit_distance(a: &str, b: &str, swaps: bool) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
+    // Three rows of the table: i - 2, i - 1 and i.
+    let mut before: Vec<usize> = vec![];
     let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = if ca == *cb { 0 } else { 1 };
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+    for i in 1..=a.len() {
+        let mut cur = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            cur[j] = (prev[j - 1] + cost).min(prev[j] + 1).min(cur[j - 1] + 1);
+            if swaps && i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                cur[j] = cur[j].min(before[j - 2] + 1);
+            }
         }
-        prev = cur;
+        before = std::mem::replace(&mut prev, cur);
     }
     prev[b.len()]
 }
@@ -90,10 +98,25 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str
         .into_iter()
         .filter(|c| *c != name)
         .map(|c| {
-            let d = levenshtein(&lower, &c.to_lowercase());
+            let d = edit_distance(&lower, &c.to_lowercase(), false);
             (d, c)
         })
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, c)| (*d, c.len()))
         .map(|(_, c)| c.to_string())
+}
+
+#[cfg(test)]
+mod edit_distance_tests {
+    use super::edit_distance;
+
+    #[test]
+    fn swaps_count_once_only_when_asked() {
+        assert_eq!(edit_distance("kitten", "sitting", false), 3);
+        assert_eq!(edit_distance("", "abc", true), 3);
+        assert_eq!(edit_distance("lte", "let", false), 2);
+        assert_eq!(edit_distance("lte", "let", true), 1);
+        assert_eq!(edit_distance("modle", "model", true), 1);
+        assert_eq!(edit_distance("logg", "log", true), 1);
+    }
 }

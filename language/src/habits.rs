@@ -2,7 +2,7 @@
 //! these with the DL form instead of a "did you mean" to some unrelated name of similar spelling
 //! (`x.reshape(3, 4)` is not a misspelt `x.shape`).
 
-use crate::diag::did_you_mean;
+use crate::diag::{did_you_mean, edit_distance};
 
 /// A PyTorch tensor method and the DL function that does the same. In `form`, `{x}` is the
 /// receiver's source text and `{args}` the call's arguments as written.
@@ -136,40 +136,7 @@ pub fn keyword_typo(word: &str) -> Option<&'static str> {
         .iter()
         .copied()
         .filter(|k| *k != word && k.chars().next() == word.chars().next())
-        .find(|k| transposition_distance(word, k) == 1)
-}
-
-/// Edit distance with adjacent transpositions (optimal string alignment).
-fn transposition_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    // Row 0 and column 0: the distances from the empty prefix.
-    let mut d: Vec<Vec<usize>> = (0..=a.len())
-        .map(|i| {
-            (0..=b.len())
-                .map(|j| {
-                    if i == 0 {
-                        j
-                    } else if j == 0 {
-                        i
-                    } else {
-                        0
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                v = v.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = v;
-        }
-    }
-    d[a.len()][b.len()]
+        .find(|k| edit_distance(word, k, true) == 1)
 }
 
 #[cfg(test)]

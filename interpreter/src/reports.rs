@@ -103,10 +103,15 @@ pub fn median_ms(n: usize, mut f: impl FnMut()) -> f64 {
 }
 
 /// Autotuning in a run: the regions measured (native code against the interpreter), what won,
-/// and how many choices came from the tuning file instead.
+/// the product kernel each product shape runs on, and how many choices came from the tuning
+/// file instead.
 pub fn tuning(k: &dlc::exec::fused::KernelCache) -> serde_json::Value {
     let tuned = k.tuned();
-    let store = k.store.as_ref();
+    let store = k.gemm.store.as_ref().or(k.store.as_ref());
+    let mut chosen = std::collections::BTreeMap::<&str, usize>::new();
+    for (_, kernel) in k.gemm.choices() {
+        *chosen.entry(kernel.name()).or_default() += 1;
+    }
     serde_json::json!({
         "regions": tuned.len(),
         "native": tuned.iter().filter(|c| **c == Some(true)).count(),
@@ -116,5 +121,21 @@ pub fn tuning(k: &dlc::exec::fused::KernelCache) -> serde_json::Value {
         "measured_now": store.map(|s| s.measured()).unwrap_or(0),
         "file": store.map(|s| s.path.display().to_string()),
         "file_unreadable": store.and_then(|s| s.unreadable.clone()),
+        "products": {
+            "kernels": k.gemm.candidates().iter().map(|c| c.describe()).collect::<Vec<_>>(),
+            "shapes": chosen,
+        },
     })
+}
+
+/// The products' line: the kernels this machine has and how many product shapes each runs.
+pub fn products_line(tuning: &serde_json::Value) -> String {
+    let p = &tuning["products"];
+    let kernels: Vec<&str> = p["kernels"].as_array().map(|a| a.iter().filter_map(|v| v.as_str()).collect()).unwrap_or_default();
+    let shapes: Vec<String> = p["shapes"].as_object().map(|m| m.iter().map(|(k, n)| format!("{k} {n}")).collect()).unwrap_or_default();
+    format!(
+        "product kernels on this machine: {}; shapes per kernel: {}",
+        kernels.join(", "),
+        if shapes.is_empty() { "none run".to_string() } else { shapes.join(", ") }
+    )
 }

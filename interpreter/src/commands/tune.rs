@@ -29,7 +29,9 @@ pub fn main(file: &Path) -> i32 {
         opts.checkpoints = false;
         let result = Trainer::new(&mut p.session, info, opts).and_then(|mut t| t.run().map(|_| crate::reports::tuning(t.kernels())));
         match result {
-            Ok(r) => println!(
+            Ok(r) => {
+                println!("{}", crate::reports::products_line(&r));
+                println!(
                 "tune: train `{name}`: {} regions of {}+ elements: {} native, {} interpreter ({} measured now, {} from the tuning file){}",
                 r["regions"],
                 dlc::exec::fused::AUTOTUNE_MIN,
@@ -41,7 +43,8 @@ pub fn main(file: &Path) -> i32 {
                     .as_str()
                     .map(|f| format!("; saved in {f}"))
                     .unwrap_or_else(|| "; no tuning file (DLC_TUNE_CACHE=0 or no home directory)".into())
-            ),
+                )
+            }
             Err(e) => {
                 eprintln!("error: tuning `{name}` failed: {e}");
                 return 1;

@@ -1,10 +1,11 @@
-//! Matrix products (the gemm crate) and `take`. Convolutions are in conv.rs, pooling in pool.rs.
+//! Matrix products (on the kernel gemm_select.rs chose for each shape) and `take`. Convolutions are in conv.rs, pooling in pool.rs.
 
 use super::elem::Elem;
+use super::gemm_select::GemmSelect;
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
 use dlc_language::types::DType;
-use gemm::Parallelism;
+use gemm_common::Parallelism;
 use std::sync::Arc;
 
 /// Threads for a product of this many multiply-adds: only products of some size pay for them.
@@ -17,20 +18,12 @@ fn parallelism(flops: usize) -> Parallelism {
     }
 }
 
-/// dst[m×n] = op(lhs)[m×k] @ op(rhs)[k×n], row-major, in f32 or f64. `lhs_t`: lhs is stored
-/// k×m; `rhs_t`: rhs is stored n×k; the gemm crate reads them through strides, so no transposed
-/// copy is made.
+/// dst[m×n] = op(lhs)[m×k] @ op(rhs)[k×n], row-major, in f32 or f64, on the kernel chosen for
+/// the shape (gemm_select.rs). `lhs_t`: lhs is stored k×m; `rhs_t`: rhs is stored n×k; they are
+/// read through strides, so no transposed copy is made.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn gemm<T: Elem>(m: usize, n: usize, k: usize, lhs: &[T], lhs_t: bool, rhs: &[T], rhs_t: bool, dst: &mut [T], par: Parallelism) {
-    // SAFETY: `[T]` is `[MaybeUninit<T>]` with every element initialised.
-    let dst = unsafe { &mut *(dst as *mut [T] as *mut [std::mem::MaybeUninit<T>]) };
-    gemm_uninit(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par)
-}
-
-/// `gemm` into a buffer that need not be initialised: every one of its first m*n elements is
-/// written (the product does not read `dst`), so outputs are not zeroed first.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn gemm_uninit<T: Elem>(
+pub(super) fn gemm<T: Elem>(
+    sel: &GemmSelect,
     m: usize,
     n: usize,
     k: usize,
@@ -38,56 +31,24 @@ pub(super) fn gemm_uninit<T: Elem>(
     lhs_t: bool,
     rhs: &[T],
     rhs_t: bool,
-    dst: &mut [std::mem::MaybeUninit<T>],
+    dst: &mut [T],
     par: Parallelism,
 ) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        dst[..m * n].fill(std::mem::MaybeUninit::new(T::ZERO));
-        return;
-    }
-    debug_assert!(lhs.len() >= m * k && rhs.len() >= k * n && dst.len() >= m * n);
-    // (column stride, row stride) of each operand.
-    let (lcs, lrs) = if lhs_t { (m as isize, 1) } else { (1, k as isize) };
-    let (rcs, rrs) = if rhs_t { (k as isize, 1) } else { (1, n as isize) };
-    // SAFETY: the slices hold m*k, k*n and m*n elements, with the strides given (row-major).
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr() as *mut T,
-            1,
-            n as isize,
-            false,
-            lhs.as_ptr(),
-            lcs,
-            lrs,
-            rhs.as_ptr(),
-            rcs,
-            rrs,
-            T::ZERO,
-            T::ONE,
-            false,
-            false,
-            false,
-            par,
-        )
-    }
+    // SAFETY: `[T]` is `[MaybeUninit<T>]` with every element initialised.
+    let dst = unsafe { &mut *(dst as *mut [T] as *mut [std::mem::MaybeUninit<T>]) };
+    sel.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par)
 }
 
 /// `batch` products dst[m×n] = op(x)[m×k] @ op(y)[k×n], one after the other, each with the
 /// threads its size earns.
 #[allow(clippy::too_many_arguments)]
-fn batched<T: Elem>(batch: usize, m: usize, n: usize, k: usize, x: &[T], x_t: bool, y: &[T], y_t: bool) -> Vec<T> {
+fn batched<T: Elem>(sel: &GemmSelect, batch: usize, m: usize, n: usize, k: usize, x: &[T], x_t: bool, y: &[T], y_t: bool) -> Vec<T> {
     let total = batch * m * n;
     // Written once, by the products: not zeroed first.
     let mut out: Vec<T> = Vec::with_capacity(total);
     let dst = &mut out.spare_capacity_mut()[..total];
     for i in 0..batch {
-        gemm_uninit(
+        sel.gemm(
             m,
             n,
             k,
@@ -107,8 +68,19 @@ fn batched<T: Elem>(batch: usize, m: usize, n: usize, k: usize, x: &[T], x_t: bo
 /// f32 products of f32-stored operands; bf16/f16 operands (autocast) are summed in f32 and the
 /// result rounded.
 #[allow(clippy::too_many_arguments)]
-fn batched_f32(dtype: DType, batch: usize, m: usize, n: usize, k: usize, x: &[f32], x_t: bool, y: &[f32], y_t: bool) -> Data {
-    let mut out = batched(batch, m, n, k, x, x_t, y, y_t);
+fn batched_f32(
+    sel: &GemmSelect,
+    dtype: DType,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    x: &[f32],
+    x_t: bool,
+    y: &[f32],
+    y_t: bool,
+) -> Data {
+    let mut out = batched(sel, batch, m, n, k, x, x_t, y, y_t);
     crate::runtime::tensor::round_slice(dtype, &mut out);
     Data::F32(Arc::new(out))
 }
@@ -116,9 +88,9 @@ fn batched_f32(dtype: DType, batch: usize, m: usize, n: usize, k: usize, x: &[f3
 /// `matmul` where either operand may be given as the source of a transpose (`a_t`: `a` holds
 /// [.., K, M] and the product uses its transpose). Floats stored as f32 (f32, bf16, f16) are
 /// read through strides; other dtypes transpose first.
-pub fn matmul_t(a: &Tensor, a_t: bool, b: &Tensor, b_t: bool, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
+pub fn matmul_t(sel: &GemmSelect, a: &Tensor, a_t: bool, b: &Tensor, b_t: bool, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
     if !a_t && !b_t {
-        return matmul(a, b, shape);
+        return matmul(sel, a, b, shape);
     }
     let swap = |t: &Tensor| {
         let r = t.shape.len();
@@ -132,25 +104,25 @@ pub fn matmul_t(a: &Tensor, a_t: bool, b: &Tensor, b_t: bool, shape: Vec<usize>)
             let (m, n) = (shape[r - 2], shape[r - 1]);
             let k = if a_t { a.shape[a.shape.len() - 2] } else { a.shape[a.shape.len() - 1] };
             let batch: usize = shape[..r - 2].iter().product();
-            let data = batched_f32(a.dtype, batch, m, n, k, x, a_t, y, b_t);
+            let data = batched_f32(sel, a.dtype, batch, m, n, k, x, a_t, y, b_t);
             Ok(Tensor { dtype: a.dtype, shape, data })
         }
         _ => {
             let a = if a_t { swap(a) } else { a.clone() };
             let b = if b_t { swap(b) } else { b.clone() };
-            matmul(&a, &b, shape)
+            matmul(sel, &a, &b, shape)
         }
     }
 }
 
 /// Batched [.., M, K] @ [.., K, N] with identical batch dims.
-pub fn matmul(a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
+pub fn matmul(sel: &GemmSelect, a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
     let r = a.shape.len();
     let (m, k, n) = (a.shape[r - 2], a.shape[r - 1], b.shape[r - 1]);
     let batch: usize = a.shape[..r - 2].iter().product();
     let data = match (&a.data, &b.data) {
-        (Data::F32(x), Data::F32(y)) => batched_f32(a.dtype, batch, m, n, k, x, false, y, false),
-        (Data::F64(x), Data::F64(y)) => Data::F64(Arc::new(batched(batch, m, n, k, x, false, y, false))),
+        (Data::F32(x), Data::F32(y)) => batched_f32(sel, a.dtype, batch, m, n, k, x, false, y, false),
+        (Data::F64(x), Data::F64(y)) => Data::F64(Arc::new(batched(sel, batch, m, n, k, x, false, y, false))),
         (Data::I64(x), Data::I64(y)) => {
             let mut out = vec![0i64; batch * m * n];
             for bi in 0..batch {

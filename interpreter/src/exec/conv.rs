@@ -6,15 +6,17 @@
 //! count (the project's determinism rule).
 
 use super::elem::Elem;
+use super::gemm_select::GemmSelect;
 use crate::runtime::tensor::{round_slice, Data, Tensor};
 use dlc_language::types::rules::Conv2dAttrs;
 use rayon::prelude::*;
 use std::sync::Arc;
 
-/// One product on one core (images already run in parallel).
+/// One product on one core (images already run in parallel), on the kernel chosen for its
+/// shape on this machine.
 #[allow(clippy::too_many_arguments)]
-fn gemm1<T: Elem>(m: usize, n: usize, k: usize, lhs: &[T], lhs_t: bool, rhs: &[T], rhs_t: bool, dst: &mut [T]) {
-    super::contract::gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, gemm::Parallelism::None)
+fn gemm1<T: Elem>(sel: &GemmSelect, m: usize, n: usize, k: usize, lhs: &[T], lhs_t: bool, rhs: &[T], rhs_t: bool, dst: &mut [T]) {
+    super::contract::gemm(sel, m, n, k, lhs, lhs_t, rhs, rhs_t, dst, gemm_common::Parallelism::None)
 }
 
 /// Input [N, C, H, W], weight [O, C/g, kh, kw], output [N, O, oh, ow].
@@ -154,7 +156,7 @@ impl Geom {
 
 /// y[b] = W · im2col(x[b]) per group. The output is written once, by the products (not zeroed
 /// first: 19 MB for the MNIST CNN's second convolution at batch 128).
-fn forward<T: Elem>(geo: Geom, x: &[T], w: &[T], nb: usize) -> Vec<T> {
+fn forward<T: Elem>(sel: &GemmSelect, geo: Geom, x: &[T], w: &[T], nb: usize) -> Vec<T> {
     let (k, cols, og) = (geo.k(), geo.cols(), geo.og());
     let total = nb * geo.o * cols;
     let mut out: Vec<T> = Vec::with_capacity(total);
@@ -169,7 +171,7 @@ fn forward<T: Elem>(geo: Geom, x: &[T], w: &[T], nb: usize) -> Vec<T> {
             for gi in 0..geo.g {
                 geo.im2col(img, gi, col);
                 let dst = &mut y[gi * og * cols..][..og * cols];
-                super::contract::gemm_uninit(og, cols, k, &w[gi * og * k..][..og * k], false, col, false, dst, gemm::Parallelism::None);
+                sel.gemm(og, cols, k, &w[gi * og * k..][..og * k], false, col, false, dst, gemm_common::Parallelism::None);
             }
         },
     );
@@ -179,7 +181,7 @@ fn forward<T: Elem>(geo: Geom, x: &[T], w: &[T], nb: usize) -> Vec<T> {
 }
 
 /// dx[b] = col2im(Wᵀ · dy[b]) per group.
-fn grad_input<T: Elem>(geo: Geom, dy: &[T], w: &[T], nb: usize) -> Vec<T> {
+fn grad_input<T: Elem>(sel: &GemmSelect, geo: Geom, dy: &[T], w: &[T], nb: usize) -> Vec<T> {
     let (k, cols, og) = (geo.k(), geo.cols(), geo.og());
     let mut dx = vec![T::ZERO; nb * geo.image()];
     if dx.is_empty() {
@@ -192,7 +194,7 @@ fn grad_input<T: Elem>(geo: Geom, dy: &[T], w: &[T], nb: usize) -> Vec<T> {
             for gi in 0..geo.g {
                 let g = &dy[(b * geo.o + gi * og) * cols..][..og * cols];
                 // Wᵀ of the group ([k, og]) read through strides from the row-major [og, k] block.
-                gemm1(k, cols, og, &w[gi * og * k..][..og * k], true, g, false, dcol);
+                gemm1(sel, k, cols, og, &w[gi * og * k..][..og * k], true, g, false, dcol);
                 geo.col2im(dcol, gi, dxb);
             }
         },
@@ -206,7 +208,7 @@ fn grad_input<T: Elem>(geo: Geom, dy: &[T], w: &[T], nb: usize) -> Vec<T> {
 /// a row-major product as its transpose, im2col(x)·dyᵀ, whose left factor it then packed one
 /// element at a time (a generic gather: 22% of the conv-BN step); with the columns transposed
 /// first, in tiles ([cols, k], rows contiguous), it packs nothing it cannot copy by vectors.
-fn grad_weight<T: Elem>(geo: Geom, x: &[T], dy: &[T], nb: usize) -> Vec<T> {
+fn grad_weight<T: Elem>(sel: &GemmSelect, geo: Geom, x: &[T], dy: &[T], nb: usize) -> Vec<T> {
     let (k, cols, og) = (geo.k(), geo.cols(), geo.og());
     let parts: Vec<Vec<T>> = (0..nb)
         .into_par_iter()
@@ -219,7 +221,7 @@ fn grad_weight<T: Elem>(geo: Geom, x: &[T], dy: &[T], nb: usize) -> Vec<T> {
                     geo.im2col(img, gi, col);
                     transpose(col, k, cols, col_t);
                     let g = &dy[(b * geo.o + gi * og) * cols..][..og * cols];
-                    gemm1(og, k, cols, g, false, col_t, false, &mut part[gi * og * k..][..og * k]);
+                    gemm1(sel, og, k, cols, g, false, col_t, false, &mut part[gi * og * k..][..og * k]);
                 }
                 part
             },
@@ -274,24 +276,24 @@ pub(super) fn dispatch(
 }
 
 /// conv2d: x NCHW, w OIHW.
-pub fn conv2d(x: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
+pub fn conv2d(sel: &GemmSelect, x: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
     let geo = Geom::new(&x.shape, &w.shape, &shape, a);
     let nb = x.shape[0];
-    dispatch(x.dtype, x, w, shape, |p, q| forward(geo, p, q, nb), |p, q| forward(geo, p, q, nb))
+    dispatch(x.dtype, x, w, shape, |p, q| forward(sel, geo, p, q, nb), |p, q| forward(sel, geo, p, q, nb))
 }
 
 /// The gradient of conv2d for its input (of shape `shape`).
-pub fn conv2d_grad_input(dy: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
+pub fn conv2d_grad_input(sel: &GemmSelect, dy: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
     let geo = Geom::new(&shape, &w.shape, &dy.shape, a);
     let nb = shape[0];
-    dispatch(dy.dtype, dy, w, shape, |p, q| grad_input(geo, p, q, nb), |p, q| grad_input(geo, p, q, nb))
+    dispatch(dy.dtype, dy, w, shape, |p, q| grad_input(sel, geo, p, q, nb), |p, q| grad_input(sel, geo, p, q, nb))
 }
 
 /// The gradient of conv2d for its weight (of shape `shape`).
-pub fn conv2d_grad_weight(x: &Tensor, dy: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
+pub fn conv2d_grad_weight(sel: &GemmSelect, x: &Tensor, dy: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
     let geo = Geom::new(&x.shape, &shape, &dy.shape, a);
     let nb = x.shape[0];
-    dispatch(dy.dtype, x, dy, shape, |p, q| grad_weight(geo, p, q, nb), |p, q| grad_weight(geo, p, q, nb))
+    dispatch(dy.dtype, x, dy, shape, |p, q| grad_weight(sel, geo, p, q, nb), |p, q| grad_weight(sel, geo, p, q, nb))
 }
 
 #[cfg(test)]
@@ -357,7 +359,7 @@ mod tests {
         let geo = Geom { c, h, w, o, cg, kh, kw, oh, ow, g, stride, pad, dil };
         let x: Vec<f32> = (0..nb * c * h * w).map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.125).collect();
         let dy: Vec<f32> = (0..nb * o * oh * ow).map(|i| ((i * 53 % 29) as f32 - 14.0) * 0.0625).collect();
-        let got = super::grad_weight(geo, &x, &dy, nb);
+        let got = super::grad_weight(&super::GemmSelect::default(), geo, &x, &dy, nb);
         for oc in 0..o {
             let gi = oc / og;
             for ci in 0..cg {

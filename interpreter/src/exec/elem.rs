@@ -2,10 +2,17 @@
 //! f16) and f64.
 
 pub(super) trait Elem:
-    Copy + Send + Sync + PartialOrd + std::ops::AddAssign + std::ops::Add<Output = Self> + std::ops::Div<Output = Self> + 'static
+    Copy
+    + Send
+    + Sync
+    + PartialOrd
+    + std::ops::AddAssign
+    + std::ops::Add<Output = Self>
+    + std::ops::Div<Output = Self>
+    + super::gemm_kernels::GemmElem
+    + 'static
 {
     const ZERO: Self;
-    const ONE: Self;
     const NEG_INFINITY: Self;
     fn from_usize(n: usize) -> Self;
     fn is_nan(self) -> bool;
@@ -13,7 +20,6 @@ pub(super) trait Elem:
 
 impl Elem for f32 {
     const ZERO: f32 = 0.0;
-    const ONE: f32 = 1.0;
     const NEG_INFINITY: f32 = f32::NEG_INFINITY;
     fn from_usize(n: usize) -> f32 {
         n as f32
@@ -25,7 +31,6 @@ impl Elem for f32 {
 
 impl Elem for f64 {
     const ZERO: f64 = 0.0;
-    const ONE: f64 = 1.0;
     const NEG_INFINITY: f64 = f64::NEG_INFINITY;
     fn from_usize(n: usize) -> f64 {
         n as f64

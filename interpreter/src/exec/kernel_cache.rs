@@ -37,6 +37,8 @@ pub struct KernelCache {
     /// Choices measured by earlier runs on this machine and build, and where this run's go
     /// (with autotuning on; `DLC_TUNE_CACHE=0` leaves the file alone).
     pub store: Option<Arc<super::tune_store::TuneStore>>,
+    /// The product kernel of each product shape (measured on first use, or from the file).
+    pub gemm: super::gemm_select::GemmSelect,
 }
 
 impl KernelCache {
@@ -50,34 +52,53 @@ impl KernelCache {
             autotune: !jit && std::env::var("DLC_AUTOTUNE").map(|v| v != "0").unwrap_or(true),
             jit_seconds: Mutex::new(0.0),
             store: None,
+            gemm: super::gemm_select::GemmSelect::new(None),
         }
     }
 
-    /// The cache with autotuning's choices read from, and saved to, the tuning file.
+    /// The cache with autotuning's choices read from, and saved to, the tuning file. Products'
+    /// kernel choices use the file even with `DLC_AUTOTUNE=0` (which is about native code for
+    /// fused kernels); `DLC_TUNE_CACHE=0` leaves the file alone.
     pub fn with_tuning_file(mut self) -> KernelCache {
         static MACHINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        let wanted = self.autotune && std::env::var("DLC_TUNE_CACHE").map(|v| v != "0").unwrap_or(true);
-        if let (true, Some(path)) = (wanted, super::tune_store::default_path()) {
-            let machine = MACHINE.get_or_init(super::tune_store::machine_key).clone();
-            self.store = Some(Arc::new(super::tune_store::TuneStore::open(path, machine)));
+        let file_on = std::env::var("DLC_TUNE_CACHE").map(|v| v != "0").unwrap_or(true);
+        let store = match (file_on, super::tune_store::default_path()) {
+            (true, Some(path)) => {
+                let machine = MACHINE.get_or_init(super::tune_store::machine_key).clone();
+                Some(Arc::new(super::tune_store::TuneStore::open(path, machine)))
+            }
+            _ => None,
+        };
+        if self.autotune {
+            self.store = store.clone();
         }
+        self.gemm = super::gemm_select::GemmSelect::new(store);
         self
     }
 
     /// Add the choices this run measured to the tuning file; how many were added.
     pub fn save_tuning(&self) -> Result<usize, String> {
-        let Some(store) = &self.store else { return Ok(0) };
-        for p in self.programs.lock().expect("kernel cache").values() {
-            if let (Some(key), Some(c)) = (&p.tune_key, p.tune.as_ref().and_then(Tune::measured)) {
-                store.put(key.clone(), c);
+        if let Some(store) = &self.gemm.store {
+            for (key, pick) in self.gemm.take_measured() {
+                store.put_pick(key, pick);
             }
         }
-        for rt in self.row_tunes.lock().expect("kernel cache").values() {
-            if let Some(c) = rt.0.measured() {
-                store.put(rt.1.clone(), c);
+        if let Some(store) = &self.store {
+            for p in self.programs.lock().expect("kernel cache").values() {
+                if let (Some(key), Some(c)) = (&p.tune_key, p.tune.as_ref().and_then(Tune::measured)) {
+                    store.put(key.clone(), c);
+                }
+            }
+            for rt in self.row_tunes.lock().expect("kernel cache").values() {
+                if let Some(c) = rt.0.measured() {
+                    store.put(rt.1.clone(), c);
+                }
             }
         }
-        store.save()
+        match self.gemm.store.as_ref().or(self.store.as_ref()) {
+            Some(store) => store.save(),
+            None => Ok(0),
+        }
     }
 
     /// The row form of a region in a row kernel, made on first use; with `native`, with its

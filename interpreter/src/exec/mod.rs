@@ -7,9 +7,12 @@ mod conv;
 mod elem;
 mod elementwise;
 pub mod fused;
+mod gemm_kernels;
+pub mod gemm_select;
 mod kernel_cache;
 mod math32;
 mod movement;
+mod onednn;
 mod pool;
 mod reduce;
 mod rows;
@@ -268,7 +271,7 @@ impl Executor {
                     None => return Err(RuntimeError::Unsupported(format!("matmul operand {s:?} was not computed"))),
                 }
             }
-            return contract::matmul_t(&operands[0].0, operands[0].1, &operands[1].0, operands[1].1, shape);
+            return contract::matmul_t(&self.kernels.gemm, &operands[0].0, operands[0].1, &operands[1].0, operands[1].1, shape);
         }
         // A recompute view shows its first source; the second only ordered it in the plan (and
         // a plan may run the view earlier, as a row kernel hoists it).
@@ -315,15 +318,15 @@ impl Executor {
             Op::Expand => movement::expand(&src[0], &shape),
             Op::Slice { start, step } => movement::slice(&src[0], start, step, &shape),
             Op::Concat(axis) => movement::concat(&src, *axis, shape),
-            Op::MatMul => contract::matmul(&src[0], &src[1], shape)?,
-            Op::Conv2d(a) => conv::conv2d(&src[0], &src[1], a, shape),
+            Op::MatMul => contract::matmul(&self.kernels.gemm, &src[0], &src[1], shape)?,
+            Op::Conv2d(a) => conv::conv2d(&self.kernels.gemm, &src[0], &src[1], a, shape),
             Op::Pool2d { kind, kernel, stride, padding } => pool::pool2d(&src[0], *kind, *kernel, *stride, *padding, shape),
             Op::Take => contract::take(&src[0], &src[1], shape)?,
             Op::Detach => src[0].clone(),
             Op::Recompute => unreachable!("a recompute view is read above"),
             Op::Unslice { start, step } => backward::unslice(&src[0], start, step, shape),
-            Op::Conv2dGradInput(a) => conv::conv2d_grad_input(&src[0], &src[1], a, shape),
-            Op::Conv2dGradWeight(a) => conv::conv2d_grad_weight(&src[0], &src[1], a, shape),
+            Op::Conv2dGradInput(a) => conv::conv2d_grad_input(&self.kernels.gemm, &src[0], &src[1], a, shape),
+            Op::Conv2dGradWeight(a) => conv::conv2d_grad_weight(&self.kernels.gemm, &src[0], &src[1], a, shape),
             Op::Pool2dGrad { kind, kernel, stride, padding } => pool::pool2d_grad(&src[0], &src[1], *kind, *kernel, *stride, *padding),
             Op::TakeGrad => backward::take_grad(&src[0], &src[1], shape)?,
         })

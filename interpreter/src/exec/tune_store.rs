@@ -24,6 +24,14 @@ pub struct Choice {
     pub native_ns: u64,
 }
 
+/// One measured choice among named kernels (a product's: `avx2`, `avx512`, `onednn`), with
+/// each candidate's best time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pick {
+    pub name: String,
+    pub ns: Vec<(String, u64)>,
+}
+
 pub struct TuneStore {
     pub path: PathBuf,
     pub machine: String,
@@ -31,6 +39,9 @@ pub struct TuneStore {
     entries: Mutex<BTreeMap<String, Choice>>,
     /// Entries measured in this run (what a save adds).
     fresh: Mutex<BTreeMap<String, Choice>>,
+    /// Choices among named kernels, as read plus as measured (`pick` entries in the file).
+    picks: Mutex<BTreeMap<String, Pick>>,
+    fresh_picks: Mutex<BTreeMap<String, Pick>>,
     /// Kernels whose choice came from the file.
     pub hits: std::sync::atomic::AtomicUsize,
     /// Why the file was not read, when it was there and could not be.
@@ -87,6 +98,11 @@ fn read(path: &Path) -> Result<Value, String> {
     }
 }
 
+fn parse_pick(v: &Value) -> Option<Pick> {
+    let ns = v["ns"].as_object()?.iter().filter_map(|(k, t)| Some((k.clone(), t.as_u64()?))).collect();
+    Some(Pick { name: v["pick"].as_str()?.to_string(), ns })
+}
+
 fn parse_entry(v: &Value) -> Option<Choice> {
     Some(Choice { native: v["native"].as_bool()?, interp_ns: v["interp_ns"].as_u64()?, native_ns: v["native_ns"].as_u64()? })
 }
@@ -102,7 +118,20 @@ impl TuneStore {
             .as_object()
             .map(|m| m.iter().filter_map(|(k, v)| parse_entry(v).map(|c| (k.clone(), c))).collect())
             .unwrap_or_default();
-        TuneStore { path, machine, entries: Mutex::new(entries), fresh: Default::default(), hits: Default::default(), unreadable }
+        let picks = doc["machines"][&machine]
+            .as_object()
+            .map(|m| m.iter().filter_map(|(k, v)| parse_pick(v).map(|c| (k.clone(), c))).collect())
+            .unwrap_or_default();
+        TuneStore {
+            path,
+            machine,
+            entries: Mutex::new(entries),
+            fresh: Default::default(),
+            picks: Mutex::new(picks),
+            fresh_picks: Default::default(),
+            hits: Default::default(),
+            unreadable,
+        }
     }
 
     /// The stored choice for a kernel key.
@@ -120,15 +149,31 @@ impl TuneStore {
         self.fresh.lock().expect("tune store").insert(key, c);
     }
 
+    /// The stored choice among named kernels for a key.
+    pub fn pick(&self, key: &str) -> Option<Pick> {
+        let p = self.picks.lock().expect("tune store").get(key).cloned();
+        if p.is_some() {
+            self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        p
+    }
+
+    /// Record a choice among named kernels measured in this run.
+    pub fn put_pick(&self, key: String, p: Pick) {
+        self.picks.lock().expect("tune store").insert(key.clone(), p.clone());
+        self.fresh_picks.lock().expect("tune store").insert(key, p);
+    }
+
     /// How many choices this run measured.
     pub fn measured(&self) -> usize {
-        self.fresh.lock().expect("tune store").len()
+        self.fresh.lock().expect("tune store").len() + self.fresh_picks.lock().expect("tune store").len()
     }
 
     /// Merge this run's choices into the file, atomically. Nothing to add writes nothing.
     pub fn save(&self) -> Result<usize, String> {
         let fresh = self.fresh.lock().expect("tune store").clone();
-        if fresh.is_empty() {
+        let fresh_picks = self.fresh_picks.lock().expect("tune store").clone();
+        if fresh.is_empty() && fresh_picks.is_empty() {
             return Ok(0);
         }
         // Another run may have saved since this one read: merge into what is there now (a
@@ -141,12 +186,21 @@ impl TuneStore {
         for (k, c) in &fresh {
             machine[k] = json!({"native": c.native, "interp_ns": c.interp_ns, "native_ns": c.native_ns});
         }
+        for (k, p) in &fresh_picks {
+            // The first measurement saved is the one every later run takes (another run may
+            // have saved this shape since this one read the file): one shape, one kernel.
+            if machine.get(k).is_some_and(|v| v["pick"].is_string()) {
+                continue;
+            }
+            let ns: serde_json::Map<String, Value> = p.ns.iter().map(|(n, t)| (n.clone(), json!(t))).collect();
+            machine[k] = json!({"pick": p.name, "ns": ns});
+        }
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let tmp = dir.join(format!(".tune.json.{}.tmp", std::process::id()));
         std::fs::write(&tmp, serde_json::to_string_pretty(&doc).unwrap_or_default()).map_err(|e| format!("{}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
-        Ok(fresh.len())
+        Ok(fresh.len() + fresh_picks.len())
     }
 }
 
@@ -173,8 +227,15 @@ mod tests {
         assert!(torn.unreadable.is_some() && torn.get("k1").is_none());
         torn.put("k2".into(), Choice { native: false, interp_ns: 3, native_ns: 4 });
         assert_eq!(torn.save(), Ok(1));
-        let fixed = TuneStore::open(path, "cpu A".into());
+        let fixed = TuneStore::open(path.clone(), "cpu A".into());
         assert!(fixed.unreadable.is_none() && fixed.get("k2").is_some());
+        // A choice among named kernels (a product's) persists beside them.
+        let pick = Pick { name: "avx512".into(), ns: vec![("avx2".into(), 9), ("avx512".into(), 5)] };
+        fixed.put_pick("gemm:f32:8x8x8:nn:p1".into(), pick.clone());
+        assert_eq!(fixed.save(), Ok(1));
+        let read = TuneStore::open(path, "cpu A".into());
+        assert_eq!(read.pick("gemm:f32:8x8x8:nn:p1"), Some(pick));
+        assert!(read.get("k2").is_some() && read.pick("k2").is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -99,6 +99,9 @@ impl Bench {
             self.eager_kernels, self.compile_ms, self.peak_rss_mb,
         );
         if let Detail::Train(t) = &self.detail {
+            if t.tuning["products"].is_object() {
+                println!("  {}", crate::reports::products_line(&t.tuning));
+            }
             if t.ranks > 1 {
                 println!(
                     "  {} ranks: gradient all-reduce {:.3} ms a step, {:.1}% of the step",

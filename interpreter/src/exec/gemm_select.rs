@@ -1,0 +1,238 @@
+//! Which product kernel runs each product shape on this machine: measured, not assumed. The
+//! first product of a shape (element type, m, n, k, transposes, threads) times every kernel
+//! this machine has (gemm_kernels.rs) on its real operands, `REPS` rounds each, interleaved, and
+//! keeps the fastest by its best round; the product's result is then computed by the winner, so
+//! every result of a run comes from one kernel per shape. The choice is saved in the tuning file
+//! with the fused kernels' choices (tune_store.rs) and later runs on this machine and build take
+//! it without measuring. PyTorch's `cudnn.benchmark` makes the same kind of choice, per process.
+//!
+//! Products below `MEASURE_MIN` multiply-adds are not measured (a few microseconds, where a
+//! wrong choice costs nothing worth the noise of timing it): they run on oneDNN where it is
+//! installed (fastest on every small shape measured: 2.9 µs against 7.5 µs for 10×128×128), else
+//! the AVX2 kernels.
+//!
+//! Kernels differ in the order they sum a product's terms, so their last bits differ: a run's
+//! results depend on the kernel its machine chose, as PyTorch's depend on the MKL or oneDNN path
+//! its machine takes. So that one process never computes one shape two ways (the fused and the
+//! eager executor compared bit for bit, a step and its resumed twin), the choices are the
+//! process's, shared by every executor; across processes the tuning file carries them, and the
+//! first measurement of a shape saved there is the one later runs take.
+//! `DLC_GEMM=avx2|avx512|onednn` names one kernel for every product (results then match across
+//! machines that have it).
+
+use super::elem::Elem;
+use super::gemm_kernels::{run, GemmKernel};
+use super::tune_store::{Pick, TuneStore};
+use gemm_common::Parallelism;
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::sync::{Arc, Mutex};
+
+/// Rounds each candidate is timed for (the best round counts).
+const REPS: usize = 3;
+
+/// Products with fewer multiply-adds than this run on the default kernel, unmeasured.
+pub const MEASURE_MIN: usize = 1 << 20;
+
+/// The product kernel of every shape chosen in this process (see the module's comment).
+fn chosen() -> &'static Mutex<HashMap<Shape, GemmKernel>> {
+    static CHOSEN: std::sync::OnceLock<Mutex<HashMap<Shape, GemmKernel>>> = std::sync::OnceLock::new();
+    CHOSEN.get_or_init(Default::default)
+}
+
+/// A product's identity for the choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Shape {
+    bytes: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs_t: bool,
+    rhs_t: bool,
+    threads: usize,
+}
+
+impl Shape {
+    fn key(&self) -> String {
+        let t = |b: bool| if b { 't' } else { 'n' };
+        let ty = if self.bytes == 4 { "f32" } else { "f64" };
+        format!("gemm:{ty}:{}x{}x{}:{}{}:p{}", self.m, self.n, self.k, t(self.lhs_t), t(self.rhs_t), self.threads)
+    }
+}
+
+pub struct GemmSelect {
+    /// `DLC_GEMM`: one kernel for every product.
+    forced: Option<GemmKernel>,
+    /// The kernels this machine has, in the order they are tried.
+    candidates: Vec<GemmKernel>,
+    /// Measured in this run, by tuning-file key (what a save adds).
+    measured: Mutex<Vec<(String, Pick)>>,
+    pub store: Option<Arc<TuneStore>>,
+}
+
+impl Default for GemmSelect {
+    fn default() -> Self {
+        GemmSelect::new(None)
+    }
+}
+
+impl GemmSelect {
+    pub fn new(store: Option<Arc<TuneStore>>) -> GemmSelect {
+        let forced = std::env::var("DLC_GEMM").ok().and_then(|v| GemmKernel::parse(&v)).filter(|k| k.available());
+        let candidates = GemmKernel::ALL.into_iter().filter(|k| k.available()).collect();
+        GemmSelect { forced, candidates, measured: Default::default(), store }
+    }
+
+    /// The kernels products may run on here.
+    pub fn candidates(&self) -> &[GemmKernel] {
+        &self.candidates
+    }
+
+    /// Each product shape's kernel so far in this process: (tuning-file key, kernel).
+    pub fn choices(&self) -> Vec<(String, GemmKernel)> {
+        let mut v: Vec<(String, GemmKernel)> = chosen().lock().expect("gemm choices").iter().map(|(s, k)| (s.key(), *k)).collect();
+        v.sort();
+        v
+    }
+
+    /// This run's measurements, for the tuning file.
+    pub fn take_measured(&self) -> Vec<(String, Pick)> {
+        std::mem::take(&mut *self.measured.lock().expect("gemm choices"))
+    }
+
+    /// dst[m×n] = op(lhs)[m×k] @ op(rhs)[k×n], row-major (`lhs_t`: lhs stored k×m; `rhs_t`: rhs
+    /// stored n×k), on the kernel chosen for the shape. Every one of dst's first m*n elements is
+    /// written (it is not read).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gemm<T: Elem>(
+        &self,
+        m: usize,
+        n: usize,
+        k: usize,
+        lhs: &[T],
+        lhs_t: bool,
+        rhs: &[T],
+        rhs_t: bool,
+        dst: &mut [MaybeUninit<T>],
+        par: Parallelism,
+    ) {
+        if m == 0 || n == 0 {
+            return;
+        }
+        if k == 0 {
+            dst[..m * n].fill(MaybeUninit::new(T::ZERO));
+            return;
+        }
+        assert!(lhs.len() >= m * k && rhs.len() >= k * n && dst.len() >= m * n, "product operands too short");
+        let threads = match par {
+            Parallelism::Rayon(t) => t,
+            _ => 1,
+        };
+        let shape = Shape { bytes: std::mem::size_of::<T>(), m, n, k, lhs_t, rhs_t, threads };
+        let call = |kernel: GemmKernel, dst: &mut [MaybeUninit<T>]| {
+            // SAFETY: the lengths were checked above; m, n, k > 0.
+            unsafe { run(kernel, m, n, k, lhs.as_ptr(), lhs_t, rhs.as_ptr(), rhs_t, dst.as_mut_ptr() as *mut T, par) }
+        };
+        let kernel = self.kernel_for(shape, &mut |kernel| {
+            let started = std::time::Instant::now();
+            call(kernel, dst);
+            started.elapsed().as_nanos() as u64
+        });
+        call(kernel, dst);
+    }
+
+    /// The kernel for `shape`: forced, the only one, the default for a small product, chosen
+    /// before in this process, read from the tuning file, or measured now with `time` (a
+    /// product's nanoseconds on a kernel). The lock is held while a shape is measured, so
+    /// concurrent first products of one shape (a convolution's images) all wait for the one
+    /// choice rather than each make their own.
+    fn kernel_for(&self, shape: Shape, time: &mut dyn FnMut(GemmKernel) -> u64) -> GemmKernel {
+        if let Some(k) = self.forced {
+            return k;
+        }
+        if self.candidates.len() < 2 {
+            return self.candidates.first().copied().unwrap_or(GemmKernel::Avx2);
+        }
+        if shape.m * shape.n * shape.k < MEASURE_MIN {
+            return if self.candidates.contains(&GemmKernel::OneDnn) { GemmKernel::OneDnn } else { GemmKernel::Avx2 };
+        }
+        let mut chosen = chosen().lock().expect("gemm choices");
+        if let Some(k) = chosen.get(&shape) {
+            return *k;
+        }
+        let key = shape.key();
+        let stored =
+            self.store.as_ref().and_then(|s| s.pick(&key)).and_then(|p| GemmKernel::parse(&p.name)).filter(|k| self.candidates.contains(k));
+        let kernel = stored.unwrap_or_else(|| {
+            let mut best = vec![u64::MAX; self.candidates.len()];
+            for _ in 0..REPS {
+                for (i, c) in self.candidates.iter().enumerate() {
+                    best[i] = best[i].min(time(*c));
+                }
+            }
+            let winner = (0..best.len()).min_by_key(|i| best[*i]).expect("two candidates or more");
+            let ns = self.candidates.iter().zip(&best).map(|(c, t)| (c.name().to_string(), *t)).collect();
+            self.measured.lock().expect("gemm choices").push((key, Pick { name: self.candidates[winner].name().into(), ns }));
+            self.candidates[winner]
+        });
+        chosen.insert(shape, kernel);
+        kernel
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kernel this machine has computes the product (to f32 rounding), transposed
+    /// operands included; the choice is made once per shape and then kept.
+    #[test]
+    fn every_kernel_computes_the_product_and_a_shape_is_chosen_once() {
+        let (m, n, k) = (37, 29, 53);
+        let a: Vec<f32> = (0..m * k).map(|i| ((i * 7) % 13) as f32 * 0.25 - 1.0).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| ((i * 5) % 11) as f32 * 0.5 - 2.0).collect();
+        let mut want = vec![0f64; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                want[i * n + j] = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();
+            }
+        }
+        // Transposed copies: a stored k×m, b stored n×k.
+        let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+        let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+        for kernel in GemmKernel::ALL.into_iter().filter(|k| k.available()) {
+            for (lhs, lt, rhs, rt) in [(&a, false, &b, false), (&at, true, &b, false), (&a, false, &bt, true), (&at, true, &bt, true)] {
+                let mut out = vec![f32::NAN; m * n];
+                // SAFETY: the buffers hold m*k, k*n and m*n values.
+                unsafe { run(kernel, m, n, k, lhs.as_ptr(), lt, rhs.as_ptr(), rt, out.as_mut_ptr(), Parallelism::None) };
+                for (o, w) in out.iter().zip(&want) {
+                    assert!((*o as f64 - w).abs() <= 1e-4 * w.abs().max(1.0), "{} ({lt}, {rt}): {o} against {w}", kernel.name());
+                }
+            }
+        }
+    }
+
+    /// A product large enough to be measured is measured once per process, then its choice is
+    /// kept; a small one is never measured.
+    #[test]
+    fn a_shape_is_measured_once_and_small_products_never() {
+        let (m, n, k) = (128, 96, 160);
+        assert!(m * n * k >= MEASURE_MIN);
+        let a = vec![0.5f32; m * k];
+        let b = vec![0.25f32; k * n];
+        let select = GemmSelect::new(None);
+        let mut out = vec![MaybeUninit::new(0f32); m * n];
+        select.gemm(m, n, k, &a, false, &b, false, &mut out, Parallelism::None);
+        select.gemm(m, n, k, &a, false, &b, false, &mut out, Parallelism::None);
+        // SAFETY: the product wrote every element.
+        assert!(out.iter().all(|v| unsafe { v.assume_init() } == 0.125 * k as f32));
+        let key = Shape { bytes: 4, m, n, k, lhs_t: false, rhs_t: false, threads: 1 }.key();
+        let measured = select.take_measured();
+        if select.candidates().len() > 1 && select.forced.is_none() {
+            assert_eq!(measured.iter().filter(|(k, _)| *k == key).count(), 1, "{measured:?}");
+            assert!(select.choices().iter().any(|(k, _)| *k == key));
+        }
+        select.gemm(4, 4, 4, &a, false, &b, false, &mut out, Parallelism::None);
+        assert!(select.take_measured().is_empty());
+    }
+}

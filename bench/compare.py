@@ -2,7 +2,11 @@
 """Run dlc's benchmarks and the PyTorch peers side by side on this machine and print the ratios.
 
 Usage (after `bash bench/setup.sh`):
-    bench/.venv/bin/python bench/compare.py [--quick] [--runs N] [--threads T] [--no-build]
+    bench/.venv/bin/python bench/compare.py [--quick] [--runs N] [--threads T] [--no-build] [--only GROUP...]
+
+GROUPs (all by default): gelu, mlp, bf16 (the MLP step under `precision = bf16` against PyTorch's
+CPU autocast to bf16), cnn, conv-bn, epoch (one MNIST epoch, the whole job in fresh processes,
+data preparation included), startup, memory. E.g. `--quick --no-build --only bf16 epoch`.
 
 Fairness rules, so that a ratio says something about dlc and not about the set-up:
 - every dlc benchmark and every peer script runs --runs times (3; --quick: 1, with fewer
@@ -18,9 +22,12 @@ Fairness rules, so that a ratio says something about dlc and not about the set-u
 - peak memory is quoted total and net of each runtime's empty process (`dlc --version`; a Python
   that only imports torch), measured by /usr/bin/time for each fresh process.
 The header records the CPU, its vector extensions, the date, the load average before and after,
-torch's version and the threads, so that a quote can be traced to its conditions.
+torch's version and the threads, so that a quote can be traced to its conditions; every table's
+title line names the CPU and its vector extensions again, so that any table copied alone names its
+machine, and the step rows name the matrix-product kernels dlc chose (`dlc bench --json`'s
+`tuning.products`).
 """
-import argparse, datetime, importlib.metadata, importlib.util, json, os, platform, statistics, subprocess, sys, tempfile, time
+import argparse, contextlib, datetime, re, shutil, signal, traceback, importlib.metadata, importlib.util, json, os, platform, statistics, subprocess, sys, tempfile, time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +73,8 @@ def run(cmd, env=None, measure_memory=False):
         out = subprocess.run(full, capture_output=True, text=True, env=env, cwd=ROOT)
         wall = time.perf_counter() - t0
         if out.returncode != 0:
-            raise RuntimeError(f"`{' '.join(map(str, cmd))}` failed ({out.returncode}):\n{out.stderr[-2000:]}")
+            how = f"killed by {signal.Signals(-out.returncode).name}" if out.returncode < 0 else f"exit status {out.returncode}"
+            raise RuntimeError(f"`{' '.join(map(str, cmd))}` failed ({how}):\n{out.stderr[-2000:]}")
         peak = float(Path(rss.name).read_text().split()[-1]) / 1024 if measure_memory else None  # %M is KiB
     return Child(out.stdout, out.stderr, wall, peak)
 
@@ -100,6 +108,24 @@ def wait_for_dlc(limit_s=900):
         waited += 30
 
 
+@contextlib.contextmanager
+def scratch_copy(program):
+    """A temporary directory laid out like the repository for `program` (a path relative to the
+    root): the program copied to the same relative path, examples/data linked to the repository's.
+    Paths in a program are relative to its folder, so `data/mnist` (from examples/) and
+    `../examples/data/mnist` (from bench/) read the repository's data as they would there, while
+    what the run writes (`checkpoint "runs/..."`, metrics) lands in the temporary directory:
+    nothing in the repository, and no earlier run in the way of the next (dlc refuses to train
+    into a checkpoint directory that holds one). Yields the copy's absolute path."""
+    with tempfile.TemporaryDirectory(prefix="dlc-compare-") as tmp:
+        (Path(tmp) / "examples").mkdir()
+        (Path(tmp) / "examples" / "data").symlink_to(ROOT / "examples" / "data")
+        copy = Path(tmp) / program
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / program, copy)
+        yield copy
+
+
 # ---------------------------------------------------------------------------------------------
 # Statistics over runs
 
@@ -121,7 +147,29 @@ def dlc_bench(file, steps, cfg):
         reports.append(json_lines(out.stdout)[-1])
     # `min_ms` is in dlc bench's report; older builds printed the median alone.
     mins = [r.get("min_ms", r["median_ms"]) for r in reports]
+    for r in reports:
+        for k in products(r).get("kernels") or []:
+            if k not in cfg.product_kernels:
+                cfg.product_kernels.append(k)
     return stat(mins, [r["median_ms"] for r in reports]), reports[-1]
+
+
+def products(report):
+    """`tuning.products` of a `dlc bench --json` report: {"kernels": [the matrix-product kernels
+    this machine has], "shapes": {kernel: how many of the step's product shapes it runs}}, or {}
+    from a build that reports none."""
+    tuning = report.get("tuning")
+    p = tuning.get("products") if isinstance(tuning, dict) else None
+    return p if isinstance(p, dict) else {}
+
+
+def products_note(report):
+    """The row note's share: which kernels ran the step's matrix products, e.g. `products: onednn 5`."""
+    p = products(report)
+    if not p:
+        return "products: not reported"
+    shapes = p.get("shapes") or {}
+    return "products: " + (", ".join(f"{k} {n}" for k, n in shapes.items()) or "none run")
 
 
 def peer(script, args, cfg, runs=None):
@@ -133,6 +181,7 @@ def peer(script, args, cfg, runs=None):
         for _ in range(cfg.runs if runs is None else runs):
             out = run([sys.executable, PEERS / script, "--threads", cfg.threads, *args], env=env)
             for row in json_lines(out.stdout):
+                row["process_wall_s"] = out.wall_s  # spawn to exit, Python's start-up included
                 if row.get("allocator", name) != name:
                     raise RuntimeError(f"{script}: asked for {name}, ran on {row['allocator']} (is LD_PRELOAD honoured?)")
                 row.setdefault("allocator", name)
@@ -169,6 +218,16 @@ def cpu_info():
         elif line.startswith("flags"):
             flags = set(line.split(":", 1)[1].split())
     return model, [f for f in VECTOR_FLAGS if f in flags]
+
+
+def machine_tag():
+    """The CPU model and its vector extensions in one short bracket, for every table's title line,
+    e.g. `Intel Xeon Processor [avx2 fma avx512f avx512bw ... amx_bf16 amx_int8]` (sse4_2 and avx
+    left out where avx2 implies them)."""
+    model, flags = cpu_info()
+    model = " ".join(re.sub(r"\((R|TM|tm)\)", "", model).split()) or "unknown CPU"
+    shown = [f for f in flags if not ("avx2" in flags and f in ("sse4_2", "avx"))]
+    return f"{model} [{' '.join(shown) or 'no vector extensions found'}]"
 
 
 def git_state():
@@ -225,10 +284,11 @@ class Row:
     note: str
 
 
-def speed_row(name, dlc, stats, variants, note):
-    """One workload: dlc against eager, compile (each on its better allocator) and the best."""
-    eager = best_of(stats, ["eager"])[1]
-    compiled = best_of(stats, ["compile"])[1]
+def speed_row(name, dlc, stats, variants, note, eager_variant="eager", compile_variant="compile"):
+    """One workload: dlc against eager, compile (each on its better allocator) and the best of
+    `variants`. The bf16 rows pass their autocast variants as eager and compile."""
+    eager = best_of(stats, [eager_variant])[1]
+    compiled = best_of(stats, [compile_variant])[1]
     winner, best, winner_min = best_of(stats, variants)
     return Row(name, dlc, eager, compiled, best, winner, winner_min, note)
 
@@ -257,7 +317,26 @@ def mlp_rows(cfg):
         d, report = dlc_bench(f"mlp_step_{batch}.dl", cfg.iters, cfg)
         stats = peer_stats(mlp, lambda r: r["params"]["batch"] == batch)
         rows.append(speed_row(f"MLP AdamW step, batch {batch}", d, stats, ["eager", "eager-fused", "compile"],
-                              f"{report['kernels']} kernels"))
+                              f"{report['kernels']} kernels; {products_note(report)}"))
+    return rows
+
+
+BF16_VARIANTS = ["eager-bf16", "eager-fused-bf16", "compile-bf16"]
+
+
+def bf16_rows(cfg):
+    """The MLP step with `precision = bf16` (bench/mlp_step_*_bf16.dl: matrix products in bf16 with
+    f32 accumulation) against PyTorch under `torch.autocast("cpu", dtype=torch.bfloat16)`: the
+    PyTorch candidates are mlp.py's autocast variants only, bf16 against bf16."""
+    rows = []
+    mlp = peer("mlp.py", ["--iters", cfg.iters, "--variants", *BF16_VARIANTS], cfg)
+    for batch in (128, 1024):
+        d, report = dlc_bench(f"mlp_step_{batch}_bf16.dl", cfg.iters, cfg)
+        stats = peer_stats(mlp, lambda r: r["params"]["batch"] == batch)
+        rows.append(speed_row(f"MLP AdamW step bf16, batch {batch}", d, stats, BF16_VARIANTS,
+                              f"{report['kernels']} kernels; {products_note(report)}; PyTorch: autocast bf16 variants only"
+                              " (eager, compile columns: eager-bf16, compile-bf16)",
+                              eager_variant="eager-bf16", compile_variant="compile-bf16"))
     return rows
 
 
@@ -267,17 +346,21 @@ def conv_row(cfg, name, script, file):
     rows = peer(script, ["--iters", iters], cfg)
     d, report = dlc_bench(file, iters, cfg)
     stats = peer_stats(rows)
-    return speed_row(name, d, stats, {k.split("+")[0] for k in stats}, f"{report['kernels']} kernels")
+    return speed_row(name, d, stats, {k.split("+")[0] for k in stats}, f"{report['kernels']} kernels; {products_note(report)}")
 
 
 def print_speed(rows, cfg):
-    print(f"\nstep times in ms over {cfg.runs} run(s): min = fastest sample of all runs, med = median of the runs' medians;"
-          f"\n'vs' = PyTorch time / dlc time (above 1: dlc is faster); eager and compile on their better allocator")
-    print(f"{'workload':<28} {'dlc min':>8} {'dlc med':>8} {'eager':>8} {'compile':>8} {'best min':>8} {'best med':>8}"
+    print(f"\nstep times in ms over {cfg.runs} run(s), {cfg.threads} threads a side, on {machine_tag()}:"
+          f"\nmin = fastest sample of all runs, med = median of the runs' medians;"
+          f" 'vs' = PyTorch time / dlc time (above 1: dlc is faster); eager and compile on their better allocator")
+    if cfg.product_kernels:
+        print(f"dlc's matrix-product kernels on this machine: {', '.join(cfg.product_kernels)}"
+              " (per row: how many of the step's product shapes each one runs)")
+    print(f"{'workload':<32} {'dlc min':>8} {'dlc med':>8} {'eager':>8} {'compile':>8} {'best min':>8} {'best med':>8}"
           f" {'vs eager':>8} {'vs comp.':>8} {'vs best':>8} {'(min)':>7}  best PyTorch variant; note")
     for r in rows:
         winner = r.winner if r.winner == r.winner_min else f"{r.winner} (by min: {r.winner_min})"
-        print(f"{r.name:<28} {r.dlc.min:>8.3f} {r.dlc.median:>8.3f} {r.eager.median:>8.3f} {r.compile.median:>8.3f}"
+        print(f"{r.name:<32} {r.dlc.min:>8.3f} {r.dlc.median:>8.3f} {r.eager.median:>8.3f} {r.compile.median:>8.3f}"
               f" {r.best.min:>8.3f} {r.best.median:>8.3f} {r.eager.median / r.dlc.median:>7.2f}x"
               f" {r.compile.median / r.dlc.median:>7.2f}x {r.best.median / r.dlc.median:>7.2f}x"
               f" {r.best.min / r.dlc.min:>6.2f}x  {winner}; {r.note}")
@@ -291,10 +374,9 @@ def dlc_first_step(cfg):
     (seconds to the first finished step, data seconds or None, label)."""
     firsts, datas, walls = [], [], []
     for i in range(cfg.runs):
-        with tempfile.TemporaryDirectory() as tmp:
-            metrics = Path(tmp) / "metrics.jsonl"
-            child = run([DLC, "run", ROOT / "examples" / "mnist_mlp.dl", "--set", "steps=1", "--metrics", metrics],
-                        env=dlc_env(cfg.threads))
+        with scratch_copy("examples/mnist_mlp.dl") as program:
+            metrics = program.parent / "metrics.jsonl"
+            child = run([DLC, "run", program, "--set", "steps=1", "--metrics", metrics], env=dlc_env(cfg.threads))
             lines = json_lines(metrics.read_text()) if metrics.exists() else []
         walls.append(child.wall_s)
         first = next((m for m in lines if m.get("kind", m.get("event")) == "first_step" and "since_start_s" in m), None)
@@ -320,7 +402,8 @@ def startup(cfg):
             torch[key] = (s, r["allocator"], r)
     first, data, label, wall = dlc_first_step(cfg)
     print(f"\nstart-up: examples/mnist_mlp.dl's program to its first finished optimiser step (batch 128), cold process,"
-          f"\ndata loading included; seconds, min / median over {cfg.runs} run(s); PyTorch on its better allocator")
+          f"\ndata loading included; seconds, min / median over {cfg.runs} run(s); PyTorch on its better allocator;"
+          f" {cfg.threads} threads a side, on {machine_tag()}")
     fmt = lambda s: f"{s.min:6.2f} / {s.median:6.2f} s"
     data_txt = f"data {data.min:.2f} / {data.median:.2f} s" if data else "data time not reported"
     # dlc's clock starts in main(); what comes before it (exec, dynamic linking) is bounded by
@@ -364,6 +447,83 @@ def compile_and_small(cfg, torch):
 
 
 # ---------------------------------------------------------------------------------------------
+# One MNIST epoch: the whole job in fresh processes, data preparation included
+
+# (row name, dlc program, mnist_train.py --model, where the two differ)
+EPOCH_JOBS = [
+    ("MNIST MLP epoch, mnist_mlp_peer.dl", "bench/mnist_mlp_peer.dl", "mlp",
+     "the same program both sides: ReLU, AdamW, last partial batch kept, no checkpoint"),
+    ("MNIST MLP epoch, examples/mnist_mlp.dl", "examples/mnist_mlp.dl", "mlp-gelu",
+     "dlc also: warmup_cosine lr, drop_last, prefetch(4), writes a checkpoint; PyTorch: constant lr"),
+]
+
+
+def dlc_epoch(cfg, program):
+    """`dlc run PROGRAM --set epochs=1 --device cpu` in a scratch copy, --runs times: per run the
+    whole process's wall time and, from its metrics file (or its `epoch 1 done` line), the epoch's
+    time, the data preparation before it and the test accuracy."""
+    samples = []
+    for _ in range(cfg.runs):
+        with scratch_copy(program) as copy:
+            metrics = copy.parent / "metrics.jsonl"
+            child = run([DLC, "run", copy, "--set", "epochs=1", "--device", "cpu", "--metrics", metrics],
+                        env=dlc_env(cfg.threads))
+            lines = json_lines(metrics.read_text()) if metrics.exists() else []
+        epoch = next((m for m in lines if m.get("kind") == "epoch"), {})
+        evaluation = next((m for m in lines if m.get("kind") == "eval"), {})
+        done = re.search(r"epoch 1 done: .* in ([0-9.]+) s(?: \(data prepared in ([0-9.]+) s before\))?", child.stdout)
+        acc = re.search(r"epoch 1 evaluate[^:]*: (?:accuracy )?([0-9.]+)", child.stdout)
+        samples.append({"wall_s": child.wall_s,
+                        "epoch_s": epoch.get("epoch_s", float(done[1]) if done else None),
+                        "data_s": epoch.get("data_s", float(done[2]) if done and done[2] else None),
+                        "accuracy": evaluation.get("accuracy", float(acc[1]) if acc else None)})
+    return samples
+
+
+def epoch_rows(cfg):
+    """One epoch of MNIST MLP training, the whole job from a fresh process to its exit, dlc against
+    the same in PyTorch (mnist_train.py, eager, on its faster allocator by median wall time)."""
+    rows = []
+    for name, program, model, note in EPOCH_JOBS:
+        d = dlc_epoch(cfg, program)
+        peer_rows = [r for r in peer("mnist_train.py", ["--model", model, "--epochs", "1"], cfg) if r["variant"] == "epoch"]
+        by_alloc = {}
+        for r in peer_rows:
+            by_alloc.setdefault(r["allocator"], []).append({"wall_s": r["process_wall_s"], "epoch_s": r["epoch_s"],
+                                                            "data_s": r["train_load_s"], "accuracy": r["test_accuracy"]})
+        alloc = min(by_alloc, key=lambda a: statistics.median(s["wall_s"] for s in by_alloc[a]))
+        rows.append((name, d, alloc, by_alloc[alloc], note))
+    return rows
+
+
+def print_epoch(rows, cfg):
+    def fig(samples, key):
+        xs = [s[key] for s in samples if s[key] is not None]
+        return Stat(min(xs), statistics.median(xs)) if xs else None
+
+    def ratio(p, d, attr):
+        return f"{getattr(p, attr) / getattr(d, attr):.2f}x" if p and d else "n/a"
+
+    def med(s, width=8):
+        return f"{s.median:>{width}.2f}" if s else f"{'n/a':>{width}}"
+
+    print(f"\none MNIST epoch, the whole job in fresh processes: spawn to exit (start-up, reading and preparing the data,"
+          f" 1 epoch at batch 128, the test-set evaluation); seconds over {cfg.runs} run(s), {cfg.threads} threads a side,"
+          f" on {machine_tag()}:\nwall min / med; epoch and data (the training set's preparation: dlc's data_s, PyTorch's"
+          f" train_load_s) as medians, as each side prints them; 'vs' = PyTorch / dlc (above 1: dlc is faster);"
+          f" PyTorch eager on its faster allocator")
+    print(f"{'workload':<40} {'dlc wall':>13} {'PyTorch wall':>13} {'vs':>6} {'(min)':>6} {'dlc ep.':>8} {'PT ep.':>8}"
+          f" {'vs':>6} {'dlc data':>8} {'PT data':>8} {'accuracy dlc / PT':>17}  PyTorch allocator; note")
+    for name, d, alloc, p, note in rows:
+        dw, pw, de, pe, dd, pd, da, pa = (fig(d, "wall_s"), fig(p, "wall_s"), fig(d, "epoch_s"), fig(p, "epoch_s"),
+                                          fig(d, "data_s"), fig(p, "data_s"), fig(d, "accuracy"), fig(p, "accuracy"))
+        acc = f"{da.median:.4f} / {pa.median:.4f}" if da and pa else "n/a"
+        print(f"{name:<40} {dw.min:>5.2f} / {dw.median:>5.2f} {pw.min:>5.2f} / {pw.median:>5.2f} {ratio(pw, dw, 'median'):>6}"
+              f" {ratio(pw, dw, 'min'):>6} {med(de)} {med(pe)} {ratio(pe, de, 'median'):>6} {med(dd)} {med(pd)}"
+              f" {acc:>17}  {alloc}; {note}")
+
+
+# ---------------------------------------------------------------------------------------------
 # Peak memory, total and net of each runtime's empty process
 
 def memory(cfg):
@@ -374,13 +534,18 @@ def memory(cfg):
     torch_empty = {name: run([sys.executable, "-c", f"import torch; torch.set_num_threads({cfg.threads})"],
                              env=dict(os.environ, **extra), measure_memory=True).peak_rss_mb
                    for name, extra in cfg.allocators}
-    print(f"\npeak RSS in MiB, each in a fresh process (one run each), total and net of the runtime's empty process:"
+    print(f"\npeak RSS in MiB, each in a fresh process (one run each), total and net of the runtime's empty process;"
+          f" on {machine_tag()}:"
           f"\n  empty: dlc --version {dlc_empty:.0f}; python -c 'import torch' "
           + ", ".join(f"{v:.0f} ({k})" for k, v in torch_empty.items()))
     print(f"  {'workload':<44} {'dlc total':>9} {'net':>6} {'PyTorch total':>24} {'net':>6} {'net ratio':>9} {'total ratio':>11}")
 
-    def row(name, dlc_cmd, peer_cmd, target=""):
-        dlc_peak = run(dlc_cmd, env=dlc_env(cfg.threads), measure_memory=True).peak_rss_mb
+    def row(name, dlc_cmd, peer_cmd, target="", program=None):
+        if program:  # run in a scratch copy: its checkpoint goes there, not into the repository
+            with scratch_copy(program) as copy:
+                dlc_peak = run([DLC, "run", copy, *dlc_cmd], env=dlc_env(cfg.threads), measure_memory=True).peak_rss_mb
+        else:
+            dlc_peak = run(dlc_cmd, env=dlc_env(cfg.threads), measure_memory=True).peak_rss_mb
         peers = {alloc: run(peer_cmd, env=dict(os.environ, **extra), measure_memory=True).peak_rss_mb
                  for alloc, extra in cfg.allocators}
         alloc = min(peers, key=lambda a: peers[a] - torch_empty[a])  # the leaner allocator is the peer
@@ -393,14 +558,17 @@ def memory(cfg):
         [DLC, "bench", ROOT / "bench" / "mlp_step_1024_memory.dl", "--json", "--steps", "5"],
         [sys.executable, PEERS / "mlp.py", "--threads", cfg.threads, "--iters", "5", "--batch", "1024", "--variants", "eager"],
         "(target: at most 0.25x)")
-    row("MNIST MLP, 1 epoch (examples/mnist_mlp.dl)",
-        [DLC, "run", ROOT / "examples" / "mnist_mlp.dl", "--set", "epochs=1"],
-        [sys.executable, PEERS / "mnist_train.py", "--model", "mlp-gelu", "--epochs", "1", "--threads", cfg.threads])
+    row("MNIST MLP, 1 epoch (examples/mnist_mlp.dl)", ["--set", "epochs=1"],
+        [sys.executable, PEERS / "mnist_train.py", "--model", "mlp-gelu", "--epochs", "1", "--threads", cfg.threads],
+        program="examples/mnist_mlp.dl")
     print("  ratios are dlc / PyTorch (below 1: dlc uses less); PyTorch eager on its leaner allocator (dlc's baseline"
           " is `--version`, the smaller of its empty processes, so its net is not flattered)")
 
 
 # ---------------------------------------------------------------------------------------------
+
+GROUPS = ["gelu", "mlp", "bf16", "cnn", "conv-bn", "epoch", "startup", "memory"]
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -408,7 +576,10 @@ def main():
     ap.add_argument("--runs", type=int, default=None, help="fresh processes per benchmark (default 3; 1 with --quick)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-build", action="store_true", help="use target/release/dlc as it is (no cargo build)")
+    ap.add_argument("--only", nargs="+", choices=GROUPS, metavar="GROUP", default=GROUPS,
+                    help=f"run only these groups of rows: {', '.join(GROUPS)} (default: all)")
     cfg = ap.parse_args()
+    cfg.product_kernels = []
     cfg.runs = cfg.runs or (1 if cfg.quick else 3)
     cfg.iters = 10 if cfg.quick else 30
     cfg.conv_iters = 10 if cfg.quick else 20
@@ -417,15 +588,38 @@ def main():
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "dlc"], cwd=ROOT, check=True)
     wait_for_dlc()
     header(cfg)
-    rows = gelu_rows(cfg) + mlp_rows(cfg)
-    rows.append(conv_row(cfg, "MNIST CNN Adam step, b128", "cnn.py", "mnist_cnn_step.dl"))
+    failures = []
+
+    def attempt(group, fn):
+        """Run one group; a failing process (or a report without the figures) is said, with its
+        stderr, and the other groups go on; compare.py then exits with status 1."""
+        if group not in cfg.only:
+            return []
+        try:
+            return fn() or []
+        except Exception as e:  # noqa: BLE001 - reported below, not swallowed
+            failures.append((group, f"{type(e).__name__}: {e}", traceback.format_exc()))
+            print(f"\n{group}: FAILED ({type(e).__name__}), see the end", flush=True)
+            return []
+
+    rows = attempt("gelu", lambda: gelu_rows(cfg)) + attempt("mlp", lambda: mlp_rows(cfg))
+    rows += attempt("bf16", lambda: bf16_rows(cfg))
+    rows += attempt("cnn", lambda: [conv_row(cfg, "MNIST CNN Adam step, b128", "cnn.py", "mnist_cnn_step.dl")])
     # Batch norm in training: its statistics and their gradients (no target in the issue; shown
     # for the reductions fused with their elementwise input).
-    rows.append(conv_row(cfg, "conv-BN-relu SGD step, b64", "conv_bn.py", "conv_bn_step.dl"))
-    print_speed(rows, cfg)
-    startup(cfg)
-    memory(cfg)
+    rows += attempt("conv-bn", lambda: [conv_row(cfg, "conv-BN-relu SGD step, b64", "conv_bn.py", "conv_bn_step.dl")])
+    if rows:
+        print_speed(rows, cfg)
+    epochs = attempt("epoch", lambda: epoch_rows(cfg))
+    if epochs:
+        print_epoch(epochs, cfg)
+    attempt("startup", lambda: startup(cfg))
+    attempt("memory", lambda: memory(cfg))
     print(f"\nload average     {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min) after")
+    for group, message, trace in failures:
+        print(f"\nFAILED: {group}: {message}\n{trace}", file=sys.stderr)
+    if failures:
+        sys.exit(f"{len(failures)} group(s) failed: {', '.join(g for g, _, _ in failures)}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ Environment:
   DLC_NO_AVX512=1      use the AVX2/FMA elementwise kernels on a CPU with AVX-512
   DLC_GEMM=KERNEL      run every matrix product on one kernel (avx2, avx512 or onednn) instead of
                        the one measured fastest for its shape on this machine
-  DLC_ONEDNN=0         do not load oneDNN (libdnnl.so.2) as a product kernel
+  DLC_CONV=KERNEL      run every convolution on im2col + products or on oneDNN (im2col, onednn)
+                       instead of the one measured fastest for its shape on this machine
+  DLC_ONEDNN=0         do not load oneDNN (libdnnl.so.2) for products and convolutions
   DLC_CACHE_DIR=DIR    where compiled GPU kernels and tune.json are kept
                        (default: $XDG_CACHE_HOME/dlc, else ~/.cache/dlc)
   DLC_HISTORY=FILE     the REPL's history file (default: ~/.dlc_history)

@@ -66,7 +66,7 @@ fn batched<T: Elem>(sel: &GemmSelect, batch: usize, m: usize, n: usize, k: usize
 }
 
 /// f32 products of f32-stored operands; bf16/f16 operands (autocast) are summed in f32 and the
-/// result rounded.
+/// result rounded. bf16 operands may run on the CPU's bf16 units instead (`gemm_bf16`).
 #[allow(clippy::too_many_arguments)]
 fn batched_f32(
     sel: &GemmSelect,
@@ -80,7 +80,20 @@ fn batched_f32(
     y: &[f32],
     y_t: bool,
 ) -> Data {
-    let mut out = batched(sel, batch, m, n, k, x, x_t, y, y_t);
+    let mut out = if dtype == DType::BF16 {
+        let total = batch * m * n;
+        let mut out: Vec<f32> = Vec::with_capacity(total);
+        let dst = &mut out.spare_capacity_mut()[..total];
+        for i in 0..batch {
+            let (xs, ys) = (&x[i * m * k..(i + 1) * m * k], &y[i * k * n..(i + 1) * k * n]);
+            sel.gemm_bf16(m, n, k, xs, x_t, ys, y_t, &mut dst[i * m * n..(i + 1) * m * n], parallelism(m * n * k));
+        }
+        // SAFETY: each product wrote its m*n elements.
+        unsafe { out.set_len(total) };
+        out
+    } else {
+        batched(sel, batch, m, n, k, x, x_t, y, y_t)
+    };
     crate::runtime::tensor::round_slice(dtype, &mut out);
     Data::F32(Arc::new(out))
 }

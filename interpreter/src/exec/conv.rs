@@ -7,6 +7,7 @@
 
 use super::elem::Elem;
 use super::gemm_select::GemmSelect;
+use super::onednn_conv::{Dir, Shape as OneDnnShape};
 use crate::runtime::tensor::{round_slice, Data, Tensor};
 use dlc_language::types::rules::Conv2dAttrs;
 use rayon::prelude::*;
@@ -275,10 +276,89 @@ pub(super) fn dispatch(
     }
 }
 
+/// The convolution on oneDNN's primitives (onednn_conv.rs) when that is the kernel chosen for
+/// its shape on this machine: f32-stored operands (bf16/f16 rounded after, as on im2col), one
+/// group. The choice between im2col + products and oneDNN is measured on the first call of a
+/// shape, as a product's kernel is (gemm_select.rs), and saved with it; `DLC_CONV=im2col|onednn`
+/// forces one. `None`: im2col computes it.
+#[allow(clippy::too_many_arguments)]
+fn on_onednn(
+    sel: &GemmSelect,
+    dir: Dir,
+    geo: Geom,
+    nb: usize,
+    a: &Tensor,
+    b: &Tensor,
+    shape: &[usize],
+    im2col: impl Fn(&[f32], &[f32]) -> Vec<f32>,
+) -> Option<Tensor> {
+    let (Data::F32(p), Data::F32(q)) = (&a.data, &b.data) else { return None };
+    let forced = std::env::var("DLC_CONV").ok();
+    if geo.g != 1 || forced.as_deref() == Some("im2col") || !super::onednn_api::available() {
+        return None;
+    }
+    let s = on_onednn_shape(geo, nb)?;
+    let out_len: usize = shape.iter().product();
+    let run = |ins: [&[f32]; 2]| sel.convs.run(dir, &s, ins, out_len);
+    let macs = nb * geo.o * geo.oh * geo.ow * geo.k();
+    let use_onednn = match forced.as_deref() {
+        Some("onednn") => true,
+        _ if macs < super::gemm_select::MEASURE_MIN => false,
+        _ => {
+            let key = format!(
+                "conv:{dir:?}:{:?}:{:?}:{:?}:s{:?}:d{:?}:p{:?}{:?}:p{}",
+                s.x,
+                s.w,
+                s.y,
+                s.stride,
+                s.dil,
+                s.pad_l,
+                s.pad_r,
+                rayon::current_num_threads()
+            );
+            let mut time = |c: usize| {
+                let started = std::time::Instant::now();
+                let done = if c == 0 { Some(im2col(p, q)) } else { run([p, q]) };
+                done.map(|_| started.elapsed().as_nanos() as u64).unwrap_or(u64::MAX)
+            };
+            sel.choose(key, &["im2col", "onednn"], &mut time) == 1
+        }
+    };
+    let mut out = if use_onednn { run([p, q])? } else { return None };
+    round_slice(a.dtype, &mut out);
+    Some(Tensor { dtype: a.dtype, shape: shape.to_vec(), data: Data::F32(Arc::new(out)) })
+}
+
+/// A convolution's shape as oneDNN takes it; `None` for one it does not (empty, or an input
+/// whose last rows the strides skip: negative right padding).
+fn on_onednn_shape(geo: Geom, nb: usize) -> Option<OneDnnShape> {
+    if geo.oh == 0 || geo.ow == 0 || nb == 0 || geo.c == 0 || geo.o == 0 {
+        return None;
+    }
+    let i = |v: usize| v as i64;
+    let pad_r = |o: usize, k: usize, s: usize, d: usize, n: usize, p: isize| i((o - 1) * s + (k - 1) * d + 1) - i(n) - p as i64;
+    let s = OneDnnShape {
+        x: [i(nb), i(geo.c), i(geo.h), i(geo.w)],
+        w: [i(geo.o), i(geo.cg), i(geo.kh), i(geo.kw)],
+        y: [i(nb), i(geo.o), i(geo.oh), i(geo.ow)],
+        stride: [i(geo.stride.0), i(geo.stride.1)],
+        dil: [i(geo.dil.0) - 1, i(geo.dil.1) - 1],
+        pad_l: [geo.pad.0 as i64, geo.pad.1 as i64],
+        pad_r: [
+            pad_r(geo.oh, geo.kh, geo.stride.0, geo.dil.0, geo.h, geo.pad.0),
+            pad_r(geo.ow, geo.kw, geo.stride.1, geo.dil.1, geo.w, geo.pad.1),
+        ],
+    };
+    s.pad_r.iter().all(|p| *p >= 0).then_some(s)
+}
+
 /// conv2d: x NCHW, w OIHW.
 pub fn conv2d(sel: &GemmSelect, x: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
     let geo = Geom::new(&x.shape, &w.shape, &shape, a);
     let nb = x.shape[0];
+    if let Some(t) = on_onednn(sel, Dir::Forward, geo, nb, x, w, &shape, |p, q| forward(sel, geo, p, q, nb)) {
+        return t;
+    }
     dispatch(x.dtype, x, w, shape, |p, q| forward(sel, geo, p, q, nb), |p, q| forward(sel, geo, p, q, nb))
 }
 
@@ -286,6 +366,9 @@ pub fn conv2d(sel: &GemmSelect, x: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: 
 pub fn conv2d_grad_input(sel: &GemmSelect, dy: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
     let geo = Geom::new(&shape, &w.shape, &dy.shape, a);
     let nb = shape[0];
+    if let Some(t) = on_onednn(sel, Dir::Data, geo, nb, dy, w, &shape, |p, q| grad_input(sel, geo, p, q, nb)) {
+        return t;
+    }
     dispatch(dy.dtype, dy, w, shape, |p, q| grad_input(sel, geo, p, q, nb), |p, q| grad_input(sel, geo, p, q, nb))
 }
 
@@ -293,6 +376,9 @@ pub fn conv2d_grad_input(sel: &GemmSelect, dy: &Tensor, w: &Tensor, a: &Conv2dAt
 pub fn conv2d_grad_weight(sel: &GemmSelect, x: &Tensor, dy: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
     let geo = Geom::new(&x.shape, &shape, &dy.shape, a);
     let nb = x.shape[0];
+    if let Some(t) = on_onednn(sel, Dir::Weights, geo, nb, x, dy, &shape, |p, q| grad_weight(sel, geo, p, q, nb)) {
+        return t;
+    }
     dispatch(dy.dtype, x, dy, shape, |p, q| grad_weight(sel, geo, p, q, nb), |p, q| grad_weight(sel, geo, p, q, nb))
 }
 
@@ -387,6 +473,42 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// oneDNN's three convolutions (where the library is installed) against im2col, on
+    /// strides, padding, dilation and a batch that does not split evenly over the threads.
+    #[test]
+    fn onednn_convolutions_agree_with_im2col() {
+        use super::{on_onednn_shape, Dir, GemmSelect};
+        if !crate::exec::onednn_api::available() {
+            eprintln!("oneDNN 2.x is not installed: nothing to compare");
+            return;
+        }
+        let sel = GemmSelect::default();
+        for (nb, c, h, w, o, kh, kw, stride, pad, dil) in [
+            (3usize, 4usize, 9usize, 7usize, 6usize, 3usize, 2usize, (2usize, 1usize), (1isize, 0isize), (1usize, 1usize)),
+            (5, 3, 11, 11, 8, 3, 3, (1, 1), (2, 2), (2, 2)),
+        ] {
+            let oh = (h as isize + 2 * pad.0 - (dil.0 * (kh - 1) + 1) as isize) as usize / stride.0 + 1;
+            let ow = (w as isize + 2 * pad.1 - (dil.1 * (kw - 1) + 1) as isize) as usize / stride.1 + 1;
+            let geo = Geom { c, h, w, o, cg: c, kh, kw, oh, ow, g: 1, stride, pad, dil };
+            let s = on_onednn_shape(geo, nb).expect("a shape oneDNN takes");
+            let x: Vec<f32> = (0..nb * c * h * w).map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.125).collect();
+            let wt: Vec<f32> = (0..o * c * kh * kw).map(|i| ((i * 17 % 13) as f32 - 6.0) * 0.25).collect();
+            let dy: Vec<f32> = (0..nb * o * oh * ow).map(|i| ((i * 53 % 29) as f32 - 14.0) * 0.0625).collect();
+            let close = |got: &[f32], want: &[f32], what: &str| {
+                assert_eq!(got.len(), want.len(), "{what}");
+                for (g, w) in got.iter().zip(want) {
+                    assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{what}: {g} against {w}");
+                }
+            };
+            let y = sel.convs.run(Dir::Forward, &s, [&x, &wt], nb * o * oh * ow).expect("forward");
+            close(&y, &super::forward(&sel, geo, &x, &wt, nb), "forward");
+            let dx = sel.convs.run(Dir::Data, &s, [&dy, &wt], x.len()).expect("data gradient");
+            close(&dx, &super::grad_input(&sel, geo, &dy, &wt, nb), "data gradient");
+            let dw = sel.convs.run(Dir::Weights, &s, [&x, &dy], wt.len()).expect("weight gradient");
+            close(&dw, &super::grad_weight(&sel, geo, &x, &dy, nb), "weight gradient");
         }
     }
 }

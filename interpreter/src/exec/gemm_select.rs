@@ -34,9 +34,10 @@ const REPS: usize = 3;
 /// Products with fewer multiply-adds than this run on the default kernel, unmeasured.
 pub const MEASURE_MIN: usize = 1 << 20;
 
-/// The product kernel of every shape chosen in this process (see the module's comment).
-fn chosen() -> &'static Mutex<HashMap<Shape, GemmKernel>> {
-    static CHOSEN: std::sync::OnceLock<Mutex<HashMap<Shape, GemmKernel>>> = std::sync::OnceLock::new();
+/// The kernel of every product and convolution shape chosen in this process, by tuning-file
+/// key (see the module's comment).
+fn chosen() -> &'static Mutex<HashMap<String, &'static str>> {
+    static CHOSEN: std::sync::OnceLock<Mutex<HashMap<String, &'static str>>> = std::sync::OnceLock::new();
     CHOSEN.get_or_init(Default::default)
 }
 
@@ -68,6 +69,11 @@ pub struct GemmSelect {
     /// Measured in this run, by tuning-file key (what a save adds).
     measured: Mutex<Vec<(String, Pick)>>,
     pub store: Option<Arc<TuneStore>>,
+    /// Convolutions' oneDNN primitives, made once per shape (convolutions are products too, and
+    /// their kernel is chosen the same way: conv.rs).
+    pub(super) convs: super::onednn_conv::Convs,
+    /// bf16 products' oneDNN matmul primitives, made once per band shape.
+    matmuls: super::onednn_matmul::Matmuls,
 }
 
 impl Default for GemmSelect {
@@ -80,7 +86,7 @@ impl GemmSelect {
     pub fn new(store: Option<Arc<TuneStore>>) -> GemmSelect {
         let forced = std::env::var("DLC_GEMM").ok().and_then(|v| GemmKernel::parse(&v)).filter(|k| k.available());
         let candidates = GemmKernel::ALL.into_iter().filter(|k| k.available()).collect();
-        GemmSelect { forced, candidates, measured: Default::default(), store }
+        GemmSelect { forced, candidates, measured: Default::default(), store, convs: Default::default(), matmuls: Default::default() }
     }
 
     /// The kernels products may run on here.
@@ -90,7 +96,13 @@ impl GemmSelect {
 
     /// Each product shape's kernel so far in this process: (tuning-file key, kernel).
     pub fn choices(&self) -> Vec<(String, GemmKernel)> {
-        let mut v: Vec<(String, GemmKernel)> = chosen().lock().expect("gemm choices").iter().map(|(s, k)| (s.key(), *k)).collect();
+        let mut v: Vec<(String, GemmKernel)> = chosen()
+            .lock()
+            .expect("gemm choices")
+            .iter()
+            .filter_map(|(s, k)| Some((s.clone(), GemmKernel::parse(k)?)))
+            .filter(|(s, _)| s.starts_with("gemm:"))
+            .collect();
         v.sort();
         v
     }
@@ -141,6 +153,48 @@ impl GemmSelect {
         call(kernel, dst);
     }
 
+    /// A product of bf16 values stored as f32 (`precision = bf16`): on the f32 kernel chosen for
+    /// its shape, or on oneDNN's bf16 matmul (AMX, AVX512-BF16) when that measures faster for it
+    /// (`onednn_matmul.rs`; a named `DLC_GEMM` keeps every product on its f32 kernel).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gemm_bf16(
+        &self,
+        m: usize,
+        n: usize,
+        k: usize,
+        lhs: &[f32],
+        lhs_t: bool,
+        rhs: &[f32],
+        rhs_t: bool,
+        dst: &mut [MaybeUninit<f32>],
+        par: Parallelism,
+    ) {
+        let small = m * n * k < MEASURE_MIN || lhs.len() < m * k || rhs.len() < k * n || dst.len() < m * n;
+        if self.forced.is_some() || small || !super::onednn_api::available() {
+            return self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par);
+        }
+        let t = |b: bool| if b { 't' } else { 'n' };
+        let threads = match par {
+            Parallelism::Rayon(t) => t,
+            _ => 1,
+        };
+        let key = format!("gemm:bf16:{m}x{n}x{k}:{}{}:p{threads}", t(lhs_t), t(rhs_t));
+        // SAFETY: the lengths were checked above.
+        let amx = |dst: &mut [MaybeUninit<f32>]| unsafe { self.matmuls.run(m, n, k, lhs, lhs_t, rhs, rhs_t, dst.as_mut_ptr() as *mut f32) };
+        let mut time = |c: usize| {
+            let started = std::time::Instant::now();
+            if c == 0 {
+                self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par);
+            } else if !amx(dst) {
+                return u64::MAX;
+            }
+            started.elapsed().as_nanos() as u64
+        };
+        if self.choose(key, &["f32", "onednn-bf16"], &mut time) == 0 || !amx(dst) {
+            self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par);
+        }
+    }
+
     /// The kernel for `shape`: forced, the only one, the default for a small product, chosen
     /// before in this process, read from the tuning file, or measured now with `time` (a
     /// product's nanoseconds on a kernel). The lock is held while a shape is measured, so
@@ -156,27 +210,42 @@ impl GemmSelect {
         if shape.m * shape.n * shape.k < MEASURE_MIN {
             return if self.candidates.contains(&GemmKernel::OneDnn) { GemmKernel::OneDnn } else { GemmKernel::Avx2 };
         }
-        let mut chosen = chosen().lock().expect("gemm choices");
-        if let Some(k) = chosen.get(&shape) {
-            return *k;
+        let names: Vec<&'static str> = self.candidates.iter().map(|c| c.name()).collect();
+        let pick = self.choose(shape.key(), &names, &mut |i| time(self.candidates[i]));
+        self.candidates[pick]
+    }
+
+    /// The choice among the kernels `names` for the shape `key` (a product's or a convolution's):
+    /// made before in this process, read from the tuning file, or measured now with `time`
+    /// (nanoseconds of the shape on candidate `i`), `REPS` rounds each, interleaved, the fastest
+    /// by its best round. No lock is held while measuring (a convolution's candidates make
+    /// products, which choose too); when two threads measure one shape at once (a convolution's
+    /// images), the first to record its choice wins and both use it.
+    pub(super) fn choose(&self, key: String, names: &[&'static str], time: &mut dyn FnMut(usize) -> u64) -> usize {
+        let position = |k: &str| names.iter().position(|n| *n == k);
+        if let Some(i) = chosen().lock().expect("gemm choices").get(&key).and_then(|k| position(k)) {
+            return i;
         }
-        let key = shape.key();
-        let stored =
-            self.store.as_ref().and_then(|s| s.pick(&key)).and_then(|p| GemmKernel::parse(&p.name)).filter(|k| self.candidates.contains(k));
-        let kernel = stored.unwrap_or_else(|| {
-            let mut best = vec![u64::MAX; self.candidates.len()];
+        let stored = self.store.as_ref().and_then(|s| s.pick(&key)).and_then(|p| position(&p.name));
+        let mut pick = None;
+        let mine = stored.unwrap_or_else(|| {
+            let mut best = vec![u64::MAX; names.len()];
             for _ in 0..REPS {
-                for (i, c) in self.candidates.iter().enumerate() {
-                    best[i] = best[i].min(time(*c));
+                for (i, b) in best.iter_mut().enumerate() {
+                    *b = (*b).min(time(i));
                 }
             }
-            let winner = (0..best.len()).min_by_key(|i| best[*i]).expect("two candidates or more");
-            let ns = self.candidates.iter().zip(&best).map(|(c, t)| (c.name().to_string(), *t)).collect();
-            self.measured.lock().expect("gemm choices").push((key, Pick { name: self.candidates[winner].name().into(), ns }));
-            self.candidates[winner]
+            let winner = (0..best.len()).min_by_key(|i| best[*i]).expect("candidates");
+            let ns = names.iter().zip(&best).map(|(c, t)| (c.to_string(), *t)).collect();
+            pick = Some(Pick { name: names[winner].into(), ns });
+            winner
         });
-        chosen.insert(shape, kernel);
-        kernel
+        let mut chosen = chosen().lock().expect("gemm choices");
+        let kept = *chosen.entry(key.clone()).or_insert(names[mine]);
+        if let (Some(p), true) = (pick, kept == names[mine]) {
+            self.measured.lock().expect("gemm choices").push((key, p));
+        }
+        position(kept).unwrap_or(mine)
     }
 }
 
@@ -234,5 +303,39 @@ mod tests {
         }
         select.gemm(4, 4, 4, &a, false, &b, false, &mut out, Parallelism::None);
         assert!(select.take_measured().is_empty());
+    }
+
+    /// bf16 products on oneDNN's matmul (where a 2.x library is installed) against the exact
+    /// product of their bf16 values, transposes and uneven bands included.
+    #[test]
+    fn bf16_products_on_onednn_match_the_exact_product() {
+        if !super::super::onednn_api::available() {
+            eprintln!("oneDNN 2.x is not installed: nothing to compare");
+            return;
+        }
+        let (m, n, k) = (37, 29, 53);
+        let bf = |v: f32| half::bf16::from_f32(v).to_f32();
+        assert_eq!(super::super::onednn_matmul::to_bf16_bits(-1.7), half::bf16::from_f32(-1.7).to_bits());
+        let a: Vec<f32> = (0..m * k).map(|i| bf(((i * 7) % 13) as f32 * 0.3 - 1.7)).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| bf(((i * 5) % 11) as f32 * 0.7 - 2.1)).collect();
+        let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+        let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+        let select = GemmSelect::new(None);
+        for (lhs, lt, rhs, rt) in [(&a, false, &b, false), (&at, true, &b, false), (&a, false, &bt, true), (&at, true, &bt, true)] {
+            let mut out = vec![f32::NAN; m * n];
+            // SAFETY: the buffers hold m*k, k*n and m*n values.
+            let ran = unsafe { select.matmuls.run(m, n, k, lhs, lt, rhs, rt, out.as_mut_ptr()) };
+            if !ran {
+                eprintln!("no bf16 matmul on this CPU");
+                return;
+            }
+            for i in 0..m {
+                for j in 0..n {
+                    let want: f64 = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();
+                    let got = out[i * n + j] as f64;
+                    assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "({lt}, {rt}) [{i},{j}]: {got} against {want}");
+                }
+            }
+        }
     }
 }

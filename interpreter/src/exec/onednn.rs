@@ -31,6 +31,8 @@ type Sgemm = unsafe extern "C" fn(
 type SetThreads = unsafe extern "C" fn(c_int);
 
 pub struct OneDnn {
+    /// The library's handle (never closed).
+    handle: usize,
     sgemm: Sgemm,
     set_threads: Option<SetThreads>,
     /// The library's version, as `dnnl_version` reports it.
@@ -88,6 +90,7 @@ fn load() -> Option<OneDnn> {
     // SAFETY: the symbols have these C signatures (dnnl.h, omp.h).
     unsafe {
         Some(OneDnn {
+            handle: lib as usize,
             sgemm: std::mem::transmute::<*mut c_void, Sgemm>(sgemm),
             set_threads: set_threads.map(|f| std::mem::transmute::<*mut c_void, SetThreads>(f)),
             version: version.unwrap_or_else(|| "unknown".into()),
@@ -96,6 +99,19 @@ fn load() -> Option<OneDnn> {
 }
 
 impl OneDnn {
+    /// Another of the library's functions, by name.
+    pub fn symbol(&self, name: &str) -> Option<*mut c_void> {
+        symbol(self.handle as *mut c_void, name)
+    }
+
+    /// The OpenMP team size of the calling thread's next oneDNN calls.
+    pub fn set_threads(&self, n: usize) {
+        if let Some(set) = self.set_threads {
+            // SAFETY: omp_set_num_threads only sets the calling thread's team size.
+            unsafe { set(n.max(1) as c_int) };
+        }
+    }
+
     /// c[m×n] (row stride `ldc`) = op(a)[m×k] @ op(b)[k×n], row-major, on the calling thread
     /// alone (`ta`: a stored k×m; `tb`: b stored n×k; `lda`, `ldb` the stored rows' strides).
     /// False when oneDNN refused the call.

@@ -261,18 +261,36 @@ unsafe fn binary_slice_avx512(op: BinaryOp, a: Arg, b: Arg, out: &mut [MaybeUnin
     binary_slice_generic(op, a, b, out)
 }
 
-/// Whether the slice kernels may use their AVX-512 builds: 16 f32 lanes a vector instead of 8.
-/// `DLC_NO_AVX512=1` keeps the AVX2 builds (to compare the two on one machine).
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn has_avx512() -> bool {
-    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(|| {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512vl")
-            && std::arch::is_x86_feature_detected!("fma")
-            && std::env::var_os("DLC_NO_AVX512").is_none()
-    })
+/// `out[i] = a[i] / y` for a divisor that is a constant of the program (never a value that
+/// changes from step to step: each new divisor is checked once, exhaustively, in exact_div.rs),
+/// multiplying by its reciprocal where that gives the division's bits, on the widest build the
+/// CPU has.
+pub(crate) fn div_by_const(a: &[f32], y: f32, out: &mut [MaybeUninit<f32>]) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(r) = super::exact_div::reciprocal(y) {
+        #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+        unsafe fn wide(a: &[f32], y: f32, r: f32, out: &mut [MaybeUninit<f32>]) {
+            super::exact_div::divide(a, y, r, out)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(a: &[f32], y: f32, r: f32, out: &mut [MaybeUninit<f32>]) {
+            super::exact_div::divide(a, y, r, out)
+        }
+        // SAFETY: `reciprocal` answers only where the CPU has FMA; AVX-512 and AVX2 as checked.
+        unsafe {
+            if has_avx512() {
+                return wide(a, y, r, out);
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return avx2(a, y, r, out);
+            }
+        }
+    }
+    binary_slice(BinaryOp::Div, Arg::Slice(a), Arg::Scalar(y), out)
 }
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use crate::runtime::cpu::has_avx512;
 
 #[inline(always)]
 fn binary_slice_generic(op: BinaryOp, a: Arg, b: Arg, out: &mut [MaybeUninit<f32>]) {

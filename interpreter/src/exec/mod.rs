@@ -6,6 +6,7 @@ mod contract;
 mod conv;
 mod elem;
 mod elementwise;
+mod exact_div;
 pub mod fused;
 mod gemm_kernels;
 pub mod gemm_select;

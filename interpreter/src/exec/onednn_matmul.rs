@@ -93,14 +93,23 @@ fn to_bf16(x: f32) -> u16 {
 /// transpose, in 16×16 tiles so that both sides move a cache line at a time (element by element,
 /// the gather took as long as the weight gradient's bf16 product itself).
 fn transposed_band(lhs: &[f32], m: usize, k: usize, start: usize, rows: usize) -> Vec<u16> {
-    const TILE: usize = 16;
+    const TILE: usize = 32;
+    assert!(start + rows <= m && lhs.len() >= k * m);
+    // The band's columns of the stored k×m matrix, converted row by row (contiguous, so the
+    // conversion vectorises), then transposed as 16-bit values in tiles.
+    let mut stored = vec![0u16; k * rows];
+    for (p, dst) in stored.chunks_exact_mut(rows.max(1)).enumerate().take(k) {
+        for (d, s) in dst.iter_mut().zip(&lhs[p * m + start..][..rows]) {
+            *d = to_bf16(*s);
+        }
+    }
     let mut out = vec![0u16; rows * k];
     for r0 in (0..rows).step_by(TILE) {
         for p0 in (0..k).step_by(TILE) {
-            for p in p0..(p0 + TILE).min(k) {
-                let src = &lhs[p * m + start..][..rows];
-                for r in r0..(r0 + TILE).min(rows) {
-                    out[r * k + p] = to_bf16(src[r]);
+            for r in r0..(r0 + TILE).min(rows) {
+                for p in p0..(p0 + TILE).min(k) {
+                    // SAFETY: r < rows and p < k, and both buffers hold rows * k values.
+                    unsafe { *out.get_unchecked_mut(r * k + p) = *stored.get_unchecked(p * rows + r) };
                 }
             }
         }

@@ -1,5 +1,6 @@
 //! Runtime state: tensors, random streams, and the error type of everything that runs.
 
+pub mod cpu;
 pub mod data;
 pub mod format;
 

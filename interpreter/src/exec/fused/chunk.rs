@@ -3,7 +3,8 @@
 
 use super::broadcast::broadcast_load;
 use super::{Instr, Operand, Program, Scalar};
-use crate::exec::elementwise::{as_uninit, binary_slice, fill, unary_slice, write_all, Arg};
+use crate::exec::elementwise::{as_uninit, binary_slice, div_by_const, fill, unary_slice, write_all, Arg};
+use dlc_language::ir::BinaryOp;
 use std::mem::MaybeUninit;
 
 /// A short list on the stack (spilling to the heap past 32): the pointers of one call, which a
@@ -108,6 +109,16 @@ impl Program {
                 Operand::Imm(v) => Arg::Scalar(v),
             }
         };
+        let constant = |o: Operand| -> Option<f32> {
+            match o {
+                Operand::Reg(j) => match self.scalar[j] {
+                    Some(Scalar::Imm(v)) => Some(v),
+                    _ => None,
+                },
+                Operand::Imm(v) => Some(v),
+                Operand::Input(_) => None,
+            }
+        };
         for (i, ins_i) in self.instrs.iter().enumerate() {
             if self.scalar[i].is_some() && self.output_of[i].is_none() {
                 continue;
@@ -115,6 +126,12 @@ impl Program {
             let out = unsafe { std::slice::from_raw_parts_mut(loc[i] as *mut MaybeUninit<f32>, len) };
             match ins_i {
                 Instr::Unary(op, x) => unary_slice(*op, arg(*x), out),
+                // A division by a constant of the program (not a runtime scalar, which may
+                // change every step) may multiply by its reciprocal where that is exact.
+                Instr::Binary(BinaryOp::Div, a, b) if constant(*b).is_some() => match (arg(*a), constant(*b)) {
+                    (Arg::Slice(x), Some(y)) => div_by_const(x, y, out),
+                    (x, _) => binary_slice(BinaryOp::Div, x, arg(*b), out),
+                },
                 Instr::Binary(op, a, b) => binary_slice(*op, arg(*a), arg(*b), out),
                 Instr::Where(c, a, b) => select(arg(*c), arg(*a), arg(*b), out),
                 Instr::Cast { to_bool, x } => match (arg(*x), *to_bool) {

@@ -178,7 +178,8 @@ enum Cmd {
         json: bool,
     },
     /// Measure autotuning's choices for every `train` recipe ahead of time (native code
-    /// against the interpreter for large fused regions) and save them in the tuning file that
+    /// against the interpreter for large fused regions; the product and convolution kernel of
+    /// each shape) and save them in the tuning file that
     /// later runs read.
     Tune {
         /// The `.dl` program whose `train` recipes to tune.

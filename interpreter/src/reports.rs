@@ -108,9 +108,9 @@ pub fn median_ms(n: usize, mut f: impl FnMut()) -> f64 {
 pub fn tuning(k: &dlc::exec::fused::KernelCache) -> serde_json::Value {
     let tuned = k.tuned();
     let store = k.gemm.store.as_ref().or(k.store.as_ref());
-    let mut chosen = std::collections::BTreeMap::<&str, usize>::new();
+    let mut chosen = std::collections::BTreeMap::<String, usize>::new();
     for (_, kernel) in k.gemm.choices() {
-        *chosen.entry(kernel.name()).or_default() += 1;
+        *chosen.entry(kernel).or_default() += 1;
     }
     serde_json::json!({
         "regions": tuned.len(),

@@ -94,14 +94,16 @@ impl GemmSelect {
         &self.candidates
     }
 
-    /// Each product shape's kernel so far in this process: (tuning-file key, kernel).
-    pub fn choices(&self) -> Vec<(String, GemmKernel)> {
-        let mut v: Vec<(String, GemmKernel)> = chosen()
+    /// Each product and convolution shape's kernel so far in this process: (tuning-file key,
+    /// kernel), convolutions' kernels named `conv im2col` or `conv onednn`. A bf16 product that
+    /// kept its f32 kernel is counted under that kernel's own shape, not again.
+    pub fn choices(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = chosen()
             .lock()
             .expect("gemm choices")
             .iter()
-            .filter_map(|(s, k)| Some((s.clone(), GemmKernel::parse(k)?)))
-            .filter(|(s, _)| s.starts_with("gemm:"))
+            .filter(|(s, k)| !(s.starts_with("gemm:bf16:") && **k == "f32"))
+            .map(|(s, k)| (s.clone(), if s.starts_with("conv:") { format!("conv {k}") } else { k.to_string() }))
             .collect();
         v.sort();
         v

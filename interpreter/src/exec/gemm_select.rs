@@ -213,7 +213,10 @@ impl GemmSelect {
             return if self.candidates.contains(&GemmKernel::OneDnn) { GemmKernel::OneDnn } else { GemmKernel::Avx2 };
         }
         let names: Vec<&'static str> = self.candidates.iter().map(|c| c.name()).collect();
-        let pick = self.choose(shape.key(), &names, &mut |i| time(self.candidates[i]));
+        // The candidates are part of the key: a choice made before oneDNN was installed (or with
+        // `DLC_ONEDNN=0`) is not taken once it is there, and is measured again.
+        let key = format!("{}:{}", shape.key(), names.join("+"));
+        let pick = self.choose(key, &names, &mut |i| time(self.candidates[i]));
         self.candidates[pick]
     }
 
@@ -297,7 +300,8 @@ mod tests {
         select.gemm(m, n, k, &a, false, &b, false, &mut out, Parallelism::None);
         // SAFETY: the product wrote every element.
         assert!(out.iter().all(|v| unsafe { v.assume_init() } == 0.125 * k as f32));
-        let key = Shape { bytes: 4, m, n, k, lhs_t: false, rhs_t: false, threads: 1 }.key();
+        let names: Vec<&str> = select.candidates().iter().map(|c| c.name()).collect();
+        let key = format!("{}:{}", Shape { bytes: 4, m, n, k, lhs_t: false, rhs_t: false, threads: 1 }.key(), names.join("+"));
         let measured = select.take_measured();
         if select.candidates().len() > 1 && select.forced.is_none() {
             assert_eq!(measured.iter().filter(|(k, _)| *k == key).count(), 1, "{measured:?}");

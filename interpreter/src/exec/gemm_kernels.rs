@@ -77,11 +77,7 @@ pub unsafe fn run<T: Elem>(
 ) {
     if kernel == GemmKernel::OneDnn {
         if let (Some(lib), Some((l, r, d))) = (super::onednn::get(), T::as_f32_ptrs(lhs, rhs, dst)) {
-            let threads = match par {
-                Parallelism::Rayon(t) => t,
-                _ => 1,
-            };
-            if onednn_on_pool(lib, m, n, k, l, lhs_t, r, rhs_t, d, threads) {
+            if onednn_on_pool(lib, m, n, k, l, lhs_t, r, rhs_t, d, threads(par)) {
                 return;
             }
         }
@@ -90,7 +86,15 @@ pub unsafe fn run<T: Elem>(
     let (lcs, lrs) = if lhs_t { (m as isize, 1) } else { (1, k as isize) };
     let (rcs, rrs) = if rhs_t { (k as isize, 1) } else { (1, n as isize) };
     let wide = kernel == GemmKernel::Avx512 && GemmKernel::Avx512.available();
-    T::gemm(wide, m, n, k, dst, n as isize, lhs, lcs, lrs, rhs, rcs, rrs, par)
+    T::gemm(wide, &Strided { m, n, k, dst, drs: n as isize, lhs, lcs, lrs, rhs, rcs, rrs }, par)
+}
+
+/// The threads a product may use.
+pub fn threads(par: Parallelism) -> usize {
+    match par {
+        Parallelism::Rayon(t) => t,
+        _ => 1,
+    }
 }
 
 /// oneDNN's sgemm on rayon's threads, not OpenMP's: the rows of the product (its columns when it
@@ -123,11 +127,9 @@ unsafe fn onednn_on_pool(
     let (l, r, d) = (lhs as usize, rhs as usize, dst as usize);
     let by_rows = m >= threads * 8 || m >= n;
     let len = if by_rows { m } else { n };
-    let band = len.div_ceil(threads);
     let ok = std::sync::atomic::AtomicBool::new(true);
     rayon::scope(|s| {
-        for start in (0..len).step_by(band) {
-            let size = band.min(len - start);
+        for (start, size) in super::onednn::bands(len, threads) {
             let ok = &ok;
             s.spawn(move |_| {
                 let (l, r, d) = (l as *const f32, r as *const f32, d as *mut f32);
@@ -149,26 +151,44 @@ unsafe fn onednn_on_pool(
     ok.into_inner()
 }
 
+/// A product's operands as the gemm crate reads them: pointers with (column, row) strides.
+#[derive(Clone, Copy)]
+pub struct Strided<T> {
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    /// dst's row stride (its column stride is 1).
+    drs: isize,
+    lhs: *const T,
+    lcs: isize,
+    lrs: isize,
+    rhs: *const T,
+    rcs: isize,
+    rrs: isize,
+}
+
 /// The generic driver of the gemm crate with one microkernel set: the body of the crate's own
 /// per-ISA `gemm_basic`, with the set named instead of detected.
 macro_rules! driver {
-    ($simd:ty, $ukr:path, $ty:ty, $lanes:expr, $m:expr, $n:expr, $k:expr, $dst:expr, $drs:expr, $lhs:expr, $lcs:expr, $lrs:expr, $rhs:expr, $rcs:expr, $rrs:expr, $par:expr) => {{
+    ($simd:ty, $ukr:path, $ty:ty, $lanes:expr, $p:expr, $par:expr) => {{
         use $ukr as u;
+        let p = $p;
         gemm_basic_generic::<_, $ty, { $lanes }, { u::MR_DIV_N * $lanes }, { u::NR }, { u::MR_DIV_N }, { u::H_M }, { u::H_N }>(
             <$simd as gemm_common::simd::MixedSimd<$ty, $ty, $ty, $ty>>::try_new().expect("checked by the caller"),
-            $m,
-            $n,
-            $k,
-            $dst,
+            p.m,
+            p.n,
+            p.k,
+            p.dst,
             1,
-            $drs,
+            p.drs,
             false,
-            $lhs,
-            $lcs,
-            $lrs,
-            $rhs,
-            $rcs,
-            $rrs,
+            p.lhs,
+            p.lcs,
+            p.lrs,
+            p.rhs,
+            p.rcs,
+            p.rrs,
             0.0,
             1.0,
             false,
@@ -189,159 +209,38 @@ pub trait GemmElem: Sized {
     ///
     /// # Safety
     /// As `run`.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn gemm(
-        wide: bool,
-        m: usize,
-        n: usize,
-        k: usize,
-        dst: *mut Self,
-        drs: isize,
-        lhs: *const Self,
-        lcs: isize,
-        lrs: isize,
-        rhs: *const Self,
-        rcs: isize,
-        rrs: isize,
-        par: Parallelism,
-    );
+    unsafe fn gemm(wide: bool, p: &Strided<Self>, par: Parallelism);
 
     /// The pointers as f32 pointers, when this is f32 (what oneDNN's sgemm takes).
     fn as_f32_ptrs(lhs: *const Self, rhs: *const Self, dst: *mut Self) -> Option<(*const f32, *const f32, *mut f32)>;
 }
 
-impl GemmElem for f32 {
-    unsafe fn gemm(
-        wide: bool,
-        m: usize,
-        n: usize,
-        k: usize,
-        dst: *mut f32,
-        drs: isize,
-        lhs: *const f32,
-        lcs: isize,
-        lrs: isize,
-        rhs: *const f32,
-        rcs: isize,
-        rrs: isize,
-        par: Parallelism,
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if wide {
-                return driver!(
-                    gemm_common::simd::V4,
-                    gemm_f32::microkernel::avx512f::f32,
-                    f32,
-                    16,
-                    m,
-                    n,
-                    k,
-                    dst,
-                    drs,
-                    lhs,
-                    lcs,
-                    lrs,
-                    rhs,
-                    rcs,
-                    rrs,
-                    par
-                );
+/// `GemmElem` for an element type: its microkernel crate and lanes per AVX-512 and AVX2 vector.
+macro_rules! gemm_elem {
+    ($ty:ident, $kernels:ident, $wide_lanes:expr, $lanes:expr) => {
+        impl GemmElem for $ty {
+            unsafe fn gemm(wide: bool, p: &Strided<$ty>, par: Parallelism) {
+                #[cfg(target_arch = "x86_64")]
+                {
+                    if wide {
+                        return driver!(gemm_common::simd::V4, $kernels::microkernel::avx512f::$ty, $ty, $wide_lanes, p, par);
+                    }
+                    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
+                        return driver!(gemm_common::simd::V3, $kernels::microkernel::fma::$ty, $ty, $lanes, p, par);
+                    }
+                }
+                let _ = wide;
+                let Strided { m, n, k, dst, drs, lhs, lcs, lrs, rhs, rcs, rrs } = *p;
+                gemm::gemm(m, n, k, dst, 1, drs, false, lhs, lcs, lrs, rhs, rcs, rrs, 0.0, 1.0, false, false, false, par)
             }
-            if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
-                return driver!(
-                    gemm_common::simd::V3,
-                    gemm_f32::microkernel::fma::f32,
-                    f32,
-                    8,
-                    m,
-                    n,
-                    k,
-                    dst,
-                    drs,
-                    lhs,
-                    lcs,
-                    lrs,
-                    rhs,
-                    rcs,
-                    rrs,
-                    par
-                );
+
+            fn as_f32_ptrs(lhs: *const $ty, rhs: *const $ty, dst: *mut $ty) -> Option<(*const f32, *const f32, *mut f32)> {
+                (std::any::TypeId::of::<$ty>() == std::any::TypeId::of::<f32>())
+                    .then(|| (lhs as *const f32, rhs as *const f32, dst as *mut f32))
             }
         }
-        let _ = wide;
-        gemm::gemm(m, n, k, dst, 1, drs, false, lhs, lcs, lrs, rhs, rcs, rrs, 0.0, 1.0, false, false, false, par)
-    }
-
-    fn as_f32_ptrs(lhs: *const f32, rhs: *const f32, dst: *mut f32) -> Option<(*const f32, *const f32, *mut f32)> {
-        Some((lhs, rhs, dst))
-    }
+    };
 }
 
-impl GemmElem for f64 {
-    unsafe fn gemm(
-        wide: bool,
-        m: usize,
-        n: usize,
-        k: usize,
-        dst: *mut f64,
-        drs: isize,
-        lhs: *const f64,
-        lcs: isize,
-        lrs: isize,
-        rhs: *const f64,
-        rcs: isize,
-        rrs: isize,
-        par: Parallelism,
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if wide {
-                return driver!(
-                    gemm_common::simd::V4,
-                    gemm_f64::microkernel::avx512f::f64,
-                    f64,
-                    8,
-                    m,
-                    n,
-                    k,
-                    dst,
-                    drs,
-                    lhs,
-                    lcs,
-                    lrs,
-                    rhs,
-                    rcs,
-                    rrs,
-                    par
-                );
-            }
-            if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
-                return driver!(
-                    gemm_common::simd::V3,
-                    gemm_f64::microkernel::fma::f64,
-                    f64,
-                    4,
-                    m,
-                    n,
-                    k,
-                    dst,
-                    drs,
-                    lhs,
-                    lcs,
-                    lrs,
-                    rhs,
-                    rcs,
-                    rrs,
-                    par
-                );
-            }
-        }
-        let _ = wide;
-        gemm::gemm(m, n, k, dst, 1, drs, false, lhs, lcs, lrs, rhs, rcs, rrs, 0.0, 1.0, false, false, false, par)
-    }
-
-    fn as_f32_ptrs(_: *const f64, _: *const f64, _: *mut f64) -> Option<(*const f32, *const f32, *mut f32)> {
-        None
-    }
-}
+gemm_elem!(f32, gemm_f32, 16, 8);
+gemm_elem!(f64, gemm_f64, 8, 4);

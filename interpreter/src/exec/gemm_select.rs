@@ -21,7 +21,7 @@
 //! machines that have it).
 
 use super::elem::Elem;
-use super::gemm_kernels::{run, GemmKernel};
+use super::gemm_kernels::{run, threads, GemmKernel};
 use super::tune_store::{Pick, TuneStore};
 use gemm_common::Parallelism;
 use std::collections::HashMap;
@@ -44,7 +44,8 @@ fn chosen() -> &'static Mutex<HashMap<String, &'static str>> {
 /// A product's identity for the choice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Shape {
-    bytes: usize,
+    /// The operands' type: f32, f64, or bf16 values stored as f32.
+    ty: &'static str,
     m: usize,
     n: usize,
     k: usize,
@@ -56,8 +57,7 @@ struct Shape {
 impl Shape {
     fn key(&self) -> String {
         let t = |b: bool| if b { 't' } else { 'n' };
-        let ty = if self.bytes == 4 { "f32" } else { "f64" };
-        format!("gemm:{ty}:{}x{}x{}:{}{}:p{}", self.m, self.n, self.k, t(self.lhs_t), t(self.rhs_t), self.threads)
+        format!("gemm:{}:{}x{}x{}:{}{}:p{}", self.ty, self.m, self.n, self.k, t(self.lhs_t), t(self.rhs_t), self.threads)
     }
 }
 
@@ -138,11 +138,8 @@ impl GemmSelect {
             return;
         }
         assert!(lhs.len() >= m * k && rhs.len() >= k * n && dst.len() >= m * n, "product operands too short");
-        let threads = match par {
-            Parallelism::Rayon(t) => t,
-            _ => 1,
-        };
-        let shape = Shape { bytes: std::mem::size_of::<T>(), m, n, k, lhs_t, rhs_t, threads };
+        let ty = if std::mem::size_of::<T>() == 4 { "f32" } else { "f64" };
+        let shape = Shape { ty, m, n, k, lhs_t, rhs_t, threads: threads(par) };
         let call = |kernel: GemmKernel, dst: &mut [MaybeUninit<T>]| {
             // SAFETY: the lengths were checked above; m, n, k > 0.
             unsafe { run(kernel, m, n, k, lhs.as_ptr(), lhs_t, rhs.as_ptr(), rhs_t, dst.as_mut_ptr() as *mut T, par) }
@@ -175,12 +172,7 @@ impl GemmSelect {
         if self.forced.is_some() || small || !super::onednn_api::available() {
             return self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par);
         }
-        let t = |b: bool| if b { 't' } else { 'n' };
-        let threads = match par {
-            Parallelism::Rayon(t) => t,
-            _ => 1,
-        };
-        let key = format!("gemm:bf16:{m}x{n}x{k}:{}{}:p{threads}", t(lhs_t), t(rhs_t));
+        let key = Shape { ty: "bf16", m, n, k, lhs_t, rhs_t, threads: threads(par) }.key();
         // SAFETY: the lengths were checked above.
         let amx = |dst: &mut [MaybeUninit<f32>]| unsafe { self.matmuls.run(m, n, k, lhs, lhs_t, rhs, rhs_t, dst.as_mut_ptr() as *mut f32) };
         let mut time = |c: usize| {
@@ -301,7 +293,7 @@ mod tests {
         // SAFETY: the product wrote every element.
         assert!(out.iter().all(|v| unsafe { v.assume_init() } == 0.125 * k as f32));
         let names: Vec<&str> = select.candidates().iter().map(|c| c.name()).collect();
-        let key = format!("{}:{}", Shape { bytes: 4, m, n, k, lhs_t: false, rhs_t: false, threads: 1 }.key(), names.join("+"));
+        let key = format!("{}:{}", Shape { ty: "f32", m, n, k, lhs_t: false, rhs_t: false, threads: 1 }.key(), names.join("+"));
         let measured = select.take_measured();
         if select.candidates().len() > 1 && select.forced.is_none() {
             assert_eq!(measured.iter().filter(|(k, _)| *k == key).count(), 1, "{measured:?}");

@@ -69,6 +69,14 @@ fn symbol(handle: *mut c_void, name: &str) -> Option<*mut c_void> {
     (!f.is_null()).then_some(f)
 }
 
+/// `len` items (rows, images) cut into one band per thread, at most `threads` bands of equal
+/// size but the last: (first item, items). Every oneDNN call here runs one band on one of rayon's
+/// threads.
+pub fn bands(len: usize, threads: usize) -> Vec<(usize, usize)> {
+    let band = len.div_ceil(threads.clamp(1, len.max(1))).max(1);
+    (0..len).step_by(band).map(|b| (b, band.min(len - b))).collect()
+}
+
 /// The library, loaded on first use; `None` when it is not installed or `DLC_ONEDNN=0`.
 pub fn get() -> Option<&'static OneDnn> {
     static LIB: OnceLock<Option<OneDnn>> = OnceLock::new();

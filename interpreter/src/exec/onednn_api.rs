@@ -174,3 +174,26 @@ pub(super) fn buffer(mems: &mut Mems, scratch: &mut Vec<Vec<f32>>, m: &Md) -> Op
     let ptr = scratch.last_mut().expect("pushed").as_mut_ptr() as *mut c_void;
     mems.make(m, ptr)
 }
+
+/// A memory descriptor of `dims` in data type `dt` and layout `tag`.
+pub(super) fn md(a: &Api, dims: &[i64], dt: c_int, tag: c_int) -> Option<Md> {
+    let mut m = Md([0; MD_BYTES]);
+    // SAFETY: `m` is a descriptor-sized block; `dims` has the entries its length says.
+    (unsafe { (a.md_init)(&mut m, dims.len() as c_int, dims.as_ptr(), dt, tag) } == 0).then_some(m)
+}
+
+/// `run` on a fresh stream of the calling thread, waited on before returning: whether the stream
+/// was made, `run` succeeded and the wait did.
+///
+/// # Safety
+/// The primitives `run` executes read and write only buffers that outlive this call.
+pub(super) unsafe fn on_stream(a: &Api, run: impl FnOnce(H) -> bool) -> bool {
+    let mut stream: H = std::ptr::null_mut();
+    if (a.stream_create)(&mut stream, a.engine, STREAM_DEFAULT) != 0 {
+        return false;
+    }
+    let ok = run(stream);
+    let ok = (a.stream_wait)(stream) == 0 && ok;
+    (a.stream_destroy)(stream);
+    ok
+}

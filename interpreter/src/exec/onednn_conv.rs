@@ -72,12 +72,6 @@ impl Drop for Prepared {
     }
 }
 
-fn md(a: &Api, dims: &[i64; 4], tag: c_int) -> Option<Md> {
-    let mut m = Md([0; MD_BYTES]);
-    // SAFETY: `m` is a descriptor-sized block; dims has 4 entries.
-    (unsafe { (a.md_init)(&mut m, 4, dims.as_ptr(), F32, tag) } == 0).then_some(m)
-}
-
 /// The operand the primitive `pd` reads or writes as `query`, against its plain layout `user`;
 /// `into`: the reorder goes from the user's layout into the primitive's (an input), else out.
 fn operand(a: &Api, pd: H, query: c_int, user: Md, into: bool, pds: &mut Vec<H>) -> Option<Operand> {
@@ -107,8 +101,8 @@ fn operand(a: &Api, pd: H, query: c_int, user: Md, into: bool, pds: &mut Vec<H>)
 }
 
 fn prepare(a: &Api, dir: Dir, s: &Shape) -> Option<Prepared> {
-    let (xu, wu, yu) = (md(a, &s.x, TAG_ABCD)?, md(a, &s.w, TAG_ABCD)?, md(a, &s.y, TAG_ABCD)?);
-    let (xa, wa, ya) = (md(a, &s.x, TAG_ANY)?, md(a, &s.w, TAG_ANY)?, md(a, &s.y, TAG_ANY)?);
+    let (xu, wu, yu) = (md(a, &s.x, F32, TAG_ABCD)?, md(a, &s.w, F32, TAG_ABCD)?, md(a, &s.y, F32, TAG_ABCD)?);
+    let (xa, wa, ya) = (md(a, &s.x, F32, TAG_ANY)?, md(a, &s.w, F32, TAG_ANY)?, md(a, &s.y, F32, TAG_ANY)?);
     let mut pds = vec![];
     let mut fwd_op = OpDesc([0; OP_BYTES]);
     let (st, dl, pl, pr) = (s.stride.as_ptr(), s.dil.as_ptr(), s.pad_l.as_ptr(), s.pad_r.as_ptr());
@@ -189,8 +183,7 @@ impl Convs {
     pub fn run(&self, dir: Dir, s: &Shape, ins: [&[f32]; 2], out_len: usize) -> Option<Vec<f32>> {
         let a = api()?;
         let n = s.x[0] as usize;
-        let band = n.div_ceil(rayon::current_num_threads().clamp(1, n.max(1)));
-        let bands: Vec<(usize, usize)> = (0..n).step_by(band.max(1)).map(|b| (b, band.min(n - b))).collect();
+        let bands = super::onednn::bands(n, rayon::current_num_threads());
         let (x_img, y_img) = ((s.x[1] * s.x[2] * s.x[3]) as usize, (s.y[1] * s.y[2] * s.y[3]) as usize);
         let lib = super::onednn::get()?;
         // oneDNN 2.x sizes a primitive's work split (and the spin barrier of its weight
@@ -303,23 +296,21 @@ unsafe fn execute(a: &Api, p: &Prepared, ins: [&[f32]; 2], out: *mut f32) -> boo
     };
     let Some(pad) = buffer(&mut mems, &mut scratch, &p.scratchpad) else { return false };
     args.push(ExecArg { arg: ARG_SCRATCHPAD, memory: pad });
-    let mut stream: H = std::ptr::null_mut();
-    // The engine is live; every memory object wraps a buffer that outlives the calls; the
-    // stream is waited on before any buffer is read or freed.
-    if (a.stream_create)(&mut stream, a.engine, STREAM_DEFAULT) != 0 {
-        return false;
-    }
-    let reorder = |r: H, from: H, to: H, pad: H| {
-        let args =
-            [ExecArg { arg: ARG_SRC, memory: from }, ExecArg { arg: ARG_DST, memory: to }, ExecArg { arg: ARG_SCRATCHPAD, memory: pad }];
-        (a.prim_execute)(r, stream, 3, args.as_ptr()) == 0
-    };
-    let mut ok = reorders.iter().all(|(r, from, to, pad)| reorder(*r, *from, *to, *pad));
-    ok = ok && (a.prim_execute)(p.prim, stream, args.len() as c_int, args.as_ptr()) == 0;
-    if let Some((r, from, to, pad)) = out_reorder {
-        ok = ok && reorder(r, from, to, pad);
-    }
-    ok = (a.stream_wait)(stream) == 0 && ok;
-    (a.stream_destroy)(stream);
-    ok
+    // Every memory object wraps a buffer that outlives the call, which waits for the stream.
+    on_stream(a, |stream| {
+        let reorder = |r: H, from: H, to: H, pad: H| {
+            let args = [
+                ExecArg { arg: ARG_SRC, memory: from },
+                ExecArg { arg: ARG_DST, memory: to },
+                ExecArg { arg: ARG_SCRATCHPAD, memory: pad },
+            ];
+            (a.prim_execute)(r, stream, 3, args.as_ptr()) == 0
+        };
+        let mut ok = reorders.iter().all(|(r, from, to, pad)| reorder(*r, *from, *to, *pad));
+        ok = ok && (a.prim_execute)(p.prim, stream, args.len() as c_int, args.as_ptr()) == 0;
+        if let Some((r, from, to, pad)) = out_reorder {
+            ok = ok && reorder(r, from, to, pad);
+        }
+        ok
+    })
 }

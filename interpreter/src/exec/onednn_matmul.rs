@@ -40,17 +40,11 @@ impl Drop for Prim {
     }
 }
 
-fn md2(a: &Api, dims: [i64; 2], dt: c_int, tag: c_int) -> Option<Md> {
-    let mut m = Md([0; MD_BYTES]);
-    // SAFETY: `m` is a descriptor-sized block; dims has 2 entries.
-    (unsafe { (a.md_init)(&mut m, 2, dims.as_ptr(), dt, tag) } == 0).then_some(m)
-}
-
 fn prepare(a: &Api, (rows, n, k, rhs_t): Key) -> Option<Prim> {
     let (rows, n, k) = (rows as i64, n as i64, k as i64);
-    let src = md2(a, [rows, k], BF16, TAG_AB)?;
-    let wei = md2(a, [k, n], BF16, if rhs_t { TAG_BA } else { TAG_AB })?;
-    let dst = md2(a, [rows, n], F32, TAG_AB)?;
+    let src = md(a, &[rows, k], BF16, TAG_AB)?;
+    let wei = md(a, &[k, n], BF16, if rhs_t { TAG_BA } else { TAG_AB })?;
+    let dst = md(a, &[rows, n], F32, TAG_AB)?;
     let mut op = OpDesc([0; OP_BYTES]);
     let (mut pd, mut prim): (H, H) = (std::ptr::null_mut(), std::ptr::null_mut());
     // SAFETY: descriptor blocks of the library's sizes; every pointer is valid for the call.
@@ -75,18 +69,12 @@ pub struct Matmuls {
     made: Mutex<HashMap<Key, Option<Arc<Prim>>>>,
 }
 
-/// `x` (a bf16 value stored as f32) in bf16 storage, rounded to nearest even if it is not one,
-/// NaN kept NaN: branch-free on the bits, so the conversion loops vectorise (`half`'s scalar
-/// conversion took longer than the bf16 products it fed).
+/// `x` (a bf16 value stored as f32) in bf16 storage: the upper half of its rounding to bf16
+/// (`tensor::round_bf16`, branch-free on the bits, so the conversion loops vectorise; `half`'s
+/// scalar conversion took longer than the bf16 products it fed).
 #[inline(always)]
 fn to_bf16(x: f32) -> u16 {
-    let b = x.to_bits();
-    let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
-    if x.is_nan() {
-        0x7fc0
-    } else {
-        rounded
-    }
+    (crate::runtime::tensor::round_bf16(x).to_bits() >> 16) as u16
 }
 
 /// Rows `start..start + rows` of op(lhs) in bf16, row-major, where lhs is stored k×m: a
@@ -133,8 +121,7 @@ impl Matmuls {
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn run(&self, m: usize, n: usize, k: usize, lhs: &[f32], lhs_t: bool, rhs: &[f32], rhs_t: bool, dst: *mut f32) -> bool {
         let (Some(a), Some(lib)) = (api(), super::onednn::get()) else { return false };
-        let band = m.div_ceil(rayon::current_num_threads().clamp(1, m.max(1)));
-        let bands: Vec<(usize, usize)> = (0..m).step_by(band.max(1)).map(|b| (b, band.min(m - b))).collect();
+        let bands = super::onednn::bands(m, rayon::current_num_threads());
         // Made for the one thread a band runs on (see onednn_conv.rs on oneDNN's thread count).
         lib.set_threads(1);
         let mut prims = vec![];
@@ -199,12 +186,5 @@ unsafe fn execute(a: &Api, p: &Prim, lhs: &[u16], rhs: &[u16], out: *mut f32) ->
         ExecArg { arg: ARG_DST, memory: dst },
         ExecArg { arg: ARG_SCRATCHPAD, memory: pad },
     ];
-    let mut stream: H = std::ptr::null_mut();
-    if (a.stream_create)(&mut stream, a.engine, STREAM_DEFAULT) != 0 {
-        return false;
-    }
-    let ok = (a.prim_execute)(p.prim, stream, args.len() as c_int, args.as_ptr()) == 0;
-    let ok = (a.stream_wait)(stream) == 0 && ok;
-    (a.stream_destroy)(stream);
-    ok
+    on_stream(a, |stream| (a.prim_execute)(p.prim, stream, args.len() as c_int, args.as_ptr()) == 0)
 }

@@ -5,15 +5,21 @@
 # examples trained with `--device cuda` against `--device cpu` (the epoch's mean loss and the
 # evaluations must agree to the printed digits); `dlc bench --device cuda` of the MNIST MLP; and
 # the GPU's identity. The GPU machines have no Rust toolchain: build here with
-#   cargo build --release -p dlc && strip -o dlc-gpu target/release/dlc
-# (with --no-default-features where the GPU machine has no Open MPI: the default build links it)
-# and carry the binary; this script uses $DLC (default ./dlc-gpu, else target/release/dlc).
+#   cargo build --release -p dlc --no-default-features && strip -o dlc-gpu target/release/dlc
+#   gzip -9 dlc-gpu
+# (--no-default-features: the lent GPU machines have no Open MPI, which the default build links;
+# gzip: the tracked tree and the binary together are over what one call carries) and carry
+# dlc-gpu.gz; this script uses $DLC (default ./dlc-gpu, unpacked from dlc-gpu.gz if need be,
+# else target/release/dlc). See docs/gpu.md for what the first run found.
 # Without a GPU every check reports itself as skipped, not passed, and the script exits 2.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT_DIR:-gpu-results}
 mkdir -p "$out"
 dlc=${DLC:-}
+if [ -z "$dlc" ] && [ ! -x ./dlc-gpu ] && [ -f ./dlc-gpu.gz ]; then
+  gunzip -c dlc-gpu.gz > dlc-gpu && chmod +x dlc-gpu
+fi
 if [ -z "$dlc" ]; then
   if [ -x ./dlc-gpu ]; then dlc=./dlc-gpu; else dlc=target/release/dlc; fi
 fi
@@ -36,6 +42,9 @@ PY
 done
 export LD_LIBRARY_PATH="$(IFS=:; echo "${libs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export DLC_CACHE_DIR="$out/cache"
+# Every command gets a time limit (STEP_TIMEOUT seconds, default 120): a hang on the GPU is
+# reported as a failure of that step, and the remaining checks still run.
+t=${STEP_TIMEOUT:-120}
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi: no GPU"
@@ -53,7 +62,7 @@ for f in examples/*.dl bench/*.dl; do
   name=$(basename "$f" .dl)
   # Twice: the second run must load every module from the kernel cache.
   for run in 1 2; do
-    "$dlc" kernels "$f" --check gpu --json > "$out/$name.$run.json" 2> "$out/$name.$run.err"
+    timeout "$t" "$dlc" kernels "$f" --check gpu --json > "$out/$name.$run.json" 2> "$out/$name.$run.err"
     rc=$?
     [ $rc -ne 0 ] && status=1
   done
@@ -71,7 +80,8 @@ done
 for f in examples/iris.dl examples/digits.dl examples/mnist_mlp.dl; do
   name=$(basename "$f" .dl)
   for dev in cuda cpu; do
-    "$dlc" run "$f" --device "$dev" --set epochs=1 > "$out/$name.run-$dev.out" 2> "$out/$name.run-$dev.err" || status=1
+    # --overwrite: the other device's run of the same file left its checkpoint there.
+    timeout "$t" "$dlc" run "$f" --device "$dev" --set epochs=1 --overwrite > "$out/$name.run-$dev.out" 2> "$out/$name.run-$dev.err" || status=1
   done
   if diff <(grep -E "^epoch 1 (done|evaluate)" "$out/$name.run-cuda.out" | sed 's/ in [0-9.]* s.*//') \
           <(grep -E "^epoch 1 (done|evaluate)" "$out/$name.run-cpu.out" | sed 's/ in [0-9.]* s.*//') > "$out/$name.run-diff.txt"; then
@@ -81,7 +91,7 @@ for f in examples/iris.dl examples/digits.dl examples/mnist_mlp.dl; do
     status=1
   fi
 done
-"$dlc" bench examples/mnist_mlp.dl --device cuda --json > "$out/bench-mnist_mlp-cuda.json" 2> "$out/bench-mnist_mlp-cuda.err" || status=1
-"$dlc" bench examples/mnist_mlp.dl --device cpu --json > "$out/bench-mnist_mlp-cpu.json" 2> "$out/bench-mnist_mlp-cpu.err" || status=1
+timeout "$t" "$dlc" bench examples/mnist_mlp.dl --device cuda --json > "$out/bench-mnist_mlp-cuda.json" 2> "$out/bench-mnist_mlp-cuda.err" || status=1
+timeout "$t" "$dlc" bench examples/mnist_mlp.dl --device cpu --json > "$out/bench-mnist_mlp-cpu.json" 2> "$out/bench-mnist_mlp-cpu.err" || status=1
 cat "$out/summary.txt"
 exit $status

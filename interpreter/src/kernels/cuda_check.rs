@@ -67,7 +67,7 @@ pub fn check(gens: &[Generated], dir: &Path) -> Result<Vec<Assembled>, String> {
     std::fs::write(&cu, &src).map_err(|e| format!("{}: {e}", cu.display()))?;
     let mut out = vec![];
     for (virt, arch) in ARCHS {
-        let opts = cudarc::nvrtc::CompileOptions { arch: Some(virt), name: Some("kernels.cu".into()), ..Default::default() };
+        let opts = dlc_jit::cuda::nvrtc_options::compile_options(virt, Some("kernels.cu".into()));
         let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src, opts).map_err(|e| match e {
             cudarc::nvrtc::CompileError::CompileError { log, .. } => {
                 format!("NVRTC rejected {} for {arch}:\n{}", cu.display(), log.to_string_lossy())

@@ -53,7 +53,7 @@ impl Device {
             Some(ptx) => (ptx, Compiled::Cache),
             None => {
                 let virt: &'static str = Box::leak(format!("compute_{}", &self.arch[3..]).into_boxed_str());
-                let opts = cudarc::nvrtc::CompileOptions { arch: Some(virt), ..Default::default() };
+                let opts = super::nvrtc_options::compile_options(virt, None);
                 let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, opts).map_err(|e| match e {
                     cudarc::nvrtc::CompileError::CompileError { log, .. } => {
                         format!("NVRTC rejected the kernels:\n{}", log.to_string_lossy())

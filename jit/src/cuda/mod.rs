@@ -55,4 +55,5 @@ pub fn probe() -> Result<Gpu, String> {
 }
 
 pub mod launch;
+pub mod nvrtc_options;
 pub mod ptx_cache;

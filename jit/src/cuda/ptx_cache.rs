@@ -26,9 +26,10 @@ pub fn default_dir() -> Option<PathBuf> {
     Some(base.join("kernels"))
 }
 
-/// The key of a translation unit compiled for `arch` by NVRTC `nvrtc` on driver `driver`.
+/// The key of a translation unit compiled for `arch` by NVRTC `nvrtc` on driver `driver`, with
+/// the options of `nvrtc_options`.
 pub fn key(source: &str, arch: &str, nvrtc: (i32, i32), driver: i32) -> String {
-    let mut text = format!("{arch}\n{}.{}\n{driver}\n", nvrtc.0, nvrtc.1);
+    let mut text = format!("{arch}\n{}.{}\n{driver}\n{}\n", nvrtc.0, nvrtc.1, super::nvrtc_options::SIGNATURE);
     text += source;
     format!("{:016x}", fnv1a(text.as_bytes()))
 }

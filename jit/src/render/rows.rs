@@ -25,7 +25,7 @@ pub(super) fn rows(r: &Rows, d: Dialect, s: &mut String) -> Result<Launch, Rende
     let ins = r.inputs.len();
     let (sync, row_loop, lanes) = match d {
         Dialect::Cuda => {
-            *s += "  extern __shared__ float dlc_row[];\n  __shared__ float dlc_warp[32];\n";
+            *s += "  extern __shared__ float dlc_row[];\n  __shared__ float dlc_warp[32];\n  __shared__ double dlc_warp_sum[32];\n";
             (
                 "    __syncthreads();\n",
                 format!("  for (long long row = blockIdx.x; row < {n_rows}LL; row += gridDim.x) {{\n"),
@@ -78,21 +78,22 @@ pub(super) fn rows(r: &Rows, d: Dialect, s: &mut String) -> Result<Launch, Rende
                 };
                 let (acc_t, ident, op) = match (max, d) {
                     (true, _) => ("float", "__int_as_float((int)0xff800000)", "acc = dlc_max(acc, v);"),
-                    // The CPU sums a row in f64 lanes; the C check does too.
-                    (false, Dialect::C) => ("double", "0.0", "acc += v;"),
-                    (false, Dialect::Cuda) => ("float", "0.0f", "acc += v;"),
+                    // The CPU sums a row in f64 lanes, and so do both dialects: in f32, the
+                    // GPU's other order of summation made layer norm's backward differ from the
+                    // CPU wherever the row's terms cancel (the first run on an H200).
+                    (false, _) => ("double", "0.0", "acc += v;"),
                 };
                 *s += &format!("    {{\n      {acc_t} acc = {ident};\n      {}", lanes(r.len));
                 *s += &format!("        const float v = {v};\n        {op}\n      }}\n");
                 if d == Dialect::Cuda {
-                    let combine = if *max { "acc = dlc_max(acc, o);" } else { "acc += o;" };
+                    let (combine, warp) = if *max { ("acc = dlc_max(acc, o);", "dlc_warp") } else { ("acc += o;", "dlc_warp_sum") };
                     *s += &format!(
-                        "      for (int w = 16; w > 0; w >>= 1) {{ const float o = __shfl_down_sync(0xffffffffu, acc, w); {combine} }}\n"
+                        "      for (int w = 16; w > 0; w >>= 1) {{ const {acc_t} o = __shfl_down_sync(0xffffffffu, acc, w); {combine} }}\n"
                     );
-                    *s += "      if ((threadIdx.x & 31) == 0) dlc_warp[threadIdx.x >> 5] = acc;\n      __syncthreads();\n";
+                    *s += &format!("      if ((threadIdx.x & 31) == 0) {warp}[threadIdx.x >> 5] = acc;\n      __syncthreads();\n");
                     *s += &format!(
-                        "      if (threadIdx.x == 0) {{\n        acc = dlc_warp[0];\n        for (int w = 1; w < (int)(blockDim.x >> 5); w++) {{ const float o = dlc_warp[w]; {combine} }}\n        {} = acc;\n      }}\n",
-                        slot(*to, "0")
+                        "      if (threadIdx.x == 0) {{\n        acc = {warp}[0];\n        for (int w = 1; w < (int)(blockDim.x >> 5); w++) {{ const {acc_t} o = {warp}[w]; {combine} }}\n        {} = (float)acc;\n      }}\n",
+                        slot(*to, "0"),
                     );
                 } else {
                     *s += &format!("      {} = (float)acc;\n", slot(*to, "0"));

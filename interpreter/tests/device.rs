@@ -90,6 +90,33 @@ fn an_mlp_trains_on_the_device_as_on_the_cpu() {
     assert!(gpu.report.not_lowered.is_empty(), "{:?}", gpu.report.not_lowered);
 }
 
+/// Nothing in a step goes through the host: dropout's draws (the CPU's counter-based stream,
+/// element for element), the labels' one-hot comparison and broadcasts (copies and comparisons
+/// of i64), the bias gradients' sums and the evaluation's argmax all run as device kernels.
+/// What the host computes is computed once per plan (constants, the iota of class indices), so
+/// ten steps take the host exactly as often as five; and the draws being the CPU's, the device
+/// follows the CPU as closely as without dropout.
+#[test]
+fn a_step_with_dropout_never_goes_through_the_host() {
+    let src = MLP
+        .replace("PRECISION", "")
+        .replace("model M() {\n", "model M() {\n  drop = Dropout(0.2)\n")
+        .replace("|> gelu |>", "|> gelu |> drop |>");
+    assert!(src.contains("|> drop |>"), "the MLP changed: update the variant");
+    let cpu = train(&src, Target::Cpu, |_| {});
+    let gpu = train(&src, Target::EmulatedCuda, |_| {});
+    assert_close(&cpu, &gpu, 1e-4);
+    let kinds = &gpu.report.launches_by_kind;
+    assert_eq!(kinds.get("rand").copied(), Some(10), "one draw a step: {kinds:?}");
+    for kind in ["compare", "copy", "argmax"] {
+        assert!(kinds.contains_key(kind), "no {kind} kernel: {kinds:?}");
+    }
+    let one_epoch = train(&src.replace("epochs = 2", "epochs = 1"), Target::EmulatedCuda, |_| {});
+    assert_eq!(gpu.report.host_ops, one_epoch.report.host_ops, "host work that grows with the steps");
+    let per_plan = ["const", "iota", "literal"];
+    assert!(gpu.report.host_ops.keys().all(|k| per_plan.contains(&k.as_str())), "{:?}", gpu.report.host_ops);
+}
+
 /// In bf16 (autocast: products and their neighbours in bf16, stored in two bytes on the
 /// device) the device follows the CPU within bf16's rounding.
 #[test]

@@ -26,18 +26,21 @@ pub struct Generated {
     pub graph: Arc<Graph>,
     pub plan_kernel: Kernel,
     pub kernel: kir::Kernel,
+    /// The nodes its parameters bind: inputs then outputs, per member, in parameter order.
+    pub io: crate::runner::device_executor::Binding,
 }
 
 /// The generated kernels of a plan; a kernel the IR cannot express yet is reported in `skipped`.
 fn of_plan(origin: &str, tag: &str, graph: &Arc<Graph>, plan: &Plan, out: &mut Vec<Generated>, skipped: &mut Vec<String>) {
     for (i, k) in plan.kernels.iter().enumerate() {
-        match kir::lower_kernel(graph, k) {
-            Ok(Some(kernel)) => out.push(Generated {
+        match crate::runner::device_kernel(graph, k) {
+            Ok(Some((kernel, io))) => out.push(Generated {
                 origin: format!("{origin} #{i}"),
                 name: format!("{tag}_{i}_{}", kernel.kind()),
                 graph: graph.clone(),
                 plan_kernel: k.clone(),
                 kernel,
+                io,
             }),
             Ok(None) => {}
             Err(e) => skipped.push(format!("{origin} #{i}: {e}")),

@@ -74,7 +74,7 @@ pub struct Reference {
 /// varies them between kernels).
 pub fn reference(gen: &Generated, salt: usize) -> Result<Reference, String> {
     let g: &Graph = &gen.graph;
-    let groups = gen.plan_kernel.io();
+    let groups = &gen.io;
     let mut ex = Executor::new(0);
     let mut inputs: Vec<(NodeId, Tensor)> = vec![];
     for (k, n) in groups.iter().flat_map(|(ins, _)| ins.iter()).enumerate() {

@@ -5,11 +5,14 @@
 //! kept in slots that a step's results are moved into without a copy.
 //!
 //! Matrix products run on the device through the driver's gemm (cuBLAS), a transpose left as a
-//! view read through the call's transpose flag. What has no device kernel yet (convolutions,
-//! pooling, gathers, movement ops, random draws, reductions outside row kernels and sums over
-//! axes; a kernel the kernel IR cannot express) runs on the host: its inputs are
-//! downloaded, the interpreter computes it, and its outputs are uploaded. `Report::host_ops`
-//! counts these by op, so `explain`/`bench` can say what still crosses the bus.
+//! view read through the call's transpose flag. Library ops that `kir::lower_library` can
+//! express (a lone elementwise op, a broadcast or permutation of any type, an i64 comparison,
+//! an f32 sum over axes, an argmax over rows, uniform draws from the CPU's stream) are kernels of
+//! the plan's module like the fused ones. An op with no operands (an iota, a seeded `randn`) is
+//! computed once on the host and kept. What has no device kernel yet (convolutions, pooling,
+//! gathers, slices, other reductions; a kernel the kernel IR cannot express) runs on the host:
+//! its inputs are downloaded, the interpreter computes it, and its outputs are uploaded.
+//! `Report::host_ops` counts these by op, so `explain`/`bench` can say what still crosses the bus.
 
 use super::driver::{Driver, ModuleId, Product};
 use super::storage;
@@ -55,6 +58,9 @@ impl<B> Value<B> {
     }
 }
 
+/// The nodes a kernel's parameters bind: inputs then outputs, per member, in parameter order.
+pub type Binding = Vec<(Vec<NodeId>, Vec<NodeId>)>;
+
 /// A matrix product's operand: its value, and whether it is a transpose read through its source.
 type Operand<B> = Option<(Value<B>, bool)>;
 
@@ -65,13 +71,15 @@ struct Compiled {
     kernels: Vec<Option<Loaded>>,
 }
 
-/// A generated kernel as loaded: its index in the module, launch shape, parameters and kind.
+/// A generated kernel as loaded: its index in the module, launch shape, parameters, kind, and
+/// the nodes its parameters bind (inputs then outputs, per member, in parameter order).
 #[derive(Clone)]
 struct Loaded {
     index: usize,
     launch: Launch,
     params: Vec<(kir::Param, bool)>,
     kind: &'static str,
+    io: Binding,
 }
 
 pub struct DeviceExecutor<D: Driver> {
@@ -146,22 +154,22 @@ impl<D: Driver> DeviceExecutor<D> {
         }
         let started = std::time::Instant::now();
         let tag = self.plans.len();
-        let mut lowered: Vec<(String, usize, kir::Kernel)> = vec![];
+        let mut lowered: Vec<(String, usize, kir::Kernel, Binding)> = vec![];
         for (i, k) in plan.kernels.iter().enumerate() {
-            match kir::lower_kernel(g, k) {
-                Ok(Some(kernel)) => lowered.push((format!("p{tag}_k{i}_{}", kernel.kind()), i, kernel)),
+            match device_kernel(g, k) {
+                Ok(Some((kernel, io))) => lowered.push((format!("p{tag}_k{i}_{}", kernel.kind()), i, kernel, io)),
                 Ok(None) => {}
                 Err(e) => self.report.not_lowered.push(format!("kernel #{i}: {e}")),
             }
         }
-        let named: Vec<(&str, &kir::Kernel)> = lowered.iter().map(|(n, _, k)| (n.as_str(), k)).collect();
+        let named: Vec<(&str, &kir::Kernel)> = lowered.iter().map(|(n, _, k, _)| (n.as_str(), k)).collect();
         let mut kernels = vec![None; plan.kernels.len()];
         let module = if named.is_empty() {
             None
         } else {
             let (module, launches) = self.driver.load(&named).map_err(fail)?;
-            for (index, ((_, i, k), launch)) in lowered.iter().zip(launches).enumerate() {
-                kernels[*i] = Some(Loaded { index, launch, params: k.params(), kind: k.kind() });
+            for (index, ((_, i, k, io), launch)) in lowered.iter().zip(launches).enumerate() {
+                kernels[*i] = Some(Loaded { index, launch, params: k.params(), kind: k.kind(), io: io.clone() });
             }
             self.report.modules += 1;
             Some(module)
@@ -285,9 +293,9 @@ impl<D: Driver> DeviceExecutor<D> {
     }
 
     /// Launch plan kernel `k` as the generated kernel `loaded` of `module`.
-    fn launch(&mut self, g: &Graph, k: &Kernel, module: ModuleId, loaded: &Loaded) -> Result<(), RuntimeError> {
+    fn launch(&mut self, g: &Graph, module: ModuleId, loaded: &Loaded) -> Result<(), RuntimeError> {
         let params = &loaded.params;
-        let groups = k.io();
+        let groups = &loaded.io;
         let nodes: Vec<(NodeId, bool)> =
             groups.iter().flat_map(|(ins, outs)| ins.iter().map(|n| (*n, false)).chain(outs.iter().map(|n| (*n, true)))).collect();
         if nodes.len() != params.len() {
@@ -330,6 +338,16 @@ impl<D: Driver> DeviceExecutor<D> {
     }
 }
 
+/// A plan kernel as a device kernel, with the nodes its parameters bind: the generated kinds,
+/// and the library ops `kir::lower_library` can compute (products are the gemm's, not these).
+pub fn device_kernel(g: &Graph, k: &Kernel) -> Result<Option<(kir::Kernel, Binding)>, kir::LowerError> {
+    match k {
+        Kernel::Library(n) if gemm_type(g, *n).is_some() => Ok(None),
+        Kernel::Library(n) => Ok(kir::lower_library(g, *n)?.map(|(kernel, inputs)| (kernel, vec![(inputs, vec![*n])]))),
+        other => Ok(kir::lower_kernel(g, other)?.map(|kernel| (kernel, other.io()))),
+    }
+}
+
 /// The storage a matrix product runs in on the device's gemm, if it can: f32, bf16 or f16, of
 /// rank 2 or more.
 fn gemm_type(g: &Graph, n: NodeId) -> Option<Ty> {
@@ -353,10 +371,15 @@ pub fn placement(g: &Graph, plan: &Plan) -> Placement {
         match k {
             Kernel::View(_) | Kernel::Free(_) => {}
             Kernel::Library(n) if gemm_type(g, *n).is_some() => p.gemm += 1,
-            Kernel::Library(n) => *p.host.entry(g.node(*n).op.kind_name()).or_insert(0) += 1,
-            other => match kir::lower_kernel(g, other) {
-                Ok(Some(kernel)) => *p.generated.entry(kernel.kind().to_string()).or_insert(0) += 1,
-                _ => *p.host.entry(format!("fused {}", kind_of(other))).or_insert(0) += 1,
+            other => match device_kernel(g, other) {
+                Ok(Some((kernel, _))) => *p.generated.entry(kernel.kind().to_string()).or_insert(0) += 1,
+                _ => {
+                    let name = match other {
+                        Kernel::Library(n) => g.node(*n).op.kind_name(),
+                        _ => format!("fused {}", kind_of(other)),
+                    };
+                    *p.host.entry(name).or_insert(0) += 1
+                }
             },
         }
     }
@@ -417,7 +440,21 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
                 _ => {
                     let compiled = &self.plans[&key];
                     match (compiled.module, compiled.kernels[i].clone()) {
-                        (Some(module), Some(loaded)) => self.launch(g, k, module, &loaded)?,
+                        (Some(module), Some(loaded)) => self.launch(g, module, &loaded)?,
+                        // An op with no operands and no kernel (an iota, a seeded `randn`) is
+                        // the same every run: computed once on the host, then kept on the device.
+                        _ if matches!(k, Kernel::Library(n) if g.node(*n).src.is_empty()) => {
+                            let n = outputs[0];
+                            let v = match self.constants.get(&n) {
+                                Some(v) => v.clone(),
+                                None => {
+                                    let v = self.host(g, k, &outputs)?.remove(0);
+                                    self.constants.insert(n, v.clone());
+                                    v
+                                }
+                            };
+                            self.values.insert(n, v);
+                        }
                         _ => {
                             for (o, v) in outputs.iter().zip(self.host(g, k, &outputs)?) {
                                 self.values.insert(*o, v);

@@ -17,6 +17,7 @@ pub mod host_lib;
 pub mod registry;
 pub mod storage;
 
+pub use device_executor::device_kernel;
 pub use registry::{open, DeviceKind, RunnerOptions};
 
 use crate::runtime::tensor::Tensor;

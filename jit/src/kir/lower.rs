@@ -129,7 +129,7 @@ fn low(d: DType) -> Option<Ty> {
 
 /// The strides of a broadcast from `from` to `to` (same rank): the source's contiguous strides,
 /// 0 where it is broadcast.
-fn expand_strides(from: &[usize], to: &[usize]) -> Vec<usize> {
+pub(super) fn expand_strides(from: &[usize], to: &[usize]) -> Vec<usize> {
     let mut contiguous = vec![1usize; from.len()];
     for d in (0..from.len().saturating_sub(1)).rev() {
         contiguous[d] = contiguous[d + 1] * from[d + 1];

@@ -14,9 +14,14 @@
 //!   time (softmax, log-softmax, cross-entropy, layer norm, and their gradients).
 //! - [`SumAxes`]: a sum over any axes of values a prologue body computes as it sums them
 //!   (batch-norm statistics, bias gradients).
+//! - From library ops no fused region took (library.rs, for the device): [`Copy`] (a broadcast
+//!   or permutation in any storage type), [`Compare`] (of i64 values, exactly), [`Rand`] (the
+//!   CPU's random stream), [`ArgMax`] over rows, and one-op `Elementwise` and `SumAxes` kernels.
 
+mod library;
 mod lower;
 
+pub use library::lower_library;
 pub use lower::{f16_to_f32, f32_to_f16, lower_kernel, lower_region, lower_rows, lower_storage, round_to, storage, LowerError};
 
 use dlc_language::ir::{BinaryOp, UnaryOp};
@@ -170,16 +175,63 @@ pub enum Kernel {
     Group(Vec<Elementwise>),
     Rows(Rows),
     Sum(SumAxes),
+    Copy(Copy),
+    Compare(Compare),
+    Rand(Rand),
+    ArgMax(ArgMax),
+}
+
+/// The index of each row's maximum (the first; a NaN wins over numbers, the first NaN), into
+/// i64: `rows` rows of `len`, a thread a row (a classifier's predictions: short rows).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArgMax {
+    pub rows: usize,
+    pub len: usize,
+    pub input: Param,
+}
+
+/// A copy in the storage type, never widened (so exact for i64): each element of `shape` read
+/// from the input at `index`. A broadcast or a permutation that no fused region took (library.rs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Copy {
+    pub shape: Vec<usize>,
+    pub input: Param,
+    pub index: Index,
+}
+
+/// A comparison of two buffers in their storage type (exact for i64, which the f32 bodies are
+/// not), into bools, each operand read at its index.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compare {
+    pub shape: Vec<usize>,
+    pub op: BinaryOp,
+    pub a: (Param, Index),
+    pub b: (Param, Index),
+}
+
+/// `len` uniform draws in [0, 1) into f32 from the CPU's counter-based generator
+/// (interpreter/src/runtime/rng.rs), element for element: element `i` of the stream
+/// `seed ^ step * 0x9E3779B97F4A7C15`, where `step` is element 0 of the parameter when there is
+/// one (a training step's counter, so each step draws anew).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rand {
+    pub len: usize,
+    pub seed: u64,
+    pub step: Option<Param>,
 }
 
 impl Kernel {
-    /// A short name for the kind ("elementwise", "group", "rows", "sum").
+    /// A short name for the kind ("elementwise", "group", "rows", "sum", "copy", "compare", "rand").
     pub fn kind(&self) -> &'static str {
         match self {
             Kernel::Elementwise(_) => "elementwise",
             Kernel::Group(_) => "group",
             Kernel::Rows(_) => "rows",
             Kernel::Sum(_) => "sum",
+            Kernel::Copy(_) => "copy",
+            Kernel::Compare(_) => "compare",
+            Kernel::Rand(_) => "rand",
+            Kernel::ArgMax(_) => "argmax",
         }
     }
 
@@ -192,6 +244,7 @@ impl Kernel {
                 r.steps.iter().filter_map(|s| if let RowStep::Map { body, .. } = s { Some(body.as_slice()) } else { None }).collect()
             }
             Kernel::Sum(s) => vec![&s.prologue.body],
+            Kernel::Copy(_) | Kernel::Compare(_) | Kernel::Rand(_) | Kernel::ArgMax(_) => vec![],
         }
     }
 
@@ -213,6 +266,14 @@ impl Kernel {
                 let rest = p.outputs.iter().filter(|(r, _)| *r != s.summed).map(|(_, ty)| (Param { ty: *ty, len: p.numel() }, true));
                 ins(&p.inputs).into_iter().chain(std::iter::once(sum)).chain(rest).collect()
             }
+            Kernel::Copy(c) => {
+                vec![(c.input.clone(), false), (Param { ty: c.input.ty, len: c.shape.iter().product() }, true)]
+            }
+            Kernel::Compare(c) => {
+                vec![(c.a.0.clone(), false), (c.b.0.clone(), false), (Param { ty: Ty::Bool, len: c.shape.iter().product() }, true)]
+            }
+            Kernel::Rand(r) => r.step.iter().map(|p| (p.clone(), false)).chain([(Param { ty: Ty::F32, len: r.len }, true)]).collect(),
+            Kernel::ArgMax(a) => vec![(a.input.clone(), false), (Param { ty: Ty::I64, len: a.rows }, true)],
         }
     }
 }

@@ -75,6 +75,10 @@ pub(super) fn kernel(k: &Kernel, name: &str, d: Dialect) -> Result<(String, Laun
         Kernel::Group(es) => group(es, d, &mut s),
         Kernel::Rows(r) => super::rows::rows(r, d, &mut s)?,
         Kernel::Sum(sa) => super::sums::sum_axes(sa, d, &mut s),
+        Kernel::Copy(c) => super::library::copy(c, d, &mut s),
+        Kernel::Compare(c) => super::library::compare(c, d, &mut s),
+        Kernel::Rand(r) => super::library::rand(r, d, &mut s),
+        Kernel::ArgMax(a) => super::library::argmax(a, d, &mut s),
     };
     s += "}\n";
     Ok((s, launch))

@@ -55,6 +55,10 @@ pub fn prelude(d: Dialect) -> String {
         }
     }
     s += &format!("{f} float dlc_clamp(float x, float a, float b) {{ return x < a ? a : (x > b ? b : x); }}\n");
+    // The CPU's random stream (runtime/rng.rs: splitmix64), in unsigned arithmetic that wraps.
+    s += &format!(
+        "{f} unsigned long long dlc_splitmix(unsigned long long z) {{\n  z += 0x9E3779B97F4A7C15ULL;\n  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;\n  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;\n  return z ^ (z >> 31);\n}}\n"
+    );
     // e^x (math32::exp32).
     s += &format!(
         "{f} float dlc_exp(float x0) {{\n  float x = dlc_clamp(x0, -87.3f, 88.7f);\n  float n = (x * {} + 12582912.0f) - 12582912.0f;\n  float r = x - n * 0.69314575f - n * 1.4286068e-6f;\n  float p = 1.0f + r * (1.0f + r * (0.5f + r * ({} + r * ({} + r * ({} + r * {})))));\n  int e = (int)n;\n  float y = p * __uint_as_float((unsigned int)(e + 127) << 23);\n  return x0 < -87.3f ? 0.0f : (x0 > 88.7f ? __int_as_float(0x7f800000) : y);\n}}\n",

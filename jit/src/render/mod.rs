@@ -6,6 +6,7 @@
 //! space; what an element computes is rendered once, by `body`.
 
 mod kinds;
+mod library;
 pub mod math;
 mod rows;
 mod sums;

@@ -2,6 +2,12 @@ typedef unsigned short dlc_bf16;
 typedef unsigned short dlc_f16;
 #define DLC_RESTRICT __restrict__
 static __device__ __forceinline__ float dlc_clamp(float x, float a, float b) { return x < a ? a : (x > b ? b : x); }
+static __device__ __forceinline__ unsigned long long dlc_splitmix(unsigned long long z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
 static __device__ __forceinline__ float dlc_exp(float x0) {
   float x = dlc_clamp(x0, -87.3f, 88.7f);
   float n = (x * 1.442695f + 12582912.0f) - 12582912.0f;

@@ -1,0 +1,91 @@
+//! Library ops that no fused region took, as kernels, so that a device runs them where their
+//! operands already are instead of through the host: an elementwise op alone (a comparison, a
+//! cast, a broadcast of floats) as a one-op region, a sum over axes of f32 values, a broadcast or
+//! permutation of any storage type as a copy, a comparison of i64 values, and random draws from
+//! the CPU's counter-based stream. Each computes what the interpreter computes, bit for bit
+//! (sums: in f64, rounded once, as the CPU sums). Everything else stays a library call
+//! (products go to the device's gemm).
+
+use super::lower::{concrete, expand_strides, lower_region, storage, LowerError};
+use super::{ArgMax, Buf, Compare, Copy, Elementwise, Index, Inst, Kernel, Param, Rand, SumAxes, Ty};
+use dlc_language::ir::{BinaryOp, Graph, NodeId, Op, RandDist, ReduceOp};
+use dlc_language::passes::fusion::{is_fusible, Region};
+use dlc_language::types::DType;
+
+/// A library op as a kernel, and the nodes its input parameters read, in parameter order (its
+/// one output is the node itself). `None`: it stays a library call.
+pub fn lower_library(g: &Graph, n: NodeId) -> Result<Option<(Kernel, Vec<NodeId>)>, LowerError> {
+    let node = g.node(n);
+    if storage(node.dtype).is_err() || node.src.iter().any(|s| storage(g.node(*s).dtype).is_err()) {
+        return Ok(None);
+    }
+    let param =
+        |s: NodeId| -> Result<Param, LowerError> { Ok(Param { ty: storage(g.node(s).dtype)?, len: concrete(g, s).iter().product() }) };
+    if is_fusible(g, n) {
+        // Constants are inlined into the body; every other operand is a parameter.
+        let mut inputs: Vec<NodeId> = vec![];
+        for s in &node.src {
+            if !matches!(g.node(*s).op, Op::Const(_)) && !inputs.contains(s) {
+                inputs.push(*s);
+            }
+        }
+        let region = Region { nodes: vec![n], inputs: inputs.clone(), outputs: vec![n] };
+        return Ok(Some((Kernel::Elementwise(lower_region(g, &region)?), inputs)));
+    }
+    let shape = concrete(g, n);
+    Ok(match &node.op {
+        Op::Expand | Op::Permute(_) => {
+            let s = node.src[0];
+            let from = concrete(g, s);
+            let index = match &node.op {
+                Op::Permute(p) => Index::Strided(p.iter().map(|a| contiguous(&from)[*a]).collect()),
+                _ => Index::Strided(expand_strides(&from, &shape)),
+            };
+            Some((Kernel::Copy(Copy { shape, input: param(s)?, index }), vec![s]))
+        }
+        Op::Binary(op @ (BinaryOp::CmpEq | BinaryOp::CmpNe | BinaryOp::CmpLt | BinaryOp::CmpLe))
+            if node.dtype == DType::Bool
+                && node.src.iter().all(|s| concrete(g, *s) == shape && storage(g.node(*s).dtype) == Ok(Ty::I64)) =>
+        {
+            let (a, b) = (node.src[0], node.src[1]);
+            let kernel = Compare { shape, op: *op, a: (param(a)?, Index::Linear), b: (param(b)?, Index::Linear) };
+            Some((Kernel::Compare(kernel), vec![a, b]))
+        }
+        Op::Reduce(ReduceOp::Sum, axes) if node.dtype == DType::F32 && g.node(node.src[0]).dtype == DType::F32 => {
+            let s = node.src[0];
+            let prologue = Elementwise {
+                shape: concrete(g, s),
+                inputs: vec![param(s)?],
+                body: vec![Inst::Load { from: Buf::Param(0), index: Index::Linear }],
+                outputs: vec![(0, Ty::F32)],
+            };
+            Some((Kernel::Sum(SumAxes { prologue, summed: 0, axes: axes.clone() }), vec![s]))
+        }
+        Op::Reduce(ReduceOp::ArgMax, axes)
+            if node.dtype == DType::I64
+                && matches!(param(node.src[0])?.ty, Ty::F32 | Ty::BF16 | Ty::F16)
+                && axes.as_slice() == [shape.len().saturating_sub(1)] =>
+        {
+            let s = node.src[0];
+            let len = *concrete(g, s).last().unwrap_or(&1);
+            if len == 0 {
+                return Ok(None);
+            }
+            Some((Kernel::ArgMax(ArgMax { rows: shape.iter().product(), len, input: param(s)? }), vec![s]))
+        }
+        Op::Rand { dist: RandDist::Uniform, seed } if node.dtype == DType::F32 && node.src.len() <= 1 => {
+            let step = node.src.first().map(|s| param(*s)).transpose()?;
+            Some((Kernel::Rand(Rand { len: shape.iter().product(), seed: *seed, step }), node.src.clone()))
+        }
+        _ => None,
+    })
+}
+
+/// Row-major strides of `shape`.
+fn contiguous(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * shape[d + 1];
+    }
+    s
+}

@@ -127,14 +127,14 @@ fn a_bf16_mlp_trains_on_the_device_as_on_the_cpu() {
     assert_close(&cpu, &gpu, 2e-2);
 }
 
-/// Convolution, batch norm (sums over N, H, W with their prologues, running statistics kept as
+/// Convolution, batch norm, max pooling (sums over N, H, W with their prologues, running statistics kept as
 /// device-resident buffers) and momentum SGD with `accumulate = 2` (gradient sums resident
 /// between micro-batches).
 #[test]
 fn a_conv_bn_net_with_accumulation_trains_on_the_device_as_on_the_cpu() {
     let src = "use std.nn\nuse std.data\nuse std.optim\n\
-        model M() {\n  conv = Conv2d(3, 8, 3, padding: 1, bias: false)\n  bn = BatchNorm2d(8)\n  fc = Linear(512, 4)\n  \
-        forward(x: f32[B, 3, 8, 8]) -> f32[B, 4] = x |> conv |> bn |> relu |> flatten(start: 1) |> fc\n}\n\
+        model M() {\n  conv = Conv2d(3, 8, 3, padding: 1, bias: false)\n  bn = BatchNorm2d(8)\n  pool = MaxPool2d(2)\n  fc = Linear(128, 4)\n  \
+        forward(x: f32[B, 3, 8, 8]) -> f32[B, 4] = x |> conv |> bn |> relu |> pool |> flatten(start: 1) |> fc\n}\n\
         let xs = randn(f32[48, 3, 8, 8], seed: 1)\nlet ys = cast(abs(randn(f32[48], seed: 2)) * 2.0, i64)\n\
         data d = tensors(xs, ys) |> batch(8, drop_last: true)\n\
         train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = sgd(lr: 0.05, momentum: 0.9)\n  accumulate = 2\n  epochs = 1\n  log every 1 steps\n}\n";
@@ -144,6 +144,11 @@ fn a_conv_bn_net_with_accumulation_trains_on_the_device_as_on_the_cpu() {
     let bn_mean = |r: &Run| r.params.iter().find(|(n, _)| n.contains("running_mean")).map(|p| p.1.clone()).expect("running mean");
     assert!(bn_mean(&gpu).iter().any(|v| *v != 0.0), "batch norm's running mean was updated on the device");
     assert!(gpu.report.launches_by_kind.contains_key("sum"), "{:?}", gpu.report.launches_by_kind);
+    // Max pooling and its gradient run on the device (the convolutions are still the host's).
+    for kind in ["pool", "pool_grad"] {
+        assert_eq!(gpu.report.launches_by_kind.get(kind).copied(), Some(6), "one a step: {:?}", gpu.report.launches_by_kind);
+    }
+    assert!(!gpu.report.host_ops.keys().any(|k| k.contains("pool")), "{:?}", gpu.report.host_ops);
 }
 
 /// A checkpoint written by a run on the device is the CPU's format: resumed on the CPU, the run

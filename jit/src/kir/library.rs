@@ -7,8 +7,8 @@
 //! (products go to the device's gemm).
 
 use super::lower::{concrete, expand_strides, lower_region, storage, LowerError};
-use super::{ArgMax, Buf, Compare, Copy, Elementwise, Index, Inst, Kernel, Param, Rand, SumAxes, Ty};
-use dlc_language::ir::{BinaryOp, Graph, NodeId, Op, RandDist, ReduceOp};
+use super::{ArgMax, Buf, Compare, Copy, Elementwise, Index, Inst, Kernel, Param, Pool, Rand, SumAxes, Ty};
+use dlc_language::ir::{BinaryOp, Graph, NodeId, Op, PoolKind, RandDist, ReduceOp};
 use dlc_language::passes::fusion::{is_fusible, Region};
 use dlc_language::types::DType;
 
@@ -72,6 +72,33 @@ pub fn lower_library(g: &Graph, n: NodeId) -> Result<Option<(Kernel, Vec<NodeId>
                 return Ok(None);
             }
             Some((Kernel::ArgMax(ArgMax { rows: shape.iter().product(), len, input: param(s)? }), vec![s]))
+        }
+        Op::Pool2d { kind, kernel, stride, padding } | Op::Pool2dGrad { kind, kernel, stride, padding }
+            if node.dtype == DType::F32 && node.src.iter().all(|s| g.node(*s).dtype == DType::F32) =>
+        {
+            let grad = matches!(node.op, Op::Pool2dGrad { .. });
+            let x = concrete(g, node.src[0]);
+            // The output's plane: the forward's own, the gradient's its second operand's.
+            let y = if grad { concrete(g, node.src[1]) } else { shape.clone() };
+            let r = x.len();
+            let dims = |v: (i64, i64)| (v.0.max(0) as usize, v.1.max(0) as usize);
+            let (k, s, p) = (dims(*kernel), dims(*stride), dims(*padding));
+            if r < 2 || y.len() != r || k.0 == 0 || k.1 == 0 || s.0 == 0 || s.1 == 0 {
+                return Ok(None);
+            }
+            let pool = Pool {
+                max: *kind == PoolKind::Max,
+                grad,
+                planes: x[..r - 2].iter().product(),
+                h: x[r - 2],
+                w: x[r - 1],
+                oh: y[r - 2],
+                ow: y[r - 1],
+                k,
+                s,
+                p,
+            };
+            Some((Kernel::Pool(pool), node.src.clone()))
         }
         Op::Rand { dist: RandDist::Uniform, seed } if node.dtype == DType::F32 && node.src.len() <= 1 => {
             let step = node.src.first().map(|s| param(*s)).transpose()?;

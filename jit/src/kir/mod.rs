@@ -16,7 +16,7 @@
 //!   (batch-norm statistics, bias gradients).
 //! - From library ops no fused region took (library.rs, for the device): [`Copy`] (a broadcast
 //!   or permutation in any storage type), [`Compare`] (of i64 values, exactly), [`Rand`] (the
-//!   CPU's random stream), [`ArgMax`] over rows, and one-op `Elementwise` and `SumAxes` kernels.
+//!   CPU's random stream), [`ArgMax`] over rows, [`Pool`] and its gradient, and one-op `Elementwise` and `SumAxes` kernels.
 
 mod library;
 mod lower;
@@ -179,6 +179,25 @@ pub enum Kernel {
     Compare(Compare),
     Rand(Rand),
     ArgMax(ArgMax),
+    Pool(Pool),
+}
+
+/// 2-d max or average pooling over `planes` planes of `h` x `w` (windows `k`, strides `s`,
+/// zero padding `p`; average counting the padding), f32: the forward (a thread an output), or
+/// with `grad` the gradient into the input, gathered a thread an input element from the outputs
+/// whose windows hold it, in the order the interpreter scatters them (so bit for bit).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pool {
+    pub max: bool,
+    pub grad: bool,
+    pub planes: usize,
+    pub h: usize,
+    pub w: usize,
+    pub oh: usize,
+    pub ow: usize,
+    pub k: (usize, usize),
+    pub s: (usize, usize),
+    pub p: (usize, usize),
 }
 
 /// The index of each row's maximum (the first; a NaN wins over numbers, the first NaN), into
@@ -232,6 +251,8 @@ impl Kernel {
             Kernel::Compare(_) => "compare",
             Kernel::Rand(_) => "rand",
             Kernel::ArgMax(_) => "argmax",
+            Kernel::Pool(p) if p.grad => "pool_grad",
+            Kernel::Pool(_) => "pool",
         }
     }
 
@@ -244,7 +265,7 @@ impl Kernel {
                 r.steps.iter().filter_map(|s| if let RowStep::Map { body, .. } = s { Some(body.as_slice()) } else { None }).collect()
             }
             Kernel::Sum(s) => vec![&s.prologue.body],
-            Kernel::Copy(_) | Kernel::Compare(_) | Kernel::Rand(_) | Kernel::ArgMax(_) => vec![],
+            Kernel::Copy(_) | Kernel::Compare(_) | Kernel::Rand(_) | Kernel::ArgMax(_) | Kernel::Pool(_) => vec![],
         }
     }
 
@@ -274,6 +295,14 @@ impl Kernel {
             }
             Kernel::Rand(r) => r.step.iter().map(|p| (p.clone(), false)).chain([(Param { ty: Ty::F32, len: r.len }, true)]).collect(),
             Kernel::ArgMax(a) => vec![(a.input.clone(), false), (Param { ty: Ty::I64, len: a.rows }, true)],
+            Kernel::Pool(p) => {
+                let (x, y) = (Param { ty: Ty::F32, len: p.planes * p.h * p.w }, Param { ty: Ty::F32, len: p.planes * p.oh * p.ow });
+                if p.grad {
+                    vec![(x.clone(), false), (y, false), (x, true)]
+                } else {
+                    vec![(x, false), (y, true)]
+                }
+            }
         }
     }
 }

@@ -79,6 +79,7 @@ pub(super) fn kernel(k: &Kernel, name: &str, d: Dialect) -> Result<(String, Laun
         Kernel::Compare(c) => super::library::compare(c, d, &mut s),
         Kernel::Rand(r) => super::library::rand(r, d, &mut s),
         Kernel::ArgMax(a) => super::library::argmax(a, d, &mut s),
+        Kernel::Pool(p) => super::pool::pool(p, d, &mut s),
     };
     s += "}\n";
     Ok((s, launch))

@@ -8,6 +8,7 @@
 mod kinds;
 mod library;
 pub mod math;
+mod pool;
 mod rows;
 mod sums;
 

@@ -3,7 +3,7 @@
 
 mod backward;
 mod contract;
-mod conv;
+pub(crate) mod conv;
 mod elem;
 mod elementwise;
 mod exact_div;

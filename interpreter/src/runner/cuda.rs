@@ -3,10 +3,10 @@
 //! one stream without waiting, matrix products through cuBLAS on the same stream; a download
 //! waits for the work queued before it.
 //!
-//! Unverified: no GPU was lent while this was written; it compiles here and its kernels are
-//! checked by NVRTC/ptxas and, emulated, against the interpreter, but no launch has run.
+//! Convolutions through cuDNN on the same stream (cudnn_conv.rs). Ran on an H200 (2026-11-26,
+//! docs/gpu.md): launches, cuBLAS products, copies; every kernel bit for bit the interpreter's.
 
-use super::driver::{Driver, ModuleId, Product};
+use super::driver::{Conv, Driver, ModuleId, Product};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use dlc_jit::cuda::launch::Device;
@@ -19,11 +19,13 @@ pub struct Cuda {
     modules: Vec<Vec<CudaFunction>>,
     /// cuBLAS on the same stream, created on the first product.
     blas: Option<CudaBlas>,
+    /// cuDNN on the same stream, opened on the first convolution (or why it could not be).
+    cudnn: Option<Result<std::sync::Arc<cudarc::cudnn::Cudnn>, String>>,
 }
 
 impl Cuda {
     pub fn open() -> Result<Cuda, String> {
-        Ok(Cuda { dev: Device::open()?, modules: vec![], blas: None })
+        Ok(Cuda { dev: Device::open()?, modules: vec![], blas: None, cudnn: None })
     }
 }
 
@@ -115,6 +117,12 @@ impl Driver for Cuda {
             Ty::F16 => product(blas, p, half::f16::ONE, half::f16::ZERO, a, b, c),
             other => Err(format!("no cuBLAS product in {other:?}")),
         }
+    }
+
+    fn conv(&mut self, c: &Conv, a: &CudaSlice<u8>, b: &CudaSlice<u8>, out: &mut CudaSlice<u8>) -> Result<(), String> {
+        let stream = self.dev.stream.clone();
+        let cudnn = self.cudnn.get_or_insert_with(|| super::cudnn_conv::open(&stream)).clone()?;
+        super::cudnn_conv::run(&cudnn, &stream, c, a, b, out)
     }
 
     fn launch(&mut self, module: ModuleId, index: usize, launch: &Launch, params: &[&CudaSlice<u8>]) -> Result<(), String> {

@@ -14,6 +14,8 @@
 //! its inputs are downloaded, the interpreter computes it, and its outputs are uploaded.
 //! `Report::host_ops` counts these by op, so `explain`/`bench` can say what still crosses the bus.
 
+mod conv;
+
 use super::driver::{Driver, ModuleId, Product};
 use super::storage;
 use super::{AfterKernel, Report, Runner, Slot};
@@ -96,6 +98,8 @@ pub struct DeviceExecutor<D: Driver> {
     /// Compiled plans, by their roots and length.
     plans: HashMap<(Vec<NodeId>, usize), Compiled>,
     report: Report,
+    /// The driver could not run a convolution (no cuDNN): the rest go through the host.
+    conv_unavailable: bool,
 }
 
 fn fail(e: impl std::fmt::Display) -> RuntimeError {
@@ -118,6 +122,7 @@ impl<D: Driver> DeviceExecutor<D> {
             constants: HashMap::new(),
             plans: HashMap::new(),
             report,
+            conv_unavailable: false,
         }
     }
 
@@ -362,6 +367,8 @@ fn gemm_type(g: &Graph, n: NodeId) -> Option<Ty> {
 pub struct Placement {
     pub generated: std::collections::BTreeMap<String, usize>,
     pub gemm: usize,
+    /// Convolutions (and their gradients) on the driver's convolution: cuDNN.
+    pub conv: usize,
     pub host: std::collections::BTreeMap<String, usize>,
 }
 
@@ -371,6 +378,7 @@ pub fn placement(g: &Graph, plan: &Plan) -> Placement {
         match k {
             Kernel::View(_) | Kernel::Free(_) => {}
             Kernel::Library(n) if gemm_type(g, *n).is_some() => p.gemm += 1,
+            Kernel::Library(n) if conv::on_device(g, *n) => p.conv += 1,
             other => match device_kernel(g, other) {
                 Ok(Some((kernel, _))) => *p.generated.entry(kernel.kind().to_string()).or_insert(0) += 1,
                 _ => {
@@ -428,6 +436,13 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
                 Kernel::View(_) => {}
                 Kernel::Free(n) => {
                     let v = self.free(g, *n)?;
+                    self.values.insert(*n, v);
+                }
+                Kernel::Library(n) if conv::conv_of(&g.node(*n).op).is_some() => {
+                    let v = match self.conv(g, *n)? {
+                        Some(v) => v,
+                        None => self.host(g, k, &outputs)?.remove(0),
+                    };
                     self.values.insert(*n, v);
                 }
                 Kernel::Library(n) if matches!(g.node(*n).op, Op::MatMul) => {

@@ -26,6 +26,28 @@ pub trait Driver {
     fn launch(&mut self, module: ModuleId, index: usize, launch: &Launch, params: &[&Self::Buf]) -> Result<(), String>;
     /// Queue the matrix product `p` of `a` and `b` into `c` (cuBLAS on the GPU).
     fn gemm(&mut self, p: &Product, a: &Self::Buf, b: &Self::Buf, c: &mut Self::Buf) -> Result<(), String>;
+    /// Queue the f32 convolution `c` (cuDNN on the GPU): forward `a` = x, `b` = w into y; the
+    /// data gradient `a` = dy, `b` = w into dx; the weight gradient `a` = x, `b` = dy into dw.
+    fn conv(&mut self, c: &Conv, a: &Self::Buf, b: &Self::Buf, out: &mut Self::Buf) -> Result<(), String>;
+}
+
+/// Which of a convolution's three computations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvDir {
+    Forward,
+    Data,
+    Weight,
+}
+
+/// A 2-d convolution in f32: x `[n, c, h, w]` (NCHW), w `[o, c / groups, kh, kw]` (OIHW),
+/// y `[n, o, oh, ow]`, and the graph's attributes (stride, padding, dilation, groups).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conv {
+    pub dir: ConvDir,
+    pub x: [usize; 4],
+    pub w: [usize; 4],
+    pub y: [usize; 4],
+    pub attrs: dlc_language::types::rules::Conv2dAttrs,
 }
 
 /// A batch of row-major products as the interpreter computes them: `c[i] = op(a[i]) @ op(b[i])`,

@@ -4,7 +4,7 @@
 //! how the device executor is exercised end to end (and in CI) where there is no GPU. Selected
 //! by `DLC_EMULATE_GPU=1` with `--device cuda`.
 
-use super::driver::{Driver, ModuleId, Product};
+use super::driver::{Conv, ConvDir, Driver, ModuleId, Product};
 use super::emulation::{self, Entry, CXX};
 use super::host_lib::HostLib;
 use dlc_jit::kir;
@@ -26,6 +26,9 @@ impl HostBuf {
 pub struct Emulated {
     dir: PathBuf,
     modules: Vec<(HostLib, Vec<Entry>)>,
+    /// Convolutions run as the CPU runs them (the product kernels' choices are process-wide,
+    /// so a shape is computed the same way here as by the CPU's executor).
+    gemm: crate::exec::gemm_select::GemmSelect,
 }
 
 impl Emulated {
@@ -34,7 +37,7 @@ impl Emulated {
         static DEVICES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = DEVICES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("dlc-emulated-gpu-{}-{n}", std::process::id()));
-        Emulated { dir, modules: vec![] }
+        Emulated { dir, modules: vec![], gemm: Default::default() }
     }
 }
 
@@ -126,6 +129,29 @@ impl Driver for Emulated {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The CPU's convolution on the buffers' f32 values: what cuDNN computes, up to its order of
+    /// summation, so the executor's use of the call (operands, shapes, attributes) is tested.
+    fn conv(&mut self, c: &Conv, a: &HostBuf, b: &HostBuf, out: &mut HostBuf) -> Result<(), String> {
+        use crate::exec::conv;
+        let tensor = |buf: &HostBuf, shape: [usize; 4]| {
+            // SAFETY: nothing writes the operands during the convolution.
+            let v = unsafe { &*buf.0.get() };
+            super::storage::from_bytes(dlc_language::types::DType::F32, shape.to_vec(), Ty::F32, &v[..shape.iter().product::<usize>() * 4])
+        };
+        let t = match c.dir {
+            ConvDir::Forward => conv::conv2d(&self.gemm, &tensor(a, c.x), &tensor(b, c.w), &c.attrs, c.y.to_vec()),
+            ConvDir::Data => conv::conv2d_grad_input(&self.gemm, &tensor(a, c.y), &tensor(b, c.w), &c.attrs, c.x.to_vec()),
+            ConvDir::Weight => conv::conv2d_grad_weight(&self.gemm, &tensor(a, c.x), &tensor(b, c.y), &c.attrs, c.w.to_vec()),
+        };
+        let bytes = super::storage::to_bytes(&t, Ty::F32);
+        let o = out.0.get_mut();
+        if o.len() < bytes.len() {
+            return Err(format!("a convolution's output buffer holds {} bytes, not {}", o.len(), bytes.len()));
+        }
+        o[..bytes.len()].copy_from_slice(&bytes);
         Ok(())
     }
 

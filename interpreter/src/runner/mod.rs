@@ -8,6 +8,7 @@
 //! opens a runner on any of them; nothing above this module asks which device it runs on.
 
 pub mod cuda;
+mod cudnn_conv;
 pub mod device_executor;
 pub mod driver;
 pub mod emulated;

@@ -1,13 +1,13 @@
 //! Library ops that no fused region took, as kernels, so that a device runs them where their
 //! operands already are instead of through the host: an elementwise op alone (a comparison, a
 //! cast, a broadcast of floats) as a one-op region, a sum over axes of f32 values, a broadcast or
-//! permutation of any storage type as a copy, a comparison of i64 values, and random draws from
+//! permutation of any storage type as a copy, i64 comparisons and arithmetic, and random draws from
 //! the CPU's counter-based stream. Each computes what the interpreter computes, bit for bit
 //! (sums: in f64, rounded once, as the CPU sums). Everything else stays a library call
 //! (products go to the device's gemm).
 
 use super::lower::{concrete, expand_strides, lower_region, storage, LowerError};
-use super::{ArgMax, Buf, Compare, Copy, Elementwise, Index, Inst, Kernel, Param, Pool, Rand, SumAxes, Ty};
+use super::{ArgMax, Buf, Copy, Elementwise, Index, Inst, IntBinary, Kernel, Param, Pool, Rand, SumAxes, Ty};
 use dlc_language::ir::{BinaryOp, Graph, NodeId, Op, PoolKind, RandDist, ReduceOp};
 use dlc_language::passes::fusion::{is_fusible, Region};
 use dlc_language::types::DType;
@@ -43,13 +43,20 @@ pub fn lower_library(g: &Graph, n: NodeId) -> Result<Option<(Kernel, Vec<NodeId>
             };
             Some((Kernel::Copy(Copy { shape, input: param(s)?, index }), vec![s]))
         }
-        Op::Binary(op @ (BinaryOp::CmpEq | BinaryOp::CmpNe | BinaryOp::CmpLt | BinaryOp::CmpLe))
-            if node.dtype == DType::Bool
-                && node.src.iter().all(|s| concrete(g, *s) == shape && storage(g.node(*s).dtype) == Ok(Ty::I64)) =>
-        {
+        Op::Binary(op) if node.src.iter().all(|s| concrete(g, *s) == shape && storage(g.node(*s).dtype) == Ok(Ty::I64)) => {
+            let out = match op {
+                BinaryOp::CmpEq | BinaryOp::CmpNe | BinaryOp::CmpLt | BinaryOp::CmpLe if node.dtype == DType::Bool => Ty::Bool,
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Max | BinaryOp::Min
+                    if node.dtype == DType::I64 && node.src.iter().all(|s| g.node(*s).dtype == DType::I64) =>
+                {
+                    Ty::I64
+                }
+                // Division, modulo and powers can fail (by zero, a negative power): the host's.
+                _ => return Ok(None),
+            };
             let (a, b) = (node.src[0], node.src[1]);
-            let kernel = Compare { shape, op: *op, a: (param(a)?, Index::Linear), b: (param(b)?, Index::Linear) };
-            Some((Kernel::Compare(kernel), vec![a, b]))
+            let kernel = IntBinary { shape, op: *op, a: (param(a)?, Index::Linear), b: (param(b)?, Index::Linear), out };
+            Some((Kernel::IntBinary(kernel), vec![a, b]))
         }
         Op::Reduce(ReduceOp::Sum, axes) if node.dtype == DType::F32 && g.node(node.src[0]).dtype == DType::F32 => {
             let s = node.src[0];

@@ -15,8 +15,9 @@
 //! - [`SumAxes`]: a sum over any axes of values a prologue body computes as it sums them
 //!   (batch-norm statistics, bias gradients).
 //! - From library ops no fused region took (library.rs, for the device): [`Copy`] (a broadcast
-//!   or permutation in any storage type), [`Compare`] (of i64 values, exactly), [`Rand`] (the
-//!   CPU's random stream), [`ArgMax`] over rows, [`Pool`] and its gradient, and one-op `Elementwise` and `SumAxes` kernels.
+//!   or permutation in any storage type), [`IntBinary`] (i64 comparisons and arithmetic,
+//!   exactly), [`Rand`] (the CPU's random stream), [`ArgMax`] over rows, [`Pool`] and its
+//!   gradient, and one-op `Elementwise` and `SumAxes` kernels.
 
 mod library;
 mod lower;
@@ -176,7 +177,7 @@ pub enum Kernel {
     Rows(Rows),
     Sum(SumAxes),
     Copy(Copy),
-    Compare(Compare),
+    IntBinary(IntBinary),
     Rand(Rand),
     ArgMax(ArgMax),
     Pool(Pool),
@@ -218,14 +219,17 @@ pub struct Copy {
     pub index: Index,
 }
 
-/// A comparison of two buffers in their storage type (exact for i64, which the f32 bodies are
-/// not), into bools, each operand read at its index.
+/// A binary op on two i64 buffers computed in i64 (exact, where the f32 bodies are not): a
+/// comparison into bools, or a wrapping add, subtract or multiply, a maximum or a minimum into
+/// i64, each operand read at its index.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Compare {
+pub struct IntBinary {
     pub shape: Vec<usize>,
     pub op: BinaryOp,
     pub a: (Param, Index),
     pub b: (Param, Index),
+    /// `Bool` for a comparison, `I64` otherwise.
+    pub out: Ty,
 }
 
 /// `len` uniform draws in [0, 1) into f32 from the CPU's counter-based generator
@@ -240,7 +244,7 @@ pub struct Rand {
 }
 
 impl Kernel {
-    /// A short name for the kind ("elementwise", "group", "rows", "sum", "copy", "compare", "rand").
+    /// A short name for the kind ("elementwise", "group", "rows", "sum", "copy", "int_binary", ...).
     pub fn kind(&self) -> &'static str {
         match self {
             Kernel::Elementwise(_) => "elementwise",
@@ -248,7 +252,7 @@ impl Kernel {
             Kernel::Rows(_) => "rows",
             Kernel::Sum(_) => "sum",
             Kernel::Copy(_) => "copy",
-            Kernel::Compare(_) => "compare",
+            Kernel::IntBinary(_) => "int_binary",
             Kernel::Rand(_) => "rand",
             Kernel::ArgMax(_) => "argmax",
             Kernel::Pool(p) if p.grad => "pool_grad",
@@ -265,7 +269,7 @@ impl Kernel {
                 r.steps.iter().filter_map(|s| if let RowStep::Map { body, .. } = s { Some(body.as_slice()) } else { None }).collect()
             }
             Kernel::Sum(s) => vec![&s.prologue.body],
-            Kernel::Copy(_) | Kernel::Compare(_) | Kernel::Rand(_) | Kernel::ArgMax(_) | Kernel::Pool(_) => vec![],
+            Kernel::Copy(_) | Kernel::IntBinary(_) | Kernel::Rand(_) | Kernel::ArgMax(_) | Kernel::Pool(_) => vec![],
         }
     }
 
@@ -290,8 +294,8 @@ impl Kernel {
             Kernel::Copy(c) => {
                 vec![(c.input.clone(), false), (Param { ty: c.input.ty, len: c.shape.iter().product() }, true)]
             }
-            Kernel::Compare(c) => {
-                vec![(c.a.0.clone(), false), (c.b.0.clone(), false), (Param { ty: Ty::Bool, len: c.shape.iter().product() }, true)]
+            Kernel::IntBinary(c) => {
+                vec![(c.a.0.clone(), false), (c.b.0.clone(), false), (Param { ty: c.out, len: c.shape.iter().product() }, true)]
             }
             Kernel::Rand(r) => r.step.iter().map(|p| (p.clone(), false)).chain([(Param { ty: Ty::F32, len: r.len }, true)]).collect(),
             Kernel::ArgMax(a) => vec![(a.input.clone(), false), (Param { ty: Ty::I64, len: a.rows }, true)],

@@ -1,9 +1,9 @@
-//! The kernels of library ops (kir/library.rs): copies and comparisons in their storage types,
+//! The kernels of library ops (kir/library.rs): copies and i64 ops in their storage types,
 //! and the CPU's random stream, one element a thread in CUDA, a loop in C.
 
 use super::kinds::{blocks, each};
 use super::{strided, Dialect, Launch, BLOCK};
-use crate::kir::{ArgMax, Compare, Copy, Index, Rand, Ty};
+use crate::kir::{ArgMax, Copy, Index, IntBinary, Rand, Ty};
 use dlc_language::ir::BinaryOp;
 
 /// Where element `i` of an output of `shape` reads a buffer read at `index`.
@@ -22,16 +22,25 @@ pub(super) fn copy(c: &Copy, d: Dialect, s: &mut String) -> Launch {
     Launch { grid: blocks(n), block: BLOCK, shared_bytes: 0 }
 }
 
-pub(super) fn compare(c: &Compare, d: Dialect, s: &mut String) -> Launch {
+/// An i64 op as the interpreter's `int_binop`: comparisons 0/1, add, subtract and multiply
+/// wrapping (in unsigned arithmetic, where C's signed overflow is undefined), max and min.
+pub(super) fn int_binary(c: &IntBinary, d: Dialect, s: &mut String) -> Launch {
     let n: usize = c.shape.iter().product();
-    let op = match c.op {
-        BinaryOp::CmpEq => "==",
-        BinaryOp::CmpNe => "!=",
-        BinaryOp::CmpLt => "<",
-        _ => "<=",
+    let (a, b) = (format!("p0[{}]", at(&c.a.1, "i", &c.shape)), format!("p1[{}]", at(&c.b.1, "i", &c.shape)));
+    let u = |x: &str| format!("(unsigned long long){x}");
+    let value = match c.op {
+        BinaryOp::CmpEq => format!("({a} == {b}) ? 1 : 0"),
+        BinaryOp::CmpNe => format!("({a} != {b}) ? 1 : 0"),
+        BinaryOp::CmpLt => format!("({a} < {b}) ? 1 : 0"),
+        BinaryOp::CmpLe => format!("({a} <= {b}) ? 1 : 0"),
+        BinaryOp::Add => format!("(long long)({} + {})", u(&a), u(&b)),
+        BinaryOp::Sub => format!("(long long)({} - {})", u(&a), u(&b)),
+        BinaryOp::Mul => format!("(long long)({} * {})", u(&a), u(&b)),
+        BinaryOp::Max => format!("{a} > {b} ? {a} : {b}"),
+        _ => format!("{a} < {b} ? {a} : {b}"),
     };
     *s += &format!("  {}", each(d, "i", &format!("{n}LL")));
-    *s += &format!("    p2[i] = (p0[{}] {op} p1[{}]) ? 1 : 0;\n  }}\n", at(&c.a.1, "i", &c.shape), at(&c.b.1, "i", &c.shape));
+    *s += &format!("    p2[i] = {value};\n  }}\n");
     Launch { grid: blocks(n), block: BLOCK, shared_bytes: 0 }
 }
 

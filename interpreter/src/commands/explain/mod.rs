@@ -400,12 +400,12 @@ pub(super) const BIAS_REASON: &str = "a convolution's bias before batch norm is 
 /// go through the host for want of a device kernel (each a download, the interpreter, an upload).
 fn device_plan(g: &Graph, plan: &Plan) -> report::DevicePlan {
     let p = dlc::runner::device_executor::placement(g, plan);
-    report::DevicePlan { generated: p.generated, gemm: p.gemm, host: p.host, reason: DEVICE_REASON }
+    report::DevicePlan { generated: p.generated, gemm: p.gemm, conv: p.conv, host: p.host, reason: DEVICE_REASON }
 }
 
 const PARALLEL_REASON: &str = "data parallel (DDP): the step runs in two halves; after each bucket's last gradient is written its all-reduce starts while the rest of backward runs, and the optimiser's update reads the averages";
 
-const DEVICE_REASON: &str = "on a GPU each generated kernel is one launch on device-resident buffers and each matrix product one cuBLAS call; an op with no device kernel yet is computed by the interpreter, its inputs copied to the host and its output back";
+const DEVICE_REASON: &str = "on a GPU each generated kernel is one launch on device-resident buffers and each matrix product one cuBLAS call, each f32 convolution (and gradient) one cuDNN call; an op with no device kernel yet is computed by the interpreter, its inputs copied to the host and its output back";
 
 /// `file:line` of a span, when it points into a source file.
 fn span_line(p: &Program, span: dlc_language::span::Span) -> Option<String> {

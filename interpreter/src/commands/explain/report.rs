@@ -128,6 +128,7 @@ pub struct Rematerialised {
 pub struct DevicePlan {
     pub generated: std::collections::BTreeMap<String, usize>,
     pub gemm: usize,
+    pub conv: usize,
     pub host: std::collections::BTreeMap<String, usize>,
     pub reason: &'static str,
 }

@@ -81,9 +81,10 @@ fn placement(item: &Item) {
             }
         };
         println!(
-            "    on the GPU: generated kernels {}; {} products on cuBLAS; through the host: {}",
+            "    on the GPU: generated kernels {}; {} products on cuBLAS; {} convolutions on cuDNN; through the host: {}",
             list(&d.generated),
             d.gemm,
+            d.conv,
             list(&d.host)
         );
         println!("      why: {}", d.reason);

@@ -1,0 +1,70 @@
+//! Convolutions on the device: an f32 `conv2d` and its two gradients through the driver's
+//! convolution (cuDNN on a GPU), when their operands are on the device; otherwise, or once the
+//! driver has said it cannot (no cuDNN), through the host like any op without a device kernel.
+
+use super::{fail, shape_of, DeviceExecutor, Place, Value};
+use crate::runner::driver::{Conv, ConvDir, Driver};
+use crate::runtime::RuntimeError;
+use dlc_jit::kir::Ty;
+use dlc_language::ir::{Graph, NodeId, Op};
+use dlc_language::types::DType;
+use std::rc::Rc;
+
+/// Which convolution computation a node is, and its attributes.
+pub(super) fn conv_of(op: &Op) -> Option<(ConvDir, dlc_language::types::rules::Conv2dAttrs)> {
+    match op {
+        Op::Conv2d(a) => Some((ConvDir::Forward, *a)),
+        Op::Conv2dGradInput(a) => Some((ConvDir::Data, *a)),
+        Op::Conv2dGradWeight(a) => Some((ConvDir::Weight, *a)),
+        _ => None,
+    }
+}
+
+/// Whether a node is a convolution the device runs: f32 throughout, 4-d.
+pub(super) fn on_device(g: &Graph, n: NodeId) -> bool {
+    let node = g.node(n);
+    conv_of(&node.op).is_some()
+        && node.dtype == DType::F32
+        && node.src.iter().all(|s| g.node(*s).dtype == DType::F32 && g.node(*s).shape.len() == 4)
+        && node.shape.len() == 4
+}
+
+impl<D: Driver> DeviceExecutor<D> {
+    /// Convolution node `n` on the device; `None` leaves it to the host.
+    pub(super) fn conv(&mut self, g: &Graph, n: NodeId) -> Result<Option<Value<D::Buf>>, RuntimeError> {
+        if self.conv_unavailable || !on_device(g, n) {
+            return Ok(None);
+        }
+        let node = g.node(n);
+        let Some((dir, attrs)) = conv_of(&node.op) else { return Ok(None) };
+        let mut operands = vec![];
+        for s in &node.src {
+            let v = match self.values.get(s) {
+                Some(v) => v.clone(),
+                None => self.free(g, *s)?,
+            };
+            match &v.place {
+                Place::Device(b, Ty::F32) => operands.push(b.clone()),
+                _ => return Ok(None),
+            }
+        }
+        let four = |v: Vec<usize>| -> [usize; 4] { [v[0], v[1], v[2], v[3]] };
+        let (a, b, out) = (four(shape_of(g, node.src[0])), four(shape_of(g, node.src[1])), four(shape_of(g, n)));
+        let (x, w, y) = match dir {
+            ConvDir::Forward => (a, b, out),
+            ConvDir::Data => (out, b, a),
+            ConvDir::Weight => (a, out, b),
+        };
+        let c = Conv { dir, x, w, y, attrs };
+        let mut buf = self.driver.alloc(out.iter().product::<usize>() * 4).map_err(fail)?;
+        if let Err(e) = self.driver.conv(&c, &operands[0], &operands[1], &mut buf) {
+            // Said once; every convolution after it goes through the host.
+            self.report.not_lowered.push(format!("convolutions on the device: {e}"));
+            self.conv_unavailable = true;
+            return Ok(None);
+        }
+        self.report.launches += 1;
+        *self.report.launches_by_kind.entry("conv".into()).or_insert(0) += 1;
+        Ok(Some(Value { dtype: node.dtype, shape: out.to_vec(), place: Place::Device(Rc::new(buf), Ty::F32) }))
+    }
+}

@@ -234,6 +234,19 @@ fn the_cuda_c_emulated_on_the_cpu_computes_what_the_interpreter_computes() {
             .into(),
         workspace().join("examples"),
     ));
+    // Movement outside fused regions as device kernels: concatenations (of f32 and i64),
+    // slices with negative steps, i64 arithmetic.
+    programs.push((
+        "movement.dl".into(),
+        "let x = randn(f32[4, 6], seed: 1)\n\
+         let i = cast(abs(randn(f32[4, 6], seed: 2)) * 3.0, i64)\n\
+         print(concat((x, x * 2.0, x[:, 1:3]), axis: 1))\n\
+         print(x[::-1, ::2] + 1.0)\n\
+         print(concat((i, i[1:3]), axis: 0))\n\
+         print(i[::-1, 1:] * 2)\n"
+            .into(),
+        workspace().join("examples"),
+    ));
     // The transformer's layer-norm backward: rows whose sums cancel, where an f32 sum in the
     // GPU's order differed from the CPU's f64 one (found on the first real GPU run).
     let char_lm = std::fs::read_to_string(workspace().join("examples/char_lm.dl")).expect("char_lm.dl");
@@ -257,7 +270,7 @@ fn the_cuda_c_emulated_on_the_cpu_computes_what_the_interpreter_computes() {
             *kinds.entry(r.kind).or_insert(0) += 1;
         }
     }
-    for kind in ["elementwise", "group", "rows", "sum"] {
+    for kind in ["elementwise", "group", "rows", "sum", "copy", "concat", "unslice", "int_binary", "rand", "argmax", "pool", "pool_grad"] {
         assert!(kinds.get(kind).copied().unwrap_or(0) > 0, "no {kind} kernel was emulated: {kinds:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -7,20 +7,19 @@
 //! (products go to the device's gemm).
 
 use super::lower::{concrete, expand_strides, lower_region, storage, LowerError};
-use super::{ArgMax, Buf, Copy, Elementwise, Index, Inst, IntBinary, Kernel, Param, Pool, Rand, SumAxes, Ty};
+use super::{ArgMax, Buf, Concat, Copy, Elementwise, Index, Inst, IntBinary, Kernel, Param, Pool, Rand, SumAxes, Ty, Unslice};
 use dlc_language::ir::{BinaryOp, Graph, NodeId, Op, PoolKind, RandDist, ReduceOp};
 use dlc_language::passes::fusion::{is_fusible, Region};
 use dlc_language::types::DType;
 
 /// A library op as a kernel, and the nodes its input parameters read, in parameter order (its
 /// one output is the node itself). `None`: it stays a library call.
-pub fn lower_library(g: &Graph, n: NodeId) -> Result<Option<(Kernel, Vec<NodeId>)>, LowerError> {
+pub fn lower_library(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
     let node = g.node(n);
     if storage(node.dtype).is_err() || node.src.iter().any(|s| storage(g.node(*s).dtype).is_err()) {
         return Ok(None);
     }
-    let param =
-        |s: NodeId| -> Result<Param, LowerError> { Ok(Param { ty: storage(g.node(s).dtype)?, len: concrete(g, s).iter().product() }) };
+    let param = |s: NodeId| param(g, s);
     if is_fusible(g, n) {
         // Constants are inlined into the body; every other operand is a parameter.
         let mut inputs: Vec<NodeId> = vec![];
@@ -34,15 +33,7 @@ pub fn lower_library(g: &Graph, n: NodeId) -> Result<Option<(Kernel, Vec<NodeId>
     }
     let shape = concrete(g, n);
     Ok(match &node.op {
-        Op::Expand | Op::Permute(_) => {
-            let s = node.src[0];
-            let from = concrete(g, s);
-            let index = match &node.op {
-                Op::Permute(p) => Index::Strided(p.iter().map(|a| contiguous(&from)[*a]).collect()),
-                _ => Index::Strided(expand_strides(&from, &shape)),
-            };
-            Some((Kernel::Copy(Copy { shape, input: param(s)?, index }), vec![s]))
-        }
+        Op::Expand | Op::Permute(_) | Op::Slice { .. } | Op::Unslice { .. } | Op::Concat(_) => movement(g, n)?,
         Op::Binary(op) if node.src.iter().all(|s| concrete(g, *s) == shape && storage(g.node(*s).dtype) == Ok(Ty::I64)) => {
             let out = match op {
                 BinaryOp::CmpEq | BinaryOp::CmpNe | BinaryOp::CmpLt | BinaryOp::CmpLe if node.dtype == DType::Bool => Ty::Bool,
@@ -80,6 +71,74 @@ pub fn lower_library(g: &Graph, n: NodeId) -> Result<Option<(Kernel, Vec<NodeId>
             }
             Some((Kernel::ArgMax(ArgMax { rows: shape.iter().product(), len, input: param(s)? }), vec![s]))
         }
+        Op::Pool2d { .. } | Op::Pool2dGrad { .. } => pool(g, n)?,
+        Op::Rand { dist: RandDist::Uniform, seed } if node.dtype == DType::F32 && node.src.len() <= 1 => {
+            let step = node.src.first().map(|s| param(*s)).transpose()?;
+            Some((Kernel::Rand(Rand { len: shape.iter().product(), seed: *seed, step }), node.src.clone()))
+        }
+        _ => None,
+    })
+}
+
+/// A library op's result: the kernel and the nodes its input parameters read.
+type Lowered = Option<(Kernel, Vec<NodeId>)>;
+
+fn param(g: &Graph, s: NodeId) -> Result<Param, LowerError> {
+    Ok(Param { ty: storage(g.node(s).dtype)?, len: concrete(g, s).iter().product() })
+}
+
+/// Broadcasts, permutations and slices as copies; the transpose of a slice; concatenations.
+fn movement(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
+    let node = g.node(n);
+    let shape = concrete(g, n);
+    let param = |s: NodeId| param(g, s);
+    Ok(match &node.op {
+        Op::Expand | Op::Permute(_) | Op::Slice { .. } => {
+            let s = node.src[0];
+            let from = concrete(g, s);
+            let src_strides: Vec<i64> = contiguous(&from).into_iter().map(|v| v as i64).collect();
+            let (offset, strides) = match &node.op {
+                Op::Permute(p) => (0, p.iter().map(|a| src_strides[*a]).collect()),
+                Op::Slice { start, step } => {
+                    if start.len() != from.len() || step.len() != from.len() {
+                        return Ok(None);
+                    }
+                    (
+                        start.iter().zip(&src_strides).map(|(a, st)| a * st).sum(),
+                        step.iter().zip(&src_strides).map(|(k, st)| k * st).collect(),
+                    )
+                }
+                _ => (0, expand_strides(&from, &shape).into_iter().map(|v| v as i64).collect()),
+            };
+            Some((Kernel::Copy(Copy { shape, input: param(s)?, offset, strides }), vec![s]))
+        }
+        Op::Unslice { start, step }
+            if matches!(param(node.src[0])?.ty, Ty::F32 | Ty::I64) && step.iter().all(|k| *k > 0) && start.iter().all(|a| *a >= 0) =>
+        {
+            let s = node.src[0];
+            let input_shape = concrete(g, s);
+            if start.len() != input_shape.len() || step.len() != input_shape.len() {
+                return Ok(None);
+            }
+            Some((Kernel::Unslice(Unslice { shape, input: param(s)?, input_shape, start: start.clone(), step: step.clone() }), vec![s]))
+        }
+        Op::Concat(axis) if *axis < shape.len() => {
+            let tys: Vec<Ty> = node.src.iter().map(|s| param(*s).map(|p| p.ty)).collect::<Result<_, _>>()?;
+            if tys.iter().any(|t| *t != tys[0]) {
+                return Ok(None);
+            }
+            let inputs = node.src.iter().map(|s| Ok((param(*s)?, concrete(g, *s)[*axis]))).collect::<Result<Vec<_>, LowerError>>()?;
+            Some((Kernel::Concat(Concat { shape, axis: *axis, inputs }), node.src.clone()))
+        }
+        _ => None,
+    })
+}
+
+/// Pooling and its gradient in f32.
+fn pool(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
+    let node = g.node(n);
+    let shape = concrete(g, n);
+    Ok(match &node.op {
         Op::Pool2d { kind, kernel, stride, padding } | Op::Pool2dGrad { kind, kernel, stride, padding }
             if node.dtype == DType::F32 && node.src.iter().all(|s| g.node(*s).dtype == DType::F32) =>
         {
@@ -106,10 +165,6 @@ pub fn lower_library(g: &Graph, n: NodeId) -> Result<Option<(Kernel, Vec<NodeId>
                 p,
             };
             Some((Kernel::Pool(pool), node.src.clone()))
-        }
-        Op::Rand { dist: RandDist::Uniform, seed } if node.dtype == DType::F32 && node.src.len() <= 1 => {
-            let step = node.src.first().map(|s| param(*s)).transpose()?;
-            Some((Kernel::Rand(Rand { len: shape.iter().product(), seed: *seed, step }), node.src.clone()))
         }
         _ => None,
     })

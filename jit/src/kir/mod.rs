@@ -14,8 +14,8 @@
 //!   time (softmax, log-softmax, cross-entropy, layer norm, and their gradients).
 //! - [`SumAxes`]: a sum over any axes of values a prologue body computes as it sums them
 //!   (batch-norm statistics, bias gradients).
-//! - From library ops no fused region took (library.rs, for the device): [`Copy`] (a broadcast
-//!   or permutation in any storage type), [`IntBinary`] (i64 comparisons and arithmetic,
+//! - From library ops no fused region took (library.rs, for the device): [`Copy`] (a broadcast,
+//!   permutation or slice in any storage type), [`Unslice`], [`Concat`], [`IntBinary`] (i64 comparisons and arithmetic,
 //!   exactly), [`Rand`] (the CPU's random stream), [`ArgMax`] over rows, [`Pool`] and its
 //!   gradient, and one-op `Elementwise` and `SumAxes` kernels.
 
@@ -177,6 +177,8 @@ pub enum Kernel {
     Rows(Rows),
     Sum(SumAxes),
     Copy(Copy),
+    Unslice(Unslice),
+    Concat(Concat),
     IntBinary(IntBinary),
     Rand(Rand),
     ArgMax(ArgMax),
@@ -210,13 +212,35 @@ pub struct ArgMax {
     pub input: Param,
 }
 
-/// A copy in the storage type, never widened (so exact for i64): each element of `shape` read
-/// from the input at `index`. A broadcast or a permutation that no fused region took (library.rs).
+/// A copy in the storage type, never widened (so exact for i64): element `c` (coordinates) of
+/// `shape` read from the input at `offset + sum(c[d] * strides[d])`. A broadcast, permutation or
+/// slice (strides may be negative) that no fused region took (library.rs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Copy {
     pub shape: Vec<usize>,
     pub input: Param,
-    pub index: Index,
+    pub offset: i64,
+    pub strides: Vec<i64>,
+}
+
+/// The transpose of a slice: zeros of `shape`, with input element `k` (coordinates, of
+/// `input_shape`) at `start + k * step` (steps positive), f32 or i64.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unslice {
+    pub shape: Vec<usize>,
+    pub input: Param,
+    pub input_shape: Vec<usize>,
+    pub start: Vec<i64>,
+    pub step: Vec<i64>,
+}
+
+/// Inputs of one storage type joined along `axis` into `shape`, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Concat {
+    pub shape: Vec<usize>,
+    pub axis: usize,
+    /// Each input, and its size along `axis`.
+    pub inputs: Vec<(Param, usize)>,
 }
 
 /// A binary op on two i64 buffers computed in i64 (exact, where the f32 bodies are not): a
@@ -252,6 +276,8 @@ impl Kernel {
             Kernel::Rows(_) => "rows",
             Kernel::Sum(_) => "sum",
             Kernel::Copy(_) => "copy",
+            Kernel::Unslice(_) => "unslice",
+            Kernel::Concat(_) => "concat",
             Kernel::IntBinary(_) => "int_binary",
             Kernel::Rand(_) => "rand",
             Kernel::ArgMax(_) => "argmax",
@@ -269,7 +295,13 @@ impl Kernel {
                 r.steps.iter().filter_map(|s| if let RowStep::Map { body, .. } = s { Some(body.as_slice()) } else { None }).collect()
             }
             Kernel::Sum(s) => vec![&s.prologue.body],
-            Kernel::Copy(_) | Kernel::IntBinary(_) | Kernel::Rand(_) | Kernel::ArgMax(_) | Kernel::Pool(_) => vec![],
+            Kernel::Copy(_)
+            | Kernel::Unslice(_)
+            | Kernel::Concat(_)
+            | Kernel::IntBinary(_)
+            | Kernel::Rand(_)
+            | Kernel::ArgMax(_)
+            | Kernel::Pool(_) => vec![],
         }
     }
 
@@ -293,6 +325,14 @@ impl Kernel {
             }
             Kernel::Copy(c) => {
                 vec![(c.input.clone(), false), (Param { ty: c.input.ty, len: c.shape.iter().product() }, true)]
+            }
+            Kernel::Unslice(u) => {
+                vec![(u.input.clone(), false), (Param { ty: u.input.ty, len: u.shape.iter().product() }, true)]
+            }
+            Kernel::Concat(c) => {
+                let ty = c.inputs.first().map(|(p, _)| p.ty).unwrap_or(Ty::F32);
+                let out = (Param { ty, len: c.shape.iter().product() }, true);
+                c.inputs.iter().map(|(p, _)| (p.clone(), false)).chain([out]).collect()
             }
             Kernel::IntBinary(c) => {
                 vec![(c.a.0.clone(), false), (c.b.0.clone(), false), (Param { ty: c.out, len: c.shape.iter().product() }, true)]

@@ -76,6 +76,8 @@ pub(super) fn kernel(k: &Kernel, name: &str, d: Dialect) -> Result<(String, Laun
         Kernel::Rows(r) => super::rows::rows(r, d, &mut s)?,
         Kernel::Sum(sa) => super::sums::sum_axes(sa, d, &mut s),
         Kernel::Copy(c) => super::library::copy(c, d, &mut s),
+        Kernel::Unslice(u) => super::library::unslice(u, d, &mut s),
+        Kernel::Concat(c) => super::library::concat(c, d, &mut s),
         Kernel::IntBinary(c) => super::library::int_binary(c, d, &mut s),
         Kernel::Rand(r) => super::library::rand(r, d, &mut s),
         Kernel::ArgMax(a) => super::library::argmax(a, d, &mut s),

@@ -3,7 +3,7 @@
 
 use super::kinds::{blocks, each};
 use super::{strided, Dialect, Launch, BLOCK};
-use crate::kir::{ArgMax, Copy, Index, IntBinary, Rand, Ty};
+use crate::kir::{ArgMax, Concat, Copy, Index, IntBinary, Rand, Ty, Unslice};
 use dlc_language::ir::BinaryOp;
 
 /// Where element `i` of an output of `shape` reads a buffer read at `index`.
@@ -15,10 +15,63 @@ fn at(index: &Index, i: &str, shape: &[usize]) -> String {
     }
 }
 
+/// Coordinate `d` of element `i` of `shape`, as C.
+fn coord(i: &str, shape: &[usize], d: usize) -> String {
+    let inner: usize = shape[d + 1..].iter().product();
+    format!("(({i} / {inner}LL) % {}LL)", shape[d])
+}
+
 pub(super) fn copy(c: &Copy, d: Dialect, s: &mut String) -> Launch {
     let n: usize = c.shape.iter().product();
+    let mut at = format!("{}LL", c.offset);
+    for (k, st) in c.strides.iter().enumerate() {
+        if *st != 0 && c.shape[k] > 1 {
+            at += &format!(" + {} * {st}LL", coord("i", &c.shape, k));
+        }
+    }
     *s += &format!("  {}", each(d, "i", &format!("{n}LL")));
-    *s += &format!("    p1[i] = p0[{}];\n  }}\n", at(&c.index, "i", &c.shape));
+    *s += &format!("    p1[i] = p0[{at}];\n  }}\n");
+    Launch { grid: blocks(n), block: BLOCK, shared_bytes: 0 }
+}
+
+/// Each output element either the input element whose place it is, or zero; `0 + v` as the
+/// interpreter adds the value into its zeros (a -0.0 becomes +0.0 there too).
+pub(super) fn unslice(u: &Unslice, d: Dialect, s: &mut String) -> Launch {
+    let n: usize = u.shape.iter().product();
+    let in_strides: Vec<usize> = (0..u.input_shape.len()).map(|k| u.input_shape[k + 1..].iter().product()).collect();
+    *s += &format!("  {}", each(d, "i", &format!("{n}LL")));
+    *s += "    long long src = 0;\n    int hit = 1;\n";
+    for (k, ((start, step), (size, stride))) in u.start.iter().zip(&u.step).zip(u.input_shape.iter().zip(&in_strides)).enumerate() {
+        *s += &format!(
+            "    {{\n      const long long t = {} - {start}LL;\n      if (t < 0 || t % {step}LL != 0 || t / {step}LL >= {size}LL) hit = 0; else src += (t / {step}LL) * {stride}LL;\n    }}\n",
+            coord("i", &u.shape, k),
+        );
+    }
+    let zero = if u.input.ty == Ty::I64 { "0LL" } else { "0.0f" };
+    *s += &format!("    p1[i] = hit ? {zero} + p0[src] : {zero};\n  }}\n");
+    Launch { grid: blocks(n), block: BLOCK, shared_bytes: 0 }
+}
+
+/// Each output element from the input whose part of `axis` holds its coordinate there.
+pub(super) fn concat(c: &Concat, d: Dialect, s: &mut String) -> Launch {
+    let n: usize = c.shape.iter().product();
+    let inner: usize = c.shape[c.axis + 1..].iter().product();
+    let len = c.shape[c.axis];
+    *s += &format!("  {}", each(d, "i", &format!("{n}LL")));
+    *s += &format!("    const long long outer = i / {}LL, a = (i / {inner}LL) % {len}LL, r = i % {inner}LL;\n", len * inner);
+    let mut from = 0;
+    for (k, (_, size)) in c.inputs.iter().enumerate() {
+        let cond = if c.inputs.len() == 1 {
+            String::new()
+        } else if k + 1 == c.inputs.len() {
+            "else".to_string()
+        } else {
+            format!("{}if (a < {}LL)", if k == 0 { "" } else { "else " }, from + size)
+        };
+        *s += &format!("    {cond} p{}[i] = p{k}[(outer * {size}LL + (a - {from}LL)) * {inner}LL + r];\n", c.inputs.len());
+        from += size;
+    }
+    *s += "  }\n";
     Launch { grid: blocks(n), block: BLOCK, shared_bytes: 0 }
 }
 

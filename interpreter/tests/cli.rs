@@ -488,6 +488,10 @@ fn explain_shows_the_device_plan_on_a_gpu() {
     assert_eq!(plan["gemm"], 8, "{plan}");
     let eval = items.iter().find(|i| i["what"] == "evaluate").expect("an evaluate item");
     assert_eq!(eval["device_plan"]["gemm"], 3, "{}", eval["device_plan"]);
+    // Nothing of the step goes through the host every run; the class indices' iota once.
+    assert_eq!(plan["host"], serde_json::json!({}), "{plan}");
+    assert_eq!(plan["once"]["iota"], 1, "{plan}");
+    assert!(plan["generated"]["rand"].as_u64().unwrap_or(0) >= 1, "dropout's draws on the device: {plan}");
 }
 
 /// A recipe with `parallel = data_parallel(...)` gets its bucket plan from `dlc explain`: the

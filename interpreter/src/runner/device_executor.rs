@@ -369,6 +369,8 @@ pub struct Placement {
     pub gemm: usize,
     /// Convolutions (and their gradients) on the driver's convolution: cuDNN.
     pub conv: usize,
+    /// Ops with no operands and no kernel (an iota): computed on the host once, then kept.
+    pub once: std::collections::BTreeMap<String, usize>,
     pub host: std::collections::BTreeMap<String, usize>,
 }
 
@@ -379,6 +381,9 @@ pub fn placement(g: &Graph, plan: &Plan) -> Placement {
             Kernel::View(_) | Kernel::Free(_) => {}
             Kernel::Library(n) if gemm_type(g, *n).is_some() => p.gemm += 1,
             Kernel::Library(n) if conv::on_device(g, *n) => p.conv += 1,
+            Kernel::Library(n) if g.node(*n).src.is_empty() && !matches!(device_kernel(g, k), Ok(Some(_))) => {
+                *p.once.entry(g.node(*n).op.kind_name()).or_insert(0) += 1
+            }
             other => match device_kernel(g, other) {
                 Ok(Some((kernel, _))) => *p.generated.entry(kernel.kind().to_string()).or_insert(0) += 1,
                 _ => {

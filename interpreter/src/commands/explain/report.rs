@@ -129,6 +129,7 @@ pub struct DevicePlan {
     pub generated: std::collections::BTreeMap<String, usize>,
     pub gemm: usize,
     pub conv: usize,
+    pub once: std::collections::BTreeMap<String, usize>,
     pub host: std::collections::BTreeMap<String, usize>,
     pub reason: &'static str,
 }

@@ -81,10 +81,11 @@ fn placement(item: &Item) {
             }
         };
         println!(
-            "    on the GPU: generated kernels {}; {} products on cuBLAS; {} convolutions on cuDNN; through the host: {}",
+            "    on the GPU: generated kernels {}; {} products on cuBLAS; {} convolutions on cuDNN; computed once on the host and kept: {}; through the host every run: {}",
             list(&d.generated),
             d.gemm,
             d.conv,
+            list(&d.once),
             list(&d.host)
         );
         println!("      why: {}", d.reason);

@@ -273,7 +273,21 @@ fn the_cuda_c_emulated_on_the_cpu_computes_what_the_interpreter_computes() {
             *kinds.entry(r.kind).or_insert(0) += 1;
         }
     }
-    for kind in ["elementwise", "group", "rows", "sum", "copy", "concat", "unslice", "int_binary", "rand", "argmax", "pool", "pool_grad"] {
+    for kind in [
+        "elementwise",
+        "group",
+        "rows",
+        "sum",
+        "copy",
+        "concat",
+        "unslice",
+        "int_binary",
+        "rand",
+        "argmax",
+        "pool",
+        "pool_grad",
+        "take_grad",
+    ] {
         assert!(kinds.get(kind).copied().unwrap_or(0) > 0, "no {kind} kernel was emulated: {kinds:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);

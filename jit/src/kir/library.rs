@@ -7,7 +7,7 @@
 //! (products go to the device's gemm).
 
 use super::lower::{concrete, expand_strides, lower_region, storage, LowerError};
-use super::{ArgMax, Buf, Concat, Copy, Elementwise, Index, Inst, IntBinary, Kernel, Param, Pool, Rand, SumAxes, Ty, Unslice};
+use super::{ArgMax, Buf, Concat, Copy, Elementwise, Index, Inst, IntBinary, Kernel, Param, Pool, Rand, SumAxes, TakeGrad, Ty, Unslice};
 use dlc_language::ir::{BinaryOp, Graph, NodeId, Op, PoolKind, RandDist, ReduceOp};
 use dlc_language::passes::fusion::{is_fusible, Region};
 use dlc_language::types::DType;
@@ -72,6 +72,21 @@ pub fn lower_library(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
             Some((Kernel::ArgMax(ArgMax { rows: shape.iter().product(), len, input: param(s)? }), vec![s]))
         }
         Op::Pool2d { .. } | Op::Pool2dGrad { .. } => pool(g, n)?,
+        // src = [indices, grad_out]. Out-of-range indices add nothing here; the forward `take`
+        // of the same indices (on the host) has already stopped the step with the error.
+        Op::TakeGrad
+            if node.dtype == DType::F32
+                && g.node(node.src[0]).dtype == DType::I64
+                && g.node(node.src[1]).dtype == DType::F32
+                && !shape.is_empty() =>
+        {
+            let (rows, row) = (shape[0], shape[1..].iter().product::<usize>());
+            let n: usize = concrete(g, node.src[0]).iter().product();
+            // Each output element scans every index: small tables only (an embedding of 65
+            // characters, not 50,000 tokens).
+            (rows.saturating_mul(n) <= TAKE_GRAD_MAX && concrete(g, node.src[1]).iter().product::<usize>() == n * row)
+                .then(|| (Kernel::TakeGrad(TakeGrad { rows, row, n }), node.src.clone()))
+        }
         Op::Rand { dist: RandDist::Uniform, seed } if node.dtype == DType::F32 && node.src.len() <= 1 => {
             let step = node.src.first().map(|s| param(*s)).transpose()?;
             Some((Kernel::Rand(Rand { len: shape.iter().product(), seed: *seed, step }), node.src.clone()))
@@ -79,6 +94,9 @@ pub fn lower_library(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
         _ => None,
     })
 }
+
+/// The most (table rows x indices) an embedding gradient is gathered for on the device.
+const TAKE_GRAD_MAX: usize = 1 << 22;
 
 /// A library op's result: the kernel and the nodes its input parameters read.
 type Lowered = Option<(Kernel, Vec<NodeId>)>;

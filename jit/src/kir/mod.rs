@@ -17,7 +17,7 @@
 //! - From library ops no fused region took (library.rs, for the device): [`Copy`] (a broadcast,
 //!   permutation or slice in any storage type), [`Unslice`], [`Concat`], [`IntBinary`] (i64 comparisons and arithmetic,
 //!   exactly), [`Rand`] (the CPU's random stream), [`ArgMax`] over rows, [`Pool`] and its
-//!   gradient, and one-op `Elementwise` and `SumAxes` kernels.
+//!   gradient, [`TakeGrad`] for small tables, and one-op `Elementwise` and `SumAxes` kernels.
 
 mod library;
 mod lower;
@@ -183,6 +183,18 @@ pub enum Kernel {
     Rand(Rand),
     ArgMax(ArgMax),
     Pool(Pool),
+    TakeGrad(TakeGrad),
+}
+
+/// The embedding's gradient: rows of `dy` (f32, `n` rows of `row`) added into zeros of `rows`
+/// rows at the rows the i64 indices name (negative ones from the end), gathered a thread an
+/// output element over the indices in order, summing in f64 as the interpreter scatters. Its
+/// work is rows x n x row, so it is only made for small tables (library.rs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TakeGrad {
+    pub rows: usize,
+    pub row: usize,
+    pub n: usize,
 }
 
 /// 2-d max or average pooling over `planes` planes of `h` x `w` (windows `k`, strides `s`,
@@ -283,6 +295,7 @@ impl Kernel {
             Kernel::ArgMax(_) => "argmax",
             Kernel::Pool(p) if p.grad => "pool_grad",
             Kernel::Pool(_) => "pool",
+            Kernel::TakeGrad(_) => "take_grad",
         }
     }
 
@@ -301,7 +314,8 @@ impl Kernel {
             | Kernel::IntBinary(_)
             | Kernel::Rand(_)
             | Kernel::ArgMax(_)
-            | Kernel::Pool(_) => vec![],
+            | Kernel::Pool(_)
+            | Kernel::TakeGrad(_) => vec![],
         }
     }
 
@@ -339,6 +353,11 @@ impl Kernel {
             }
             Kernel::Rand(r) => r.step.iter().map(|p| (p.clone(), false)).chain([(Param { ty: Ty::F32, len: r.len }, true)]).collect(),
             Kernel::ArgMax(a) => vec![(a.input.clone(), false), (Param { ty: Ty::I64, len: a.rows }, true)],
+            Kernel::TakeGrad(t) => vec![
+                (Param { ty: Ty::I64, len: t.n }, false),
+                (Param { ty: Ty::F32, len: t.n * t.row }, false),
+                (Param { ty: Ty::F32, len: t.rows * t.row }, true),
+            ],
             Kernel::Pool(p) => {
                 let (x, y) = (Param { ty: Ty::F32, len: p.planes * p.h * p.w }, Param { ty: Ty::F32, len: p.planes * p.oh * p.ow });
                 if p.grad {

@@ -3,7 +3,7 @@
 
 use super::kinds::{blocks, each};
 use super::{strided, Dialect, Launch, BLOCK};
-use crate::kir::{ArgMax, Concat, Copy, Index, IntBinary, Rand, Ty, Unslice};
+use crate::kir::{ArgMax, Concat, Copy, Index, IntBinary, Rand, TakeGrad, Ty, Unslice};
 use dlc_language::ir::BinaryOp;
 
 /// Where element `i` of an output of `shape` reads a buffer read at `index`.
@@ -131,4 +131,17 @@ pub(super) fn argmax(a: &ArgMax, d: Dialect, s: &mut String) -> Launch {
     *s += &format!("      const float x = {};\n      if (x > bv || (x != x && bv == bv)) {{ best = j; bv = x; }}\n    }}\n", v("j"));
     *s += "    p1[row] = best;\n  }\n";
     Launch { grid: blocks(a.rows), block: BLOCK, shared_bytes: 0 }
+}
+
+/// Output element (r, c) of the embedding gradient: the rows of dy whose index is r, added in
+/// index order in f64 from zero, rounded once (take_grad in exec/backward.rs).
+pub(super) fn take_grad(t: &TakeGrad, d: Dialect, s: &mut String) -> Launch {
+    let total = t.rows * t.row;
+    *s += &format!("  {}", each(d, "o", &format!("{total}LL")));
+    *s += &format!("    const long long r = o / {}LL, c = o % {}LL;\n    double acc = 0.0;\n", t.row.max(1), t.row.max(1));
+    *s += &format!("    for (long long j = 0; j < {}LL; j++) {{\n", t.n);
+    *s += &format!("      long long k = p0[j];\n      if (k < 0) k += {}LL;\n", t.rows);
+    *s += &format!("      if (k == r) acc += (double)p1[j * {}LL + c];\n    }}\n", t.row);
+    *s += "    p2[o] = (float)acc;\n  }\n";
+    Launch { grid: blocks(total), block: BLOCK, shared_bytes: 0 }
 }

@@ -55,7 +55,6 @@ pub fn run(
         .map_err(e("convolution descriptor"))?;
     conv.set_math_type(sys::cudnnMathType_t::CUDNN_FMA_MATH).map_err(e("math type"))?;
     conv.set_group_count(c.attrs.groups as i32).map_err(e("groups"))?;
-    let n = |d: [usize; 4]| d.iter().product::<usize>();
     let too_small = || "a convolution's buffer is smaller than its shape".to_string();
     let workspace = |bytes: usize| -> Result<Option<CudaSlice<u8>>, String> {
         // SAFETY: cuDNN's scratch space; nothing reads it before cuDNN writes it.
@@ -63,38 +62,33 @@ pub fn run(
             .then(|| unsafe { stream.alloc::<u8>(bytes) }.map_err(|e| format!("a cuDNN workspace of {bytes} bytes: {e:?}")))
             .transpose()
     };
-    // SAFETY (each launch): the views hold the descriptors' element counts of f32 (checked by
-    // `transmute`'s lengths), in the NCHW / OIHW layouts the descriptors state.
+    let [sa, sb, so] = c.operands().map(|d| d.iter().product::<usize>());
+    // SAFETY: the views hold the descriptors' element counts of f32 (checked by `transmute`'s
+    // lengths), in the NCHW / OIHW layouts the descriptors state; each launch below reads and
+    // writes them as `Conv::operands` orders them.
+    let (av, bv) = unsafe { (a.transmute::<f32>(sa).ok_or_else(too_small)?, b.transmute::<f32>(sb).ok_or_else(too_small)?) };
+    let mut ov = unsafe { out.transmute_mut::<f32>(so).ok_or_else(too_small)? };
     match c.dir {
         ConvDir::Forward => {
             let op = ConvForward { conv: &conv, x: &x, w: &w, y: &y };
             let algo = op.pick_algorithm().map_err(e("forward algorithm"))?;
             let mut ws = workspace(op.get_workspace_size(algo).map_err(e("forward workspace"))?)?;
-            unsafe {
-                let (xv, wv) = (a.transmute::<f32>(n(c.x)).ok_or_else(too_small)?, b.transmute::<f32>(n(c.w)).ok_or_else(too_small)?);
-                let mut yv = out.transmute_mut::<f32>(n(c.y)).ok_or_else(too_small)?;
-                op.launch(algo, ws.as_mut(), (1.0, 0.0), &xv, &wv, &mut yv).map_err(e("forward"))
-            }
+            // SAFETY: as above.
+            unsafe { op.launch(algo, ws.as_mut(), (1.0, 0.0), &av, &bv, &mut ov) }.map_err(e("forward"))
         }
         ConvDir::Data => {
             let op = ConvBackwardData { conv: &conv, dx: &x, w: &w, dy: &y };
             let algo = op.pick_algorithm().map_err(e("data-gradient algorithm"))?;
             let mut ws = workspace(op.get_workspace_size(algo).map_err(e("data-gradient workspace"))?)?;
-            unsafe {
-                let (dyv, wv) = (a.transmute::<f32>(n(c.y)).ok_or_else(too_small)?, b.transmute::<f32>(n(c.w)).ok_or_else(too_small)?);
-                let mut dxv = out.transmute_mut::<f32>(n(c.x)).ok_or_else(too_small)?;
-                op.launch(algo, ws.as_mut(), (1.0, 0.0), &mut dxv, &wv, &dyv).map_err(e("data gradient"))
-            }
+            // SAFETY: as above.
+            unsafe { op.launch(algo, ws.as_mut(), (1.0, 0.0), &mut ov, &bv, &av) }.map_err(e("data gradient"))
         }
         ConvDir::Weight => {
             let op = ConvBackwardFilter { conv: &conv, x: &x, dw: &w, dy: &y };
             let algo = op.pick_algorithm().map_err(e("weight-gradient algorithm"))?;
             let mut ws = workspace(op.get_workspace_size(algo).map_err(e("weight-gradient workspace"))?)?;
-            unsafe {
-                let (xv, dyv) = (a.transmute::<f32>(n(c.x)).ok_or_else(too_small)?, b.transmute::<f32>(n(c.y)).ok_or_else(too_small)?);
-                let mut dwv = out.transmute_mut::<f32>(n(c.w)).ok_or_else(too_small)?;
-                op.launch(algo, ws.as_mut(), (1.0, 0.0), &xv, &mut dwv, &dyv).map_err(e("weight gradient"))
-            }
+            // SAFETY: as above.
+            unsafe { op.launch(algo, ws.as_mut(), (1.0, 0.0), &av, &mut ov, &bv) }.map_err(e("weight gradient"))
         }
     }
 }

@@ -206,14 +206,26 @@ impl<D: Driver> DeviceExecutor<D> {
                     self.values.get(&node.src[0]).cloned().ok_or_else(|| fail(format!("{:?} read before it was computed", node.src[0])))?;
                 Ok(Value { dtype: node.dtype, shape, place: src.place })
             }
-            _ => {
-                if let Some(v) = self.constants.get(&n) {
-                    return Ok(v.clone());
-                }
-                let v = self.host(g, &Kernel::Free(n), &[n])?.remove(0);
-                self.constants.insert(n, v.clone());
-                Ok(v)
-            }
+            _ => self.once(g, &Kernel::Free(n), n),
+        }
+    }
+
+    /// The value of `n`, which plan kernel `k` computes the same in every run (a constant, an
+    /// iota): computed on the host the first time, then kept on the device.
+    fn once(&mut self, g: &Graph, k: &Kernel, n: NodeId) -> Result<Value<D::Buf>, RuntimeError> {
+        if let Some(v) = self.constants.get(&n) {
+            return Ok(v.clone());
+        }
+        let v = self.host(g, k, &[n])?.remove(0);
+        self.constants.insert(n, v.clone());
+        Ok(v)
+    }
+
+    /// The value a kernel reads: computed by an earlier kernel of this run, or free.
+    fn value(&mut self, g: &Graph, n: NodeId) -> Result<Value<D::Buf>, RuntimeError> {
+        match self.values.get(&n) {
+            Some(v) => Ok(v.clone()),
+            None => self.free(g, n),
         }
     }
 
@@ -315,10 +327,7 @@ impl<D: Driver> DeviceExecutor<D> {
                 bufs.push(b);
                 continue;
             }
-            let v = match self.values.get(n) {
-                Some(v) => v.clone(),
-                None => self.free(g, *n)?,
-            };
+            let v = self.value(g, *n)?;
             let b = match &v.place {
                 Place::Device(b, ty) if *ty == p.ty && v.numel() == p.len => b.clone(),
                 _ => {
@@ -381,18 +390,11 @@ pub fn placement(g: &Graph, plan: &Plan) -> Placement {
             Kernel::View(_) | Kernel::Free(_) => {}
             Kernel::Library(n) if gemm_type(g, *n).is_some() => p.gemm += 1,
             Kernel::Library(n) if conv::on_device(g, *n) => p.conv += 1,
-            Kernel::Library(n) if g.node(*n).src.is_empty() && !matches!(device_kernel(g, k), Ok(Some(_))) => {
-                *p.once.entry(g.node(*n).op.kind_name()).or_insert(0) += 1
-            }
-            other => match device_kernel(g, other) {
-                Ok(Some((kernel, _))) => *p.generated.entry(kernel.kind().to_string()).or_insert(0) += 1,
-                _ => {
-                    let name = match other {
-                        Kernel::Library(n) => g.node(*n).op.kind_name(),
-                        _ => format!("fused {}", kind_of(other)),
-                    };
-                    *p.host.entry(name).or_insert(0) += 1
-                }
+            other => match (device_kernel(g, other), other) {
+                (Ok(Some((kernel, _))), _) => *p.generated.entry(kernel.kind().to_string()).or_insert(0) += 1,
+                (_, Kernel::Library(n)) if g.node(*n).src.is_empty() => *p.once.entry(g.node(*n).op.kind_name()).or_insert(0) += 1,
+                (_, Kernel::Library(n)) => *p.host.entry(g.node(*n).op.kind_name()).or_insert(0) += 1,
+                _ => *p.host.entry(format!("fused {}", kind_of(other))).or_insert(0) += 1,
             },
         }
     }
@@ -464,16 +466,8 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
                         // An op with no operands and no kernel (an iota, a seeded `randn`) is
                         // the same every run: computed once on the host, then kept on the device.
                         _ if matches!(k, Kernel::Library(n) if g.node(*n).src.is_empty()) => {
-                            let n = outputs[0];
-                            let v = match self.constants.get(&n) {
-                                Some(v) => v.clone(),
-                                None => {
-                                    let v = self.host(g, k, &outputs)?.remove(0);
-                                    self.constants.insert(n, v.clone());
-                                    v
-                                }
-                            };
-                            self.values.insert(n, v);
+                            let v = self.once(g, k, outputs[0])?;
+                            self.values.insert(outputs[0], v);
                         }
                         _ => {
                             for (o, v) in outputs.iter().zip(self.host(g, k, &outputs)?) {

@@ -26,8 +26,8 @@ pub trait Driver {
     fn launch(&mut self, module: ModuleId, index: usize, launch: &Launch, params: &[&Self::Buf]) -> Result<(), String>;
     /// Queue the matrix product `p` of `a` and `b` into `c` (cuBLAS on the GPU).
     fn gemm(&mut self, p: &Product, a: &Self::Buf, b: &Self::Buf, c: &mut Self::Buf) -> Result<(), String>;
-    /// Queue the f32 convolution `c` (cuDNN on the GPU): forward `a` = x, `b` = w into y; the
-    /// data gradient `a` = dy, `b` = w into dx; the weight gradient `a` = x, `b` = dy into dw.
+    /// Queue the f32 convolution `c` (cuDNN on the GPU) of `a` and `b` into `out`, operands as
+    /// `Conv::operands` orders them.
     fn conv(&mut self, c: &Conv, a: &Self::Buf, b: &Self::Buf, out: &mut Self::Buf) -> Result<(), String>;
 }
 
@@ -48,6 +48,28 @@ pub struct Conv {
     pub w: [usize; 4],
     pub y: [usize; 4],
     pub attrs: dlc_language::types::rules::Conv2dAttrs,
+}
+
+impl Conv {
+    /// The shapes of the operands `Driver::conv` takes, `[a, b, out]`: forward x, w into y; data
+    /// gradient dy, w into dx; weight gradient x, dy into dw. The one place that says which.
+    pub fn operands(&self) -> [[usize; 4]; 3] {
+        match self.dir {
+            ConvDir::Forward => [self.x, self.w, self.y],
+            ConvDir::Data => [self.y, self.w, self.x],
+            ConvDir::Weight => [self.x, self.y, self.w],
+        }
+    }
+
+    /// The convolution whose operands (`[a, b, out]`, as `operands` orders them) have these shapes.
+    pub fn from_operands(dir: ConvDir, [a, b, out]: [[usize; 4]; 3], attrs: dlc_language::types::rules::Conv2dAttrs) -> Conv {
+        let (x, w, y) = match dir {
+            ConvDir::Forward => (a, b, out),
+            ConvDir::Data => (out, b, a),
+            ConvDir::Weight => (a, out, b),
+        };
+        Conv { dir, x, w, y, attrs }
+    }
 }
 
 /// A batch of row-major products as the interpreter computes them: `c[i] = op(a[i]) @ op(b[i])`,

@@ -141,10 +141,12 @@ impl Driver for Emulated {
             let v = unsafe { &*buf.0.get() };
             super::storage::from_bytes(dlc_language::types::DType::F32, shape.to_vec(), Ty::F32, &v[..shape.iter().product::<usize>() * 4])
         };
+        let [sa, sb, so] = c.operands();
+        let (a, b, shape) = (tensor(a, sa), tensor(b, sb), so.to_vec());
         let t = match c.dir {
-            ConvDir::Forward => conv::conv2d(&self.gemm, &tensor(a, c.x), &tensor(b, c.w), &c.attrs, c.y.to_vec()),
-            ConvDir::Data => conv::conv2d_grad_input(&self.gemm, &tensor(a, c.y), &tensor(b, c.w), &c.attrs, c.x.to_vec()),
-            ConvDir::Weight => conv::conv2d_grad_weight(&self.gemm, &tensor(a, c.x), &tensor(b, c.y), &c.attrs, c.w.to_vec()),
+            ConvDir::Forward => conv::conv2d(&self.gemm, &a, &b, &c.attrs, shape),
+            ConvDir::Data => conv::conv2d_grad_input(&self.gemm, &a, &b, &c.attrs, shape),
+            ConvDir::Weight => conv::conv2d_grad_weight(&self.gemm, &a, &b, &c.attrs, shape),
         };
         let bytes = super::storage::to_bytes(&t, Ty::F32);
         let o = out.0.get_mut();

@@ -39,23 +39,15 @@ impl<D: Driver> DeviceExecutor<D> {
         let Some((dir, attrs)) = conv_of(&node.op) else { return Ok(None) };
         let mut operands = vec![];
         for s in &node.src {
-            let v = match self.values.get(s) {
-                Some(v) => v.clone(),
-                None => self.free(g, *s)?,
-            };
+            let v = self.value(g, *s)?;
             match &v.place {
                 Place::Device(b, Ty::F32) => operands.push(b.clone()),
                 _ => return Ok(None),
             }
         }
         let four = |v: Vec<usize>| -> [usize; 4] { [v[0], v[1], v[2], v[3]] };
-        let (a, b, out) = (four(shape_of(g, node.src[0])), four(shape_of(g, node.src[1])), four(shape_of(g, n)));
-        let (x, w, y) = match dir {
-            ConvDir::Forward => (a, b, out),
-            ConvDir::Data => (out, b, a),
-            ConvDir::Weight => (a, out, b),
-        };
-        let c = Conv { dir, x, w, y, attrs };
+        let out = four(shape_of(g, n));
+        let c = Conv::from_operands(dir, [four(shape_of(g, node.src[0])), four(shape_of(g, node.src[1])), out], attrs);
         let mut buf = self.driver.alloc(out.iter().product::<usize>() * 4).map_err(fail)?;
         if let Err(e) = self.driver.conv(&c, &operands[0], &operands[1], &mut buf) {
             // Said once; every convolution after it goes through the host.

@@ -6,7 +6,7 @@
 //! (sums: in f64, rounded once, as the CPU sums). Everything else stays a library call
 //! (products go to the device's gemm).
 
-use super::lower::{concrete, expand_strides, lower_region, storage, LowerError};
+use super::lower::{concrete, contiguous, expand_strides, lower_region, storage, LowerError};
 use super::{ArgMax, Buf, Concat, Copy, Elementwise, Index, Inst, IntBinary, Kernel, Param, Pool, Rand, SumAxes, TakeGrad, Ty, Unslice};
 use dlc_language::ir::{BinaryOp, Graph, NodeId, Op, PoolKind, RandDist, ReduceOp};
 use dlc_language::passes::fusion::{is_fusible, Region};
@@ -46,7 +46,7 @@ pub fn lower_library(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
                 _ => return Ok(None),
             };
             let (a, b) = (node.src[0], node.src[1]);
-            let kernel = IntBinary { shape, op: *op, a: (param(a)?, Index::Linear), b: (param(b)?, Index::Linear), out };
+            let kernel = IntBinary { shape, op: *op, a: param(a)?, b: param(b)?, out };
             Some((Kernel::IntBinary(kernel), vec![a, b]))
         }
         Op::Reduce(ReduceOp::Sum, axes) if node.dtype == DType::F32 && g.node(node.src[0]).dtype == DType::F32 => {
@@ -186,13 +186,4 @@ fn pool(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
         }
         _ => None,
     })
-}
-
-/// Row-major strides of `shape`.
-fn contiguous(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1usize; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        s[d] = s[d + 1] * shape[d + 1];
-    }
-    s
 }

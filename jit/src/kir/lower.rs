@@ -130,11 +130,17 @@ fn low(d: DType) -> Option<Ty> {
 /// The strides of a broadcast from `from` to `to` (same rank): the source's contiguous strides,
 /// 0 where it is broadcast.
 pub(super) fn expand_strides(from: &[usize], to: &[usize]) -> Vec<usize> {
-    let mut contiguous = vec![1usize; from.len()];
-    for d in (0..from.len().saturating_sub(1)).rev() {
-        contiguous[d] = contiguous[d + 1] * from[d + 1];
-    }
+    let contiguous = contiguous(from);
     (0..to.len()).map(|d| if from[d] == 1 && to[d] != 1 { 0 } else { contiguous[d] }).collect()
+}
+
+/// Row-major strides of `shape`.
+pub(crate) fn contiguous(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * shape[d + 1];
+    }
+    s
 }
 
 /// The body of a region: `read(n)` says which buffer a value from outside the region is.

@@ -15,14 +15,16 @@
 //! - [`SumAxes`]: a sum over any axes of values a prologue body computes as it sums them
 //!   (batch-norm statistics, bias gradients).
 //! - From library ops no fused region took (library.rs, for the device): [`Copy`] (a broadcast,
-//!   permutation or slice in any storage type), [`Unslice`], [`Concat`], [`IntBinary`] (i64 comparisons and arithmetic,
-//!   exactly), [`Rand`] (the CPU's random stream), [`ArgMax`] over rows, [`Pool`] and its
-//!   gradient, [`TakeGrad`] for small tables, and one-op `Elementwise` and `SumAxes` kernels.
+//!   permutation or slice in any storage type), [`Unslice`], [`Concat`], [`IntBinary`] (i64
+//!   comparisons and arithmetic, exactly), [`Rand`] (the CPU's random stream), [`ArgMax`] over
+//!   rows, [`Pool`] and its gradient, [`TakeGrad`] for small tables, and one-op `Elementwise`
+//!   and `SumAxes` kernels.
 
 mod library;
 mod lower;
 
 pub use library::lower_library;
+pub(crate) use lower::contiguous;
 pub use lower::{f16_to_f32, f32_to_f16, lower_kernel, lower_region, lower_rows, lower_storage, round_to, storage, LowerError};
 
 use dlc_language::ir::{BinaryOp, UnaryOp};
@@ -255,15 +257,15 @@ pub struct Concat {
     pub inputs: Vec<(Param, usize)>,
 }
 
-/// A binary op on two i64 buffers computed in i64 (exact, where the f32 bodies are not): a
-/// comparison into bools, or a wrapping add, subtract or multiply, a maximum or a minimum into
-/// i64, each operand read at its index.
+/// A binary op on two i64 buffers of the output's shape, computed in i64 (exact, where the f32
+/// bodies are not): a comparison into bools, or a wrapping add, subtract or multiply, a maximum
+/// or a minimum into i64.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IntBinary {
     pub shape: Vec<usize>,
     pub op: BinaryOp,
-    pub a: (Param, Index),
-    pub b: (Param, Index),
+    pub a: Param,
+    pub b: Param,
     /// `Bool` for a comparison, `I64` otherwise.
     pub out: Ty,
 }
@@ -349,7 +351,7 @@ impl Kernel {
                 c.inputs.iter().map(|(p, _)| (p.clone(), false)).chain([out]).collect()
             }
             Kernel::IntBinary(c) => {
-                vec![(c.a.0.clone(), false), (c.b.0.clone(), false), (Param { ty: c.out, len: c.shape.iter().product() }, true)]
+                vec![(c.a.clone(), false), (c.b.clone(), false), (Param { ty: c.out, len: c.shape.iter().product() }, true)]
             }
             Kernel::Rand(r) => r.step.iter().map(|p| (p.clone(), false)).chain([(Param { ty: Ty::F32, len: r.len }, true)]).collect(),
             Kernel::ArgMax(a) => vec![(a.input.clone(), false), (Param { ty: Ty::I64, len: a.rows }, true)],

@@ -2,18 +2,9 @@
 //! and the CPU's random stream, one element a thread in CUDA, a loop in C.
 
 use super::kinds::{blocks, each};
-use super::{strided, Dialect, Launch, BLOCK};
-use crate::kir::{ArgMax, Concat, Copy, Index, IntBinary, Rand, TakeGrad, Ty, Unslice};
+use super::{Dialect, Launch, BLOCK};
+use crate::kir::{ArgMax, Concat, Copy, IntBinary, Rand, TakeGrad, Ty, Unslice};
 use dlc_language::ir::BinaryOp;
-
-/// Where element `i` of an output of `shape` reads a buffer read at `index`.
-fn at(index: &Index, i: &str, shape: &[usize]) -> String {
-    match index {
-        Index::Linear => i.to_string(),
-        Index::Splat => "0".into(),
-        Index::Strided(st) => strided(i, shape, st),
-    }
-}
 
 /// Coordinate `d` of element `i` of `shape`, as C.
 fn coord(i: &str, shape: &[usize], d: usize) -> String {
@@ -38,7 +29,7 @@ pub(super) fn copy(c: &Copy, d: Dialect, s: &mut String) -> Launch {
 /// interpreter adds the value into its zeros (a -0.0 becomes +0.0 there too).
 pub(super) fn unslice(u: &Unslice, d: Dialect, s: &mut String) -> Launch {
     let n: usize = u.shape.iter().product();
-    let in_strides: Vec<usize> = (0..u.input_shape.len()).map(|k| u.input_shape[k + 1..].iter().product()).collect();
+    let in_strides = crate::kir::contiguous(&u.input_shape);
     *s += &format!("  {}", each(d, "i", &format!("{n}LL")));
     *s += "    long long src = 0;\n    int hit = 1;\n";
     for (k, ((start, step), (size, stride))) in u.start.iter().zip(&u.step).zip(u.input_shape.iter().zip(&in_strides)).enumerate() {
@@ -79,16 +70,16 @@ pub(super) fn concat(c: &Concat, d: Dialect, s: &mut String) -> Launch {
 /// wrapping (in unsigned arithmetic, where C's signed overflow is undefined), max and min.
 pub(super) fn int_binary(c: &IntBinary, d: Dialect, s: &mut String) -> Launch {
     let n: usize = c.shape.iter().product();
-    let (a, b) = (format!("p0[{}]", at(&c.a.1, "i", &c.shape)), format!("p1[{}]", at(&c.b.1, "i", &c.shape)));
+    let (a, b) = ("p0[i]", "p1[i]");
     let u = |x: &str| format!("(unsigned long long){x}");
     let value = match c.op {
         BinaryOp::CmpEq => format!("({a} == {b}) ? 1 : 0"),
         BinaryOp::CmpNe => format!("({a} != {b}) ? 1 : 0"),
         BinaryOp::CmpLt => format!("({a} < {b}) ? 1 : 0"),
         BinaryOp::CmpLe => format!("({a} <= {b}) ? 1 : 0"),
-        BinaryOp::Add => format!("(long long)({} + {})", u(&a), u(&b)),
-        BinaryOp::Sub => format!("(long long)({} - {})", u(&a), u(&b)),
-        BinaryOp::Mul => format!("(long long)({} * {})", u(&a), u(&b)),
+        BinaryOp::Add => format!("(long long)({} + {})", u(a), u(b)),
+        BinaryOp::Sub => format!("(long long)({} - {})", u(a), u(b)),
+        BinaryOp::Mul => format!("(long long)({} * {})", u(a), u(b)),
         BinaryOp::Max => format!("{a} > {b} ? {a} : {b}"),
         _ => format!("{a} < {b} ? {a} : {b}"),
     };

@@ -41,11 +41,11 @@ pub(super) fn pool(p: &Pool, d: Dialect, s: &mut String) -> Launch {
     // The outputs whose windows can hold (iy0, ix0): oy * s <= iy0 + pad < oy * s + k.
     let range = |v: &str, pd: usize, kk: usize, ss: usize, n: usize| -> String {
         format!(
-            "const long long {v}_lo = {v}0 + {pd}LL - {kk}LL < 0 ? 0 : ({v}0 + {pd}LL - {kk}LL) / {ss}LL + 1;\n      const long long {v}_hi = ({v}0 + {pd}LL) / {ss}LL < {n}LL ? ({v}0 + {pd}LL) / {ss}LL : {n}LL - 1;\n"
+            "    const long long {v}_lo = {v}0 + {pd}LL - {kk}LL < 0 ? 0 : ({v}0 + {pd}LL - {kk}LL) / {ss}LL + 1;\n    const long long {v}_hi = ({v}0 + {pd}LL) / {ss}LL < {n}LL ? ({v}0 + {pd}LL) / {ss}LL : {n}LL - 1;\n"
         )
     };
-    *s += &format!("    {}", range("iy", pad.0, k.0, st.0, oh).replace("\n      ", "\n    "));
-    *s += &format!("    {}", range("ix", pad.1, k.1, st.1, ow).replace("\n      ", "\n    "));
+    *s += &range("iy", pad.0, k.0, st.0, oh);
+    *s += &range("ix", pad.1, k.1, st.1, ow);
     *s += "    for (long long oy = iy_lo; oy <= iy_hi; oy++) {\n      for (long long ox = ix_lo; ox <= ix_hi; ox++) {\n";
     *s += &format!("        const float g = gp[oy * {ow}LL + ox];\n");
     if p.max {

@@ -128,7 +128,7 @@ impl Program {
                 Instr::Unary(op, x) => unary_slice(*op, arg(*x), out),
                 // A division by a constant of the program (not a runtime scalar, which may
                 // change every step) may multiply by its reciprocal where that is exact.
-                Instr::Binary(BinaryOp::Div, a, b) if constant(*b).is_some() => match (arg(*a), constant(*b)) {
+                Instr::Binary(BinaryOp::Div, a, b) => match (arg(*a), constant(*b)) {
                     (Arg::Slice(x), Some(y)) => div_by_const(x, y, out),
                     (x, _) => binary_slice(BinaryOp::Div, x, arg(*b), out),
                 },

@@ -4,7 +4,8 @@
 # GPU 0 and compared with the interpreter (`dlc kernels FILE --check gpu`); one epoch of small
 # examples trained with `--device cuda` against `--device cpu` (the epoch's mean loss and the
 # evaluations must agree to the printed digits); `dlc bench --device cuda` of the MNIST MLP; and
-# the GPU's identity. The GPU machines have no Rust toolchain: build here with
+# the GPU's identity; and bench/gpu_compare.py, dlc's training steps against PyTorch's on the same
+# GPU. The GPU machines have no Rust toolchain: build here with
 #   cargo build --release -p dlc --no-default-features && strip -o dlc-gpu target/release/dlc
 #   gzip -9 dlc-gpu
 # (--no-default-features: the lent GPU machines have no Open MPI, which the default build links;
@@ -93,5 +94,14 @@ for f in examples/iris.dl examples/digits.dl examples/mnist_mlp.dl; do
 done
 timeout "$t" "$dlc" bench examples/mnist_mlp.dl --device cuda --json > "$out/bench-mnist_mlp-cuda.json" 2> "$out/bench-mnist_mlp-cuda.err" || status=1
 timeout "$t" "$dlc" bench examples/mnist_mlp.dl --device cpu --json > "$out/bench-mnist_mlp-cpu.json" 2> "$out/bench-mnist_mlp-cpu.err" || status=1
+# dlc's steps against PyTorch's on the same GPU (eager, bf16 autocast, torch.compile).
+COMPARE_TIMEOUT=${COMPARE_TIMEOUT:-360}
+if timeout "$COMPARE_TIMEOUT" python3 bench/gpu_compare.py --dlc "$dlc" --runs "${COMPARE_RUNS:-1}" --out "$out/compare.md" \
+    > "$out/compare.out" 2> "$out/compare.err"; then
+  echo "bench/gpu_compare.py: table in compare.md" >> "$out/summary.txt"
+else
+  echo "bench/gpu_compare.py FAILED (see compare.out, compare.err)" >> "$out/summary.txt"
+  status=1
+fi
 cat "$out/summary.txt"
 exit $status

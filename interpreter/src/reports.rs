@@ -53,14 +53,22 @@ impl Memory {
 
 /// One line on what a runner did: kernels, what ran on the host, bytes copied.
 pub fn runner_summary(r: &dlc::runner::Report) -> String {
-    let host: Vec<String> = r.host_ops.iter().map(|(op, n)| format!("{op} x{n}")).collect();
+    let list = |ops: &std::collections::BTreeMap<String, usize>| {
+        let v: Vec<String> = ops.iter().map(|(op, n)| format!("{op} x{n}")).collect();
+        if v.is_empty() {
+            "nothing".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
     format!(
-        "{} kernel launches from {} compiled plans ({:.1} s compiling) on {}; on the host: {}; copied {:.1} MB up, {:.1} MB down",
+        "{} kernel launches from {} compiled plans ({:.1} s compiling) on {}; round trips through the host: {}; computed once on the host and kept: {}; copied {:.1} MB up, {:.1} MB down",
         r.launches,
         r.modules,
         r.compile_s,
         r.device,
-        if host.is_empty() { "nothing".into() } else { host.join(", ") },
+        list(&r.host_ops),
+        list(&r.once_ops),
         r.bytes_up as f64 / 1e6,
         r.bytes_down as f64 / 1e6
     )

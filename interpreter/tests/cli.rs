@@ -456,7 +456,7 @@ fn device_cuda_on_the_emulated_gpu_trains_as_the_cpu_does() {
     assert!(gpu.status.success(), "{}", text(&gpu.stderr));
     let err = text(&gpu.stderr);
     assert!(err.contains("device: device = cuda: emulated GPU"), "{err}");
-    assert!(err.contains("kernel launches from") && err.contains("on the host:"), "{err}");
+    assert!(err.contains("kernel launches from") && err.contains("round trips through the host:"), "{err}");
     let epoch_line = |o: &Output| {
         text(&o.stdout).lines().find(|l| l.starts_with("epoch 1 done")).map(|l| l.split(" over ").next().unwrap_or("").to_string())
     };
@@ -492,6 +492,39 @@ fn explain_shows_the_device_plan_on_a_gpu() {
     assert_eq!(plan["host"], serde_json::json!({}), "{plan}");
     assert_eq!(plan["once"]["iota"], 1, "{plan}");
     assert!(plan["generated"]["rand"].as_u64().unwrap_or(0) >= 1, "dropout's draws on the device: {plan}");
+}
+
+/// No step, evaluation or `infer` block of any example or bench program goes through the host
+/// on a GPU: `dlc explain` on the emulated GPU places every kernel on the device (or computes it
+/// once and keeps it). A new op without a device kernel fails this, naming the program and op.
+#[test]
+fn no_example_or_bench_program_goes_through_the_host_on_a_gpu() {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut files: Vec<std::path::PathBuf> = ["examples", "bench"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(root.join(d)).expect("a directory").map(|e| e.expect("an entry").path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "dl"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 20, "{files:?}");
+    let mut placed = 0;
+    for f in &files {
+        let o = Command::new(env!("CARGO_BIN_EXE_dlc"))
+            .args(["explain", f.to_str().expect("utf-8 path"), "--json"])
+            .current_dir(root)
+            .env("NO_COLOR", "1")
+            .env("DLC_EMULATE_GPU", "1")
+            .output()
+            .expect("run dlc");
+        assert!(o.status.success(), "{}: {}", f.display(), text(&o.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        let items = report["items"].as_array().or(report.as_array()).expect("items").clone();
+        for item in items.iter().filter(|i| !i["device_plan"].is_null()) {
+            placed += 1;
+            assert_eq!(item["device_plan"]["host"], serde_json::json!({}), "{} ({}): {}", f.display(), item["what"], item["device_plan"]);
+        }
+    }
+    assert!(placed >= 30, "only {placed} plans were placed");
 }
 
 /// A recipe with `parallel = data_parallel(...)` gets its bucket plan from `dlc explain`: the

@@ -71,7 +71,12 @@ pub fn machine_key() -> String {
             features.push(name);
         }
     }
-    let build = std::env::current_exe()
+    format!("{model} [{}] threads={} build={}", features.join(","), rayon::current_num_threads(), build_id())
+}
+
+/// This build: its executable's size and modification time (a rebuilt binary measures again).
+pub fn build_id() -> String {
+    std::env::current_exe()
         .and_then(std::fs::metadata)
         .map(|m| {
             format!(
@@ -80,8 +85,7 @@ pub fn machine_key() -> String {
                 m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs()).unwrap_or(0)
             )
         })
-        .unwrap_or_default();
-    format!("{model} [{}] threads={} build={build}", features.join(","), rayon::current_num_threads())
+        .unwrap_or_default()
 }
 
 fn read(path: &Path) -> Result<Value, String> {

@@ -3,12 +3,13 @@
 //! one stream without waiting, matrix products through cuBLAS on the same stream; a download
 //! waits for the work queued before it.
 //!
-//! Convolutions through cuDNN on the same stream (cudnn_conv.rs). Ran on an H200 (2026-11-26,
+//! Convolutions through cuDNN on the same stream (cudnn_conv.rs), each shape's algorithm chosen
+//! by measurement and kept in the tuning file. Ran on an H200 (2026-11-26,
 //! docs/gpu.md): launches, cuBLAS products, copies; every kernel bit for bit the interpreter's.
 
 use super::driver::{Conv, Driver, ModuleId, Product};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use dlc_jit::cuda::launch::Device;
 use dlc_jit::kir;
 use dlc_jit::kir::Ty;
@@ -20,12 +21,20 @@ pub struct Cuda {
     /// cuBLAS on the same stream, created on the first product.
     blas: Option<CudaBlas>,
     /// cuDNN on the same stream, opened on the first convolution (or why it could not be).
-    cudnn: Option<Result<std::sync::Arc<cudarc::cudnn::Cudnn>, String>>,
+    convs: Option<Result<super::cudnn_conv::Convolutions, String>>,
+    /// Page-locked staging buffers for uploads, each with the upload it last served.
+    staging: Vec<(PinnedHostSlice<u8>, u64)>,
+    uploads: u64,
 }
+
+/// Uploads this large go through page-locked staging (smaller ones are not worth a buffer).
+const STAGED_FROM: usize = 64 << 10;
+/// At most this many staging buffers are kept (the least recently used one is replaced).
+const STAGING_BUFFERS: usize = 8;
 
 impl Cuda {
     pub fn open() -> Result<Cuda, String> {
-        Ok(Cuda { dev: Device::open()?, modules: vec![], blas: None, cudnn: None })
+        Ok(Cuda { dev: Device::open()?, modules: vec![], blas: None, convs: None, staging: vec![], uploads: 0 })
     }
 }
 
@@ -96,8 +105,41 @@ impl Driver for Cuda {
         unsafe { self.dev.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| format!("allocating {bytes} bytes on the GPU: {e:?}"))
     }
 
+    /// A large upload (a batch) is copied into a page-locked buffer and sent from there
+    /// without waiting: the host goes on to queue the step while the copy runs, in stream
+    /// order before the kernels that read it. Each size keeps two buffers taken in turn, so a
+    /// batch is written into one while the other's copy may still be running (cudarc waits for
+    /// a buffer's last copy before handing it out for writing).
     fn upload(&mut self, bytes: &[u8]) -> Result<CudaSlice<u8>, String> {
-        self.dev.upload(bytes)
+        if bytes.len() < STAGED_FROM {
+            return self.dev.upload(bytes);
+        }
+        self.uploads += 1;
+        let same: Vec<usize> = (0..self.staging.len()).filter(|i| self.staging[*i].0.len() == bytes.len()).collect();
+        let i = match same.iter().copied().min_by_key(|i| self.staging[*i].1) {
+            Some(i) if same.len() >= 2 => i,
+            _ => {
+                // SAFETY: plain page-locked host memory, written whole below before any copy.
+                let buf = unsafe { self.dev.ctx.alloc_pinned::<u8>(bytes.len()) }
+                    .map_err(|e| format!("page-locked memory of {} bytes: {e:?}", bytes.len()))?;
+                if self.staging.len() < STAGING_BUFFERS {
+                    self.staging.push((buf, 0));
+                    self.staging.len() - 1
+                } else {
+                    let oldest = (0..self.staging.len()).min_by_key(|i| self.staging[*i].1).expect("staging buffers");
+                    self.staging[oldest] = (buf, 0);
+                    oldest
+                }
+            }
+        };
+        let (buf, used) = &mut self.staging[i];
+        *used = self.uploads;
+        buf.as_mut_slice().map_err(|e| format!("waiting for a staging buffer: {e:?}"))?.copy_from_slice(bytes);
+        // SAFETY: written whole by the copy queued next, before anything reads it.
+        let mut dst = unsafe { self.dev.stream.alloc::<u8>(bytes.len()) }
+            .map_err(|e| format!("allocating {} bytes on the GPU: {e:?}", bytes.len()))?;
+        self.dev.stream.memcpy_htod(&*buf, &mut dst).map_err(|e| format!("copying to the GPU: {e:?}"))?;
+        Ok(dst)
     }
 
     fn download(&mut self, buf: &CudaSlice<u8>, bytes: usize) -> Result<Vec<u8>, String> {
@@ -120,9 +162,15 @@ impl Driver for Cuda {
     }
 
     fn conv(&mut self, c: &Conv, a: &CudaSlice<u8>, b: &CudaSlice<u8>, out: &mut CudaSlice<u8>) -> Result<(), String> {
-        let stream = self.dev.stream.clone();
-        let cudnn = self.cudnn.get_or_insert_with(|| super::cudnn_conv::open(&stream)).clone()?;
-        super::cudnn_conv::run(&cudnn, &stream, c, a, b, out)
+        let (stream, gpu) = (&self.dev.stream, self.dev.gpu.to_string());
+        match self.convs.get_or_insert_with(|| super::cudnn_conv::Convolutions::open(stream, &gpu)) {
+            Ok(convs) => convs.run(c, a, b, out),
+            Err(why) => Err(why.clone()),
+        }
+    }
+
+    fn synchronize(&mut self) -> Result<(), String> {
+        self.dev.stream.synchronize().map_err(|e| format!("waiting for the GPU: {e:?}"))
     }
 
     fn launch(&mut self, module: ModuleId, index: usize, launch: &Launch, params: &[&CudaSlice<u8>]) -> Result<(), String> {

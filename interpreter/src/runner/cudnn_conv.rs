@@ -1,23 +1,114 @@
 //! f32 convolutions on the GPU through cuDNN (cudarc's `cudnn`, loaded at run time like the rest
 //! of CUDA): forward, data gradient and weight gradient in NCHW / OIHW, with FMA math only (no
-//! TF32: `precision = f32` means f32 products, as on the CPU), the algorithm from cuDNN's
-//! heuristics and a workspace allocated for the call.
+//! TF32: `precision = f32` means f32 products, as on the CPU).
 //!
-//! Not yet: algorithms chosen by measurement and kept with the tuning choices, the workspace from
-//! the memory plan, bf16/f16, channels-last, TF32 under `precision = tf32` (docs/gpu.md).
+//! Each convolution shape is planned once: its descriptors made, and its algorithm chosen by
+//! measurement — every deterministic algorithm cuDNN accepts for the shape, timed on the real
+//! operands, the fastest kept (the tuning guide's `cudnn.benchmark`). The choice is stored in
+//! the tuning file under this GPU, cuDNN version and build, so later runs take it without
+//! measuring. One workspace, the largest a chosen algorithm needs, serves every call.
+//!
+//! Deterministic only: cuDNN's data-gradient ALGO_0 and weight-gradient ALGO_0 / ALGO_3 add with
+//! atomics, so two runs from one seed could differ; they are never candidates (PyTorch's
+//! `use_deterministic_algorithms` leaves out the same ones).
+//!
+//! Not yet: the workspace from the memory plan, bf16/f16, channels-last, TF32 under
+//! `precision = tf32` (docs/gpu.md).
 
 use super::driver::{Conv, ConvDir};
-use cudarc::cudnn::{sys, ConvBackwardData, ConvBackwardFilter, ConvForward, Cudnn};
+use crate::exec::tune_store::{Pick, TuneStore};
+use cudarc::cudnn::{sys, ConvBackwardData, ConvBackwardFilter, ConvDescriptor, ConvForward, Cudnn, FilterDescriptor, TensorDescriptor};
 use cudarc::driver::{CudaSlice, CudaStream};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-/// cuDNN on `stream`, or why it cannot start (no libcudnn on the library path).
-pub fn open(stream: &Arc<CudaStream>) -> Result<Arc<Cudnn>, String> {
-    // SAFETY: only tries to open libcudnn by its usual names.
-    if !unsafe { sys::is_culib_present() } {
-        return Err("cuDNN (libcudnn.so) was not found on the library path".into());
+use sys::cudnnConvolutionBwdDataAlgo_t as DataAlgo;
+use sys::cudnnConvolutionBwdFilterAlgo_t as WeightAlgo;
+use sys::cudnnConvolutionFwdAlgo_t as FwdAlgo;
+
+/// The most workspace a candidate may ask for; one that needs more is not tried.
+const MAX_WORKSPACE: usize = 1 << 30;
+/// Timed launches per candidate (after one untimed); the fastest counts.
+const TIMED: usize = 3;
+
+/// One of cuDNN's algorithms for one of the three computations.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Algo {
+    Forward(FwdAlgo),
+    Data(DataAlgo),
+    Weight(WeightAlgo),
+}
+
+impl Algo {
+    /// The deterministic algorithms for `dir`, in cuDNN's order.
+    fn candidates(dir: ConvDir) -> Vec<Algo> {
+        match dir {
+            ConvDir::Forward => [
+                FwdAlgo::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                FwdAlgo::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                FwdAlgo::CUDNN_CONVOLUTION_FWD_ALGO_GEMM,
+                FwdAlgo::CUDNN_CONVOLUTION_FWD_ALGO_DIRECT,
+                FwdAlgo::CUDNN_CONVOLUTION_FWD_ALGO_FFT,
+                FwdAlgo::CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING,
+                FwdAlgo::CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD,
+                FwdAlgo::CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED,
+            ]
+            .map(Algo::Forward)
+            .to_vec(),
+            ConvDir::Data => [
+                DataAlgo::CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+                DataAlgo::CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT,
+                DataAlgo::CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING,
+                DataAlgo::CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD,
+                DataAlgo::CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED,
+            ]
+            .map(Algo::Data)
+            .to_vec(),
+            ConvDir::Weight => [
+                WeightAlgo::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+                WeightAlgo::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT,
+                WeightAlgo::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED,
+                WeightAlgo::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING,
+            ]
+            .map(Algo::Weight)
+            .to_vec(),
+        }
     }
-    Cudnn::new(stream.clone()).map_err(|e| format!("cuDNN could not start: {e:?}"))
+
+    /// cuDNN's name for it (`CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM`), as the tuning file keeps it.
+    fn name(self) -> String {
+        match self {
+            Algo::Forward(a) => format!("{a:?}"),
+            Algo::Data(a) => format!("{a:?}"),
+            Algo::Weight(a) => format!("{a:?}"),
+        }
+    }
+}
+
+/// A convolution shape's descriptors and chosen algorithm.
+struct Planned {
+    x: TensorDescriptor<f32>,
+    y: TensorDescriptor<f32>,
+    w: FilterDescriptor<f32>,
+    conv: ConvDescriptor<f32>,
+    algo: Algo,
+}
+
+/// cuDNN on the driver's stream, with every convolution shape planned so far.
+pub struct Convolutions {
+    cudnn: Arc<Cudnn>,
+    stream: Arc<CudaStream>,
+    plans: HashMap<String, Planned>,
+    /// The largest workspace a chosen algorithm needs, shared by every call on the stream.
+    workspace: Option<CudaSlice<u8>>,
+    store: Option<TuneStore>,
+    /// Algorithms measured in this run, and taken from the tuning file.
+    pub measured: usize,
+    pub from_file: usize,
+}
+
+fn e(what: &'static str) -> impl Fn(cudarc::cudnn::CudnnError) -> String {
+    move |err| format!("cuDNN {what}: {err:?}")
 }
 
 fn dims(d: [usize; 4]) -> Result<[i32; 4], String> {
@@ -28,67 +119,148 @@ fn dims(d: [usize; 4]) -> Result<[i32; 4], String> {
     Ok(out)
 }
 
-/// Queue `c` on cuDNN's stream: `a` and `b` as `Driver::conv` says, into `out`.
-pub fn run(
-    cudnn: &Arc<Cudnn>,
-    stream: &Arc<CudaStream>,
+impl Convolutions {
+    /// cuDNN on `stream`, or why it cannot start (no libcudnn on the library path). `gpu` names
+    /// the device in the tuning file's machine key.
+    pub fn open(stream: &Arc<CudaStream>, gpu: &str) -> Result<Convolutions, String> {
+        // SAFETY: only tries to open libcudnn by its usual names.
+        if !unsafe { sys::is_culib_present() } {
+            return Err("cuDNN (libcudnn.so) was not found on the library path".into());
+        }
+        let cudnn = Cudnn::new(stream.clone()).map_err(|e| format!("cuDNN could not start: {e:?}"))?;
+        // SAFETY: cuDNN is loaded (above); the call takes no arguments.
+        let version = unsafe { sys::cudnnGetVersion() };
+        let machine = format!("{gpu} cuDNN {version} build={}", crate::exec::tune_store::build_id());
+        let store = crate::exec::tune_store::default_path().map(|p| TuneStore::open(p, machine));
+        Ok(Convolutions { cudnn, stream: stream.clone(), plans: HashMap::new(), workspace: None, store, measured: 0, from_file: 0 })
+    }
+
+    /// Queue `c` on cuDNN's stream: `a` and `b` as `Driver::conv` says, into `out`.
+    pub fn run(&mut self, c: &Conv, a: &CudaSlice<u8>, b: &CudaSlice<u8>, out: &mut CudaSlice<u8>) -> Result<(), String> {
+        let key = format!("conv {:?} x={:?} w={:?} y={:?} {:?}", c.dir, c.x, c.w, c.y, c.attrs);
+        if !self.plans.contains_key(&key) {
+            let planned = self.plan(&key, c, a, b, out)?;
+            self.plans.insert(key.clone(), planned);
+        }
+        let p = &self.plans[&key];
+        launch(p, p.algo, self.workspace.as_mut(), c, a, b, out)
+    }
+
+    /// Descriptors for `c`, and its algorithm: from the tuning file, else measured on these
+    /// operands (and stored).
+    fn plan(&mut self, key: &str, c: &Conv, a: &CudaSlice<u8>, b: &CudaSlice<u8>, out: &mut CudaSlice<u8>) -> Result<Planned, String> {
+        let nchw = sys::cudnnTensorFormat_t::CUDNN_TENSOR_NCHW;
+        let a32 = |v: (i64, i64)| [v.0 as i32, v.1 as i32];
+        let mut conv = self
+            .cudnn
+            .create_conv2d::<f32>(
+                a32(c.attrs.padding),
+                a32(c.attrs.stride),
+                a32(c.attrs.dilation),
+                sys::cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
+            )
+            .map_err(e("convolution descriptor"))?;
+        conv.set_math_type(sys::cudnnMathType_t::CUDNN_FMA_MATH).map_err(e("math type"))?;
+        conv.set_group_count(c.attrs.groups as i32).map_err(e("groups"))?;
+        let mut p = Planned {
+            x: self.cudnn.create_4d_tensor::<f32>(nchw, dims(c.x)?).map_err(e("x descriptor"))?,
+            y: self.cudnn.create_4d_tensor::<f32>(nchw, dims(c.y)?).map_err(e("y descriptor"))?,
+            w: self.cudnn.create_4d_filter::<f32>(nchw, dims(c.w)?).map_err(e("filter descriptor"))?,
+            conv,
+            algo: Algo::candidates(c.dir)[0],
+        };
+        let stored = self.store.as_ref().and_then(|s| s.pick(key));
+        if let Some(algo) = stored.and_then(|pick| Algo::candidates(c.dir).into_iter().find(|a| a.name() == pick.name)) {
+            if let Ok(bytes) = workspace_size(&p, algo) {
+                self.grow_workspace(bytes)?;
+                p.algo = algo;
+                self.from_file += 1;
+                return Ok(p);
+            }
+        }
+        let mut timed: Vec<(Algo, u64)> = vec![];
+        for algo in Algo::candidates(c.dir) {
+            let Ok(bytes) = workspace_size(&p, algo) else { continue };
+            if bytes > MAX_WORKSPACE || self.grow_workspace(bytes).is_err() {
+                continue;
+            }
+            // The untimed launch also tells whether cuDNN takes this algorithm for the shape.
+            if launch(&p, algo, self.workspace.as_mut(), c, a, b, out).is_err() || self.wait().is_err() {
+                continue;
+            }
+            let mut best = u64::MAX;
+            for _ in 0..TIMED {
+                let t0 = std::time::Instant::now();
+                launch(&p, algo, self.workspace.as_mut(), c, a, b, out)?;
+                self.wait()?;
+                best = best.min(t0.elapsed().as_nanos() as u64);
+            }
+            timed.push((algo, best));
+        }
+        let &(algo, _) = timed.iter().min_by_key(|(_, ns)| *ns).ok_or_else(|| format!("cuDNN has no algorithm for {key}"))?;
+        p.algo = algo;
+        self.measured += 1;
+        if let Some(store) = &self.store {
+            store.put_pick(key.to_string(), Pick { name: algo.name(), ns: timed.iter().map(|(a, ns)| (a.name(), *ns)).collect() });
+            // A tuning file that cannot be written costs a measurement next run, nothing more.
+            let _ = store.save();
+        }
+        Ok(p)
+    }
+
+    fn grow_workspace(&mut self, bytes: usize) -> Result<(), String> {
+        if bytes > 0 && self.workspace.as_ref().is_none_or(|w| w.len() < bytes) {
+            // SAFETY: cuDNN's scratch space; nothing reads it before cuDNN writes it. The old
+            // one is freed in stream order, after the work queued on it.
+            self.workspace =
+                Some(unsafe { self.stream.alloc::<u8>(bytes) }.map_err(|e| format!("a cuDNN workspace of {bytes} bytes: {e:?}"))?);
+        }
+        Ok(())
+    }
+
+    fn wait(&self) -> Result<(), String> {
+        self.stream.synchronize().map_err(|e| format!("waiting for cuDNN: {e:?}"))
+    }
+}
+
+fn workspace_size(p: &Planned, algo: Algo) -> Result<usize, String> {
+    match algo {
+        Algo::Forward(a) => ConvForward { conv: &p.conv, x: &p.x, w: &p.w, y: &p.y }.get_workspace_size(a),
+        Algo::Data(a) => ConvBackwardData { conv: &p.conv, dx: &p.x, w: &p.w, dy: &p.y }.get_workspace_size(a),
+        Algo::Weight(a) => ConvBackwardFilter { conv: &p.conv, x: &p.x, dw: &p.w, dy: &p.y }.get_workspace_size(a),
+    }
+    .map_err(e("workspace size"))
+}
+
+/// Queue `algo` for `c` on `p`'s descriptors.
+fn launch(
+    p: &Planned,
+    algo: Algo,
+    ws: Option<&mut CudaSlice<u8>>,
     c: &Conv,
     a: &CudaSlice<u8>,
     b: &CudaSlice<u8>,
     out: &mut CudaSlice<u8>,
 ) -> Result<(), String> {
-    fn e(what: &'static str) -> impl Fn(cudarc::cudnn::CudnnError) -> String {
-        move |err| format!("cuDNN {what}: {err:?}")
-    }
-    let nchw = sys::cudnnTensorFormat_t::CUDNN_TENSOR_NCHW;
-    let x = cudnn.create_4d_tensor::<f32>(nchw, dims(c.x)?).map_err(e("x descriptor"))?;
-    let y = cudnn.create_4d_tensor::<f32>(nchw, dims(c.y)?).map_err(e("y descriptor"))?;
-    let w = cudnn.create_4d_filter::<f32>(nchw, dims(c.w)?).map_err(e("filter descriptor"))?;
-    let a32 = |v: (i64, i64)| [v.0 as i32, v.1 as i32];
-    let mut conv = cudnn
-        .create_conv2d::<f32>(
-            a32(c.attrs.padding),
-            a32(c.attrs.stride),
-            a32(c.attrs.dilation),
-            sys::cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
-        )
-        .map_err(e("convolution descriptor"))?;
-    conv.set_math_type(sys::cudnnMathType_t::CUDNN_FMA_MATH).map_err(e("math type"))?;
-    conv.set_group_count(c.attrs.groups as i32).map_err(e("groups"))?;
     let too_small = || "a convolution's buffer is smaller than its shape".to_string();
-    let workspace = |bytes: usize| -> Result<Option<CudaSlice<u8>>, String> {
-        // SAFETY: cuDNN's scratch space; nothing reads it before cuDNN writes it.
-        (bytes > 0)
-            .then(|| unsafe { stream.alloc::<u8>(bytes) }.map_err(|e| format!("a cuDNN workspace of {bytes} bytes: {e:?}")))
-            .transpose()
-    };
     let [sa, sb, so] = c.operands().map(|d| d.iter().product::<usize>());
     // SAFETY: the views hold the descriptors' element counts of f32 (checked by `transmute`'s
     // lengths), in the NCHW / OIHW layouts the descriptors state; each launch below reads and
-    // writes them as `Conv::operands` orders them.
-    let (av, bv) = unsafe { (a.transmute::<f32>(sa).ok_or_else(too_small)?, b.transmute::<f32>(sb).ok_or_else(too_small)?) };
-    let mut ov = unsafe { out.transmute_mut::<f32>(so).ok_or_else(too_small)? };
-    match c.dir {
-        ConvDir::Forward => {
-            let op = ConvForward { conv: &conv, x: &x, w: &w, y: &y };
-            let algo = op.pick_algorithm().map_err(e("forward algorithm"))?;
-            let mut ws = workspace(op.get_workspace_size(algo).map_err(e("forward workspace"))?)?;
-            // SAFETY: as above.
-            unsafe { op.launch(algo, ws.as_mut(), (1.0, 0.0), &av, &bv, &mut ov) }.map_err(e("forward"))
-        }
-        ConvDir::Data => {
-            let op = ConvBackwardData { conv: &conv, dx: &x, w: &w, dy: &y };
-            let algo = op.pick_algorithm().map_err(e("data-gradient algorithm"))?;
-            let mut ws = workspace(op.get_workspace_size(algo).map_err(e("data-gradient workspace"))?)?;
-            // SAFETY: as above.
-            unsafe { op.launch(algo, ws.as_mut(), (1.0, 0.0), &mut ov, &bv, &av) }.map_err(e("data gradient"))
-        }
-        ConvDir::Weight => {
-            let op = ConvBackwardFilter { conv: &conv, x: &x, dw: &w, dy: &y };
-            let algo = op.pick_algorithm().map_err(e("weight-gradient algorithm"))?;
-            let mut ws = workspace(op.get_workspace_size(algo).map_err(e("weight-gradient workspace"))?)?;
-            // SAFETY: as above.
-            unsafe { op.launch(algo, ws.as_mut(), (1.0, 0.0), &av, &mut ov, &bv) }.map_err(e("weight gradient"))
+    // writes them as `Conv::operands` orders them; the workspace is at least the size cuDNN
+    // asked for this algorithm (`grow_workspace`).
+    unsafe {
+        let (av, bv) = (a.transmute::<f32>(sa).ok_or_else(too_small)?, b.transmute::<f32>(sb).ok_or_else(too_small)?);
+        let mut ov = out.transmute_mut::<f32>(so).ok_or_else(too_small)?;
+        match algo {
+            Algo::Forward(al) => {
+                ConvForward { conv: &p.conv, x: &p.x, w: &p.w, y: &p.y }.launch(al, ws, (1.0, 0.0), &av, &bv, &mut ov).map_err(e("forward"))
+            }
+            Algo::Data(al) => ConvBackwardData { conv: &p.conv, dx: &p.x, w: &p.w, dy: &p.y }
+                .launch(al, ws, (1.0, 0.0), &mut ov, &bv, &av)
+                .map_err(e("data gradient")),
+            Algo::Weight(al) => ConvBackwardFilter { conv: &p.conv, x: &p.x, dw: &p.w, dy: &p.y }
+                .launch(al, ws, (1.0, 0.0), &av, &mut ov, &bv)
+                .map_err(e("weight gradient")),
         }
     }
 }

@@ -5,16 +5,25 @@
 //! kept in slots that a step's results are moved into without a copy.
 //!
 //! Matrix products run on the device through the driver's gemm (cuBLAS), a transpose left as a
-//! view read through the call's transpose flag. Library ops that `kir::lower_library` can
-//! express (a lone elementwise op, a broadcast or permutation of any type, an i64 comparison,
-//! an f32 sum over axes, an argmax over rows, uniform draws from the CPU's stream) are kernels of
-//! the plan's module like the fused ones. An op with no operands (an iota, a seeded `randn`) is
-//! computed once on the host and kept. What has no device kernel yet (convolutions, pooling,
-//! gathers, slices, other reductions; a kernel the kernel IR cannot express) runs on the host:
-//! its inputs are downloaded, the interpreter computes it, and its outputs are uploaded.
-//! `Report::host_ops` counts these by op, so `explain`/`bench` can say what still crosses the bus.
+//! view read through the call's transpose flag; convolutions through the driver's convolution
+//! (cuDNN, device_executor/conv.rs). Library ops that `kir::lower_library` can express (a lone
+//! elementwise op, broadcasts, permutations, slices and their gradients, concatenations, i64
+//! arithmetic, f32 sums over axes, argmax over rows, pooling and its gradient, uniform draws
+//! from the CPU's stream, the embedding lookup and its gradient) are kernels of the plan's
+//! module like the fused ones; a lookup is followed by its index check, whose flag is read where
+//! the host next waits for the device (an index out of range stops the run with the CPU's
+//! error). An op with no operands (an iota, a seeded `randn`) is computed once on the host and
+//! kept (`Report::once_ops`). What has no device kernel yet (other reductions, normal draws, a
+//! kernel the kernel IR cannot express) runs on the host: its inputs are downloaded, the
+//! interpreter computes it, and its outputs are uploaded. `Report::host_ops` counts these round
+//! trips by op, so `explain`/`bench` can say what still crosses the bus.
+//!
+//! With `dlc bench --profile` each kernel is waited for and timed (`profiled`).
 
 mod conv;
+mod placement;
+
+pub use placement::{placement, Placement};
 
 use super::driver::{Driver, ModuleId, Product};
 use super::storage;
@@ -28,6 +37,7 @@ use dlc_language::ir::{Graph, NodeId, Op};
 use dlc_language::passes::fusion::{is_transpose, Kernel, Plan};
 use dlc_language::passes::memory::MemoryPlan;
 use dlc_language::types::DType;
+use placement::kind_of;
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -63,6 +73,9 @@ impl<B> Value<B> {
 /// The nodes a kernel's parameters bind: inputs then outputs, per member, in parameter order.
 pub type Binding = Vec<(Vec<NodeId>, Vec<NodeId>)>;
 
+/// A lookup's index-check flag and its table's rows.
+type Flag<B> = (Rc<B>, usize);
+
 /// A matrix product's operand: its value, and whether it is a transpose read through its source.
 type Operand<B> = Option<(Value<B>, bool)>;
 
@@ -82,6 +95,8 @@ struct Loaded {
     params: Vec<(kir::Param, bool)>,
     kind: &'static str,
     io: Binding,
+    /// A lookup's index check: its index in the module, launch shape, and the table's rows.
+    check: Option<(usize, Launch, usize)>,
 }
 
 pub struct DeviceExecutor<D: Driver> {
@@ -100,6 +115,13 @@ pub struct DeviceExecutor<D: Driver> {
     report: Report,
     /// The driver could not run a convolution (no cuDNN): the rest go through the host.
     conv_unavailable: bool,
+    /// When set (`dlc bench --profile`), each kernel is waited for and its time added here,
+    /// by kind and output shape.
+    profile: Option<crate::exec::KernelTimes>,
+    /// Each lookup's index-check flag (by module and check kernel), zero until an index is
+    /// out of range; and the flags written since the host last read them, with their rows.
+    flags: HashMap<(ModuleId, usize), Rc<D::Buf>>,
+    unread_flags: std::collections::BTreeMap<(ModuleId, usize), Flag<D::Buf>>,
 }
 
 fn fail(e: impl std::fmt::Display) -> RuntimeError {
@@ -123,16 +145,64 @@ impl<D: Driver> DeviceExecutor<D> {
             plans: HashMap::new(),
             report,
             conv_unavailable: false,
+            profile: None,
+            flags: HashMap::new(),
+            unread_flags: Default::default(),
         }
+    }
+
+    /// Read the index checks launched since the last read: an index out of range stops the
+    /// run with the interpreter's error. Called where the host waits for the device anyway.
+    fn read_index_checks(&mut self) -> Result<(), RuntimeError> {
+        for (key, (flag, rows)) in std::mem::take(&mut self.unread_flags) {
+            let bytes = self.driver.download(&flag, 8).map_err(fail)?;
+            let k = i64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+            if k != 0 {
+                self.flags.remove(&key); // a fresh flag for whatever runs next
+                return Err(RuntimeError::Unsupported(format!("index {k} is out of range for {rows} rows")));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn with_profile(mut self, profile: Option<crate::exec::KernelTimes>) -> DeviceExecutor<D> {
+        self.profile = profile;
+        self
+    }
+
+    /// With profiling on, wait for kernel `k` and add the time since `started` to its entry.
+    fn profiled(&mut self, g: &Graph, k: &Kernel, outputs: &[NodeId], started: Option<std::time::Instant>) -> Result<(), RuntimeError> {
+        let (Some(p), Some(t0), Some(first)) = (self.profile.clone(), started, outputs.first()) else { return Ok(()) };
+        if matches!(k, Kernel::Free(_)) {
+            return Ok(()); // inputs, parameters, views: nothing runs
+        }
+        self.driver.synchronize().map_err(fail)?;
+        let what = match k {
+            Kernel::Library(n) | Kernel::Free(n) => g.node(*n).op.kind_name(),
+            other => format!("fused {}", kind_of(other)),
+        };
+        let key = format!("{what} {:?}", shape_of(g, *first));
+        let mut p = p.lock().expect("profile lock");
+        let e = p.entry(key).or_insert((0, 0.0));
+        e.0 += 1;
+        e.1 += t0.elapsed().as_secs_f64();
+        Ok(())
     }
 
     fn upload(&mut self, t: &Tensor) -> Result<Value<D::Buf>, RuntimeError> {
         let t = t.clone().widened();
         let place = match storage::device_type(t.dtype) {
             Some(ty) => {
-                let bytes = storage::to_bytes(&t, ty);
+                let converted;
+                let bytes = match storage::as_bytes(&t, ty) {
+                    Some(own) => own,
+                    None => {
+                        converted = storage::to_bytes(&t, ty);
+                        &converted
+                    }
+                };
                 self.report.bytes_up += bytes.len() as u64;
-                Place::Device(Rc::new(self.driver.upload(&bytes).map_err(fail)?), ty)
+                Place::Device(Rc::new(self.driver.upload(bytes).map_err(fail)?), ty)
             }
             None => Place::Host(t.clone()),
         };
@@ -160,21 +230,37 @@ impl<D: Driver> DeviceExecutor<D> {
         let started = std::time::Instant::now();
         let tag = self.plans.len();
         let mut lowered: Vec<(String, usize, kir::Kernel, Binding)> = vec![];
+        // Each lookup's index check, loaded after the plan's kernels: (name, plan kernel, kernel).
+        let mut checks: Vec<(String, usize, kir::Kernel)> = vec![];
         for (i, k) in plan.kernels.iter().enumerate() {
             match device_kernel(g, k) {
-                Ok(Some((kernel, io))) => lowered.push((format!("p{tag}_k{i}_{}", kernel.kind()), i, kernel, io)),
+                Ok(Some((kernel, io))) => {
+                    if let kir::Kernel::Take(t) = &kernel {
+                        checks.push((
+                            format!("p{tag}_k{i}_index_check"),
+                            i,
+                            kir::Kernel::IndexCheck(kir::IndexCheck { rows: t.rows, n: t.n }),
+                        ));
+                    }
+                    lowered.push((format!("p{tag}_k{i}_{}", kernel.kind()), i, kernel, io));
+                }
                 Ok(None) => {}
                 Err(e) => self.report.not_lowered.push(format!("kernel #{i}: {e}")),
             }
         }
-        let named: Vec<(&str, &kir::Kernel)> = lowered.iter().map(|(n, _, k, _)| (n.as_str(), k)).collect();
+        let named: Vec<(&str, &kir::Kernel)> =
+            lowered.iter().map(|(n, _, k, _)| (n.as_str(), k)).chain(checks.iter().map(|(n, _, k)| (n.as_str(), k))).collect();
         let mut kernels = vec![None; plan.kernels.len()];
         let module = if named.is_empty() {
             None
         } else {
             let (module, launches) = self.driver.load(&named).map_err(fail)?;
-            for (index, ((_, i, k, io), launch)) in lowered.iter().zip(launches).enumerate() {
-                kernels[*i] = Some(Loaded { index, launch, params: k.params(), kind: k.kind(), io: io.clone() });
+            for (index, ((_, i, k, io), launch)) in lowered.iter().zip(&launches).enumerate() {
+                kernels[*i] = Some(Loaded { index, launch: *launch, params: k.params(), kind: k.kind(), io: io.clone(), check: None });
+            }
+            for (c, ((_, i, k), launch)) in checks.iter().zip(&launches[lowered.len()..]).enumerate() {
+                let (Some(loaded), kir::Kernel::IndexCheck(ic)) = (kernels[*i].as_mut(), k) else { continue };
+                loaded.check = Some((lowered.len() + c, *launch, ic.rows));
             }
             self.report.modules += 1;
             Some(module)
@@ -216,7 +302,7 @@ impl<D: Driver> DeviceExecutor<D> {
         if let Some(v) = self.constants.get(&n) {
             return Ok(v.clone());
         }
-        let v = self.host(g, k, &[n])?.remove(0);
+        let v = self.on_host(g, k, &[n], true)?.remove(0);
         self.constants.insert(n, v.clone());
         Ok(v)
     }
@@ -249,6 +335,11 @@ impl<D: Driver> DeviceExecutor<D> {
     /// Run plan kernel `k` on the host: download what it reads, let the interpreter compute it,
     /// upload `outputs`.
     fn host(&mut self, g: &Graph, k: &Kernel, outputs: &[NodeId]) -> Result<Vec<Value<D::Buf>>, RuntimeError> {
+        self.on_host(g, k, outputs, false)
+    }
+
+    /// `host`, counted as computed once per plan (`once`) or as a round trip of the run.
+    fn on_host(&mut self, g: &Graph, k: &Kernel, outputs: &[NodeId], once: bool) -> Result<Vec<Value<D::Buf>>, RuntimeError> {
         let mut ex = Executor::new(0);
         let reads: Vec<NodeId> = match k {
             Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).src.clone(),
@@ -261,7 +352,8 @@ impl<D: Driver> DeviceExecutor<D> {
             Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).op.kind_name(),
             other => format!("fused {}", kind_of(other)),
         };
-        *self.report.host_ops.entry(name).or_insert(0) += 1;
+        let counts = if once { &mut self.report.once_ops } else { &mut self.report.host_ops };
+        *counts.entry(name).or_insert(0) += 1;
         ex.run_plan(g, &Plan { kernels: vec![k.clone()], roots: outputs.to_vec() })?;
         let mut out = vec![];
         for o in outputs {
@@ -344,6 +436,22 @@ impl<D: Driver> DeviceExecutor<D> {
         self.driver.launch(module, loaded.index, &loaded.launch, &refs).map_err(fail)?;
         self.report.launches += 1;
         *self.report.launches_by_kind.entry(loaded.kind.to_string()).or_insert(0) += 1;
+        if let Some((index, launch, rows)) = &loaded.check {
+            // The lookup's indices (its second parameter) checked into the flag kept for it.
+            let key = (module, *index);
+            let flag = match self.flags.get(&key) {
+                Some(f) => f.clone(),
+                None => {
+                    let f = Rc::new(self.driver.upload(&0i64.to_le_bytes()).map_err(fail)?);
+                    self.flags.insert(key, f.clone());
+                    f
+                }
+            };
+            self.driver.launch(module, *index, launch, &[refs[1], flag.as_ref()]).map_err(fail)?;
+            self.report.launches += 1;
+            *self.report.launches_by_kind.entry("index_check".into()).or_insert(0) += 1;
+            self.unread_flags.insert(key, (flag, *rows));
+        }
         for (n, b, ty) in outs {
             let node = g.node(n);
             self.values.insert(n, Value { dtype: node.dtype, shape: shape_of(g, n), place: Place::Device(b, ty) });
@@ -368,47 +476,6 @@ fn gemm_type(g: &Graph, n: NodeId) -> Option<Ty> {
     let node = g.node(n);
     let ty = storage::device_type(node.dtype).filter(|t| matches!(t, Ty::F32 | Ty::BF16 | Ty::F16))?;
     (matches!(node.op, Op::MatMul) && node.shape.len() >= 2).then_some(ty)
-}
-
-/// Where each kernel of `plan` runs on a GPU (`dlc explain`): generated kernels by kind, matrix
-/// products on the device's gemm, and what goes through the host, by op.
-#[derive(Debug, Default, serde::Serialize)]
-pub struct Placement {
-    pub generated: std::collections::BTreeMap<String, usize>,
-    pub gemm: usize,
-    /// Convolutions (and their gradients) on the driver's convolution: cuDNN.
-    pub conv: usize,
-    /// Ops with no operands and no kernel (an iota): computed on the host once, then kept.
-    pub once: std::collections::BTreeMap<String, usize>,
-    pub host: std::collections::BTreeMap<String, usize>,
-}
-
-pub fn placement(g: &Graph, plan: &Plan) -> Placement {
-    let mut p = Placement::default();
-    for k in &plan.kernels {
-        match k {
-            Kernel::View(_) | Kernel::Free(_) => {}
-            Kernel::Library(n) if gemm_type(g, *n).is_some() => p.gemm += 1,
-            Kernel::Library(n) if conv::on_device(g, *n) => p.conv += 1,
-            other => match (device_kernel(g, other), other) {
-                (Ok(Some((kernel, _))), _) => *p.generated.entry(kernel.kind().to_string()).or_insert(0) += 1,
-                (_, Kernel::Library(n)) if g.node(*n).src.is_empty() => *p.once.entry(g.node(*n).op.kind_name()).or_insert(0) += 1,
-                (_, Kernel::Library(n)) => *p.host.entry(g.node(*n).op.kind_name()).or_insert(0) += 1,
-                _ => *p.host.entry(format!("fused {}", kind_of(other))).or_insert(0) += 1,
-            },
-        }
-    }
-    p
-}
-
-fn kind_of(k: &Kernel) -> &'static str {
-    match k {
-        Kernel::Fused(_) => "elementwise",
-        Kernel::Group(_) => "group",
-        Kernel::Rows(_) => "rows",
-        Kernel::Reduce(_) => "reduction",
-        Kernel::Library(_) | Kernel::Free(_) | Kernel::View(_) => "library",
-    }
 }
 
 impl<D: Driver> Runner for DeviceExecutor<D> {
@@ -439,6 +506,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
             if outputs.iter().all(|o| self.values.contains_key(o)) {
                 continue;
             }
+            let started = self.profile.as_ref().map(|_| std::time::Instant::now());
             match k {
                 Kernel::View(_) => {}
                 Kernel::Free(n) => {
@@ -477,6 +545,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
                     }
                 }
             }
+            self.profiled(g, k, &outputs, started)?;
             let mut fetch = |n: NodeId| -> Result<Tensor, RuntimeError> {
                 let v = self.values.get(&n).cloned().ok_or_else(|| fail(format!("{n:?} is not computed yet")))?;
                 self.download(&v)
@@ -492,6 +561,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
     }
 
     fn fetch(&mut self, _g: &Graph, node: NodeId) -> Result<Tensor, RuntimeError> {
+        self.read_index_checks()?;
         let v = self.values.get(&node).cloned().ok_or_else(|| fail(format!("{node:?} is not a result of the last run")))?;
         self.download(&v)
     }
@@ -513,6 +583,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
     }
 
     fn take(&mut self, slot: Slot) -> Result<Tensor, RuntimeError> {
+        self.read_index_checks()?;
         let v = self.slots.get(&slot).cloned().ok_or_else(|| fail(format!("nothing is resident in {slot:?}")))?;
         self.download(&v)
     }

@@ -29,6 +29,8 @@ pub trait Driver {
     /// Queue the f32 convolution `c` (cuDNN on the GPU) of `a` and `b` into `out`, operands as
     /// `Conv::operands` orders them.
     fn conv(&mut self, c: &Conv, a: &Self::Buf, b: &Self::Buf, out: &mut Self::Buf) -> Result<(), String>;
+    /// Wait for the work queued so far (`dlc bench --profile` times each kernel to its end).
+    fn synchronize(&mut self) -> Result<(), String>;
 }
 
 /// Which of a convolution's three computations.

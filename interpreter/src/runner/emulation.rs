@@ -35,6 +35,10 @@ static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); ret
 static inline float __uint_as_float(unsigned int i) { float f; std::memcpy(&f, &i, 4); return f; }
 static inline unsigned int __float_as_uint(float f) { unsigned int i; std::memcpy(&i, &f, 4); return i; }
 static inline void __syncthreads() { dlc_block_barrier->arrive_and_wait(); }
+// Blocks run one after another, and only a block's thread 0 takes part in the cross-block
+// counters (sums split across blocks): plain memory serves.
+static inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { unsigned int old = *p; *p = old + v; return old; }
+static inline void __threadfence() {}
 // Every thread of the block reaches each shuffle (the kernels shuffle in uniform loops): each
 // writes its value, all wait, each reads its partner's (its own past the warp's end), all wait.
 template <typename T> static inline T __shfl_down_sync(unsigned int, T v, int delta) {
@@ -47,21 +51,33 @@ template <typename T> static inline T __shfl_down_sync(unsigned int, T v, int de
   return r;
 }
 // A kernel without barriers or shuffles runs its threads one after another on this thread;
-// one with them gets a thread per CUDA thread, meeting at each barrier.
+// one with them gets a thread per CUDA thread, meeting at each barrier. Those threads are
+// started once and run every block in turn (a split sum launches a thousand blocks): thread 0
+// moves blockIdx on between two barriers.
 static void dlc_launch(unsigned int grid, unsigned int block, bool cooperative, const std::function<void()>& kernel) {
   gridDim.x = grid; blockDim.x = block;
-  for (unsigned int b = 0; b < grid; b++) {
-    blockIdx.x = b;
-    if (!cooperative) {
+  if (!cooperative) {
+    for (unsigned int b = 0; b < grid; b++) {
+      blockIdx.x = b;
       for (unsigned int t = 0; t < block; t++) { threadIdx.x = t; kernel(); }
-      continue;
     }
-    std::barrier<> bar(block);
-    dlc_block_barrier = &bar;
-    std::vector<std::thread> threads;
-    for (unsigned int t = 0; t < block; t++) threads.emplace_back([t, &kernel] { threadIdx.x = t; kernel(); });
-    for (auto& th : threads) th.join();
+    return;
   }
+  std::barrier<> bar(block);
+  dlc_block_barrier = &bar;
+  std::vector<std::thread> threads;
+  for (unsigned int t = 0; t < block; t++) {
+    threads.emplace_back([t, grid, &bar, &kernel] {
+      threadIdx.x = t;
+      for (unsigned int b = 0; b < grid; b++) {
+        if (t == 0) blockIdx.x = b;
+        bar.arrive_and_wait();
+        kernel();
+        bar.arrive_and_wait();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
 }
 "#;
 

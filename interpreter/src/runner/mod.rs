@@ -49,8 +49,12 @@ pub struct Report {
     /// Generated kernels launched, and by kind (elementwise, group, rows, sum).
     pub launches: usize,
     pub launches_by_kind: BTreeMap<String, usize>,
-    /// Ops computed on the host for want of a device kernel, by op.
+    /// Ops computed on the host for want of a device kernel, by op: each a round trip.
     pub host_ops: BTreeMap<String, usize>,
+    /// Ops with no operands and no kernel (a constant, an iota), computed on the host once per
+    /// plan and then kept on the device: not a round trip of any step.
+    #[serde(default)]
+    pub once_ops: BTreeMap<String, usize>,
     /// Kernels the kernel IR could not express (they ran on the host), and why.
     pub not_lowered: Vec<String>,
     pub bytes_up: u64,

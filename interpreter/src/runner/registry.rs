@@ -73,12 +73,12 @@ const DEVICES: &[Entry] = &[
                 driver: 0,
             }))
         },
-        open: |_| Ok(Box::new(DeviceExecutor::new(emulated::Emulated::new()))),
+        open: |o| Ok(Box::new(DeviceExecutor::new(emulated::Emulated::new()).with_profile(o.profile.clone()))),
     },
     Entry {
         kind: DeviceKind::Cuda,
         probe: || dlc_jit::cuda::probe().map(Some),
-        open: |_| Ok(Box::new(DeviceExecutor::new(cuda::Cuda::open()?))),
+        open: |o| Ok(Box::new(DeviceExecutor::new(cuda::Cuda::open()?).with_profile(o.profile.clone()))),
     },
 ];
 

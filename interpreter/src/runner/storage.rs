@@ -13,6 +13,19 @@ pub fn device_type(dtype: DType) -> Option<Ty> {
     kir::lower_storage(dtype)
 }
 
+/// `t`'s own memory as the bytes of storage `ty`, where the two agree (f32 and i64 on a
+/// little-endian host): an upload then reads the tensor itself, without a converted copy.
+pub fn as_bytes(t: &Tensor, ty: Ty) -> Option<&[u8]> {
+    if cfg!(target_endian = "big") {
+        return None;
+    }
+    match (&t.data, ty) {
+        (Data::F32(v), Ty::F32) => Some(bytemuck::cast_slice(v.as_slice())),
+        (Data::I64(v), Ty::I64) => Some(bytemuck::cast_slice(v.as_slice())),
+        _ => None,
+    }
+}
+
 /// `t` in storage `ty`.
 pub fn to_bytes(t: &Tensor, ty: Ty) -> Vec<u8> {
     match (&t.data, ty) {
@@ -66,6 +79,9 @@ mod tests {
             let ty = device_type(dtype).expect("a device dtype");
             let bytes = to_bytes(&t, ty);
             assert_eq!(bytes.len(), 4 * ty.bytes(), "{dtype}");
+            if let Some(own) = as_bytes(&t, ty) {
+                assert_eq!(own, &bytes[..], "{dtype}: the tensor's own bytes are its storage");
+            }
             let back = from_bytes(dtype, vec![2, 2], ty, &bytes);
             let (a, b) = (t.to_f64(), back.to_f64());
             assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "{dtype}: {a:?} -> {b:?}");

@@ -7,7 +7,9 @@
 //! (products go to the device's gemm).
 
 use super::lower::{concrete, contiguous, expand_strides, lower_region, storage, LowerError};
-use super::{ArgMax, Buf, Concat, Copy, Elementwise, Index, Inst, IntBinary, Kernel, Param, Pool, Rand, SumAxes, TakeGrad, Ty, Unslice};
+use super::{
+    ArgMax, Buf, Concat, Copy, Elementwise, Index, Inst, IntBinary, Kernel, Param, Pool, Rand, SumAxes, Take, TakeGrad, Ty, Unslice,
+};
 use dlc_language::ir::{BinaryOp, Graph, NodeId, Op, PoolKind, RandDist, ReduceOp};
 use dlc_language::passes::fusion::{is_fusible, Region};
 use dlc_language::types::DType;
@@ -72,8 +74,15 @@ pub fn lower_library(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
             Some((Kernel::ArgMax(ArgMax { rows: shape.iter().product(), len, input: param(s)? }), vec![s]))
         }
         Op::Pool2d { .. } | Op::Pool2dGrad { .. } => pool(g, n)?,
-        // src = [indices, grad_out]. Out-of-range indices add nothing here; the forward `take`
-        // of the same indices (on the host) has already stopped the step with the error.
+        // src = [table, indices]; the executor checks the indices beside it (`IndexCheck`).
+        Op::Take if g.node(node.src[1]).dtype == DType::I64 && !concrete(g, node.src[0]).is_empty() => {
+            let table = concrete(g, node.src[0]);
+            let (rows, row) = (table[0], table[1..].iter().product::<usize>());
+            let ty = param(node.src[0])?.ty;
+            Some((Kernel::Take(Take { rows, row, n: concrete(g, node.src[1]).iter().product(), ty }), node.src.clone()))
+        }
+        // src = [indices, grad_out]. Out-of-range indices add nothing here; the forward's
+        // index check has already stopped the step with the error.
         Op::TakeGrad
             if node.dtype == DType::F32
                 && g.node(node.src[0]).dtype == DType::I64
@@ -87,9 +96,10 @@ pub fn lower_library(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
             (rows.saturating_mul(n) <= TAKE_GRAD_MAX && concrete(g, node.src[1]).iter().product::<usize>() == n * row)
                 .then(|| (Kernel::TakeGrad(TakeGrad { rows, row, n }), node.src.clone()))
         }
-        Op::Rand { dist: RandDist::Uniform, seed } if node.dtype == DType::F32 && node.src.len() <= 1 => {
+        Op::Rand { dist, seed } if node.dtype == DType::F32 && node.src.len() <= 1 => {
             let step = node.src.first().map(|s| param(*s)).transpose()?;
-            Some((Kernel::Rand(Rand { len: shape.iter().product(), seed: *seed, step }), node.src.clone()))
+            let normal = *dist == RandDist::Normal;
+            Some((Kernel::Rand(Rand { len: shape.iter().product(), seed: *seed, step, normal }), node.src.clone()))
         }
         _ => None,
     })

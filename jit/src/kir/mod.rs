@@ -17,7 +17,7 @@
 //! - From library ops no fused region took (library.rs, for the device): [`Copy`] (a broadcast,
 //!   permutation or slice in any storage type), [`Unslice`], [`Concat`], [`IntBinary`] (i64
 //!   comparisons and arithmetic, exactly), [`Rand`] (the CPU's random stream), [`ArgMax`] over
-//!   rows, [`Pool`] and its gradient, [`TakeGrad`] for small tables, and one-op `Elementwise`
+//!   rows, [`Pool`] and its gradient, [`Take`] (with [`IndexCheck`]) and [`TakeGrad`] for small tables, and one-op `Elementwise`
 //!   and `SumAxes` kernels.
 
 mod library;
@@ -185,7 +185,30 @@ pub enum Kernel {
     Rand(Rand),
     ArgMax(ArgMax),
     Pool(Pool),
+    Take(Take),
+    IndexCheck(IndexCheck),
     TakeGrad(TakeGrad),
+}
+
+/// The embedding lookup (`take`): rows of a table (`rows` rows of `row` elements of `ty`)
+/// gathered at the i64 indices (`n` of them, negative ones from the end), a thread an output
+/// element. An index out of range reads row 0; the `IndexCheck` launched beside it says so.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Take {
+    pub rows: usize,
+    pub row: usize,
+    pub n: usize,
+    pub ty: Ty,
+}
+
+/// Whether `n` i64 indices are all within `rows` rows (negative ones from the end): an index
+/// out of range, after the wrap, is written to the one-element output, which stays as it was
+/// (zero) otherwise. Not a plan kernel: the device executor launches one after each `Take`
+/// into a flag it keeps, and reads the flag when the host next waits for the device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexCheck {
+    pub rows: usize,
+    pub n: usize,
 }
 
 /// The embedding's gradient: rows of `dy` (f32, `n` rows of `row`) added into zeros of `rows`
@@ -273,12 +296,14 @@ pub struct IntBinary {
 /// `len` uniform draws in [0, 1) into f32 from the CPU's counter-based generator
 /// (interpreter/src/runtime/rng.rs), element for element: element `i` of the stream
 /// `seed ^ step * 0x9E3779B97F4A7C15`, where `step` is element 0 of the parameter when there is
-/// one (a training step's counter, so each step draws anew).
+/// one (a training step's counter, so each step draws anew). With `normal`, standard normal
+/// draws instead, by the CPU's Box-Muller on uniforms `2i` and `2i + 1`, in f64.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rand {
     pub len: usize,
     pub seed: u64,
     pub step: Option<Param>,
+    pub normal: bool,
 }
 
 impl Kernel {
@@ -297,6 +322,8 @@ impl Kernel {
             Kernel::ArgMax(_) => "argmax",
             Kernel::Pool(p) if p.grad => "pool_grad",
             Kernel::Pool(_) => "pool",
+            Kernel::Take(_) => "take",
+            Kernel::IndexCheck(_) => "index_check",
             Kernel::TakeGrad(_) => "take_grad",
         }
     }
@@ -317,6 +344,8 @@ impl Kernel {
             | Kernel::Rand(_)
             | Kernel::ArgMax(_)
             | Kernel::Pool(_)
+            | Kernel::Take(_)
+            | Kernel::IndexCheck(_)
             | Kernel::TakeGrad(_) => vec![],
         }
     }
@@ -355,6 +384,12 @@ impl Kernel {
             }
             Kernel::Rand(r) => r.step.iter().map(|p| (p.clone(), false)).chain([(Param { ty: Ty::F32, len: r.len }, true)]).collect(),
             Kernel::ArgMax(a) => vec![(a.input.clone(), false), (Param { ty: Ty::I64, len: a.rows }, true)],
+            Kernel::Take(t) => vec![
+                (Param { ty: t.ty, len: t.rows * t.row }, false),
+                (Param { ty: Ty::I64, len: t.n }, false),
+                (Param { ty: t.ty, len: t.n * t.row }, true),
+            ],
+            Kernel::IndexCheck(c) => vec![(Param { ty: Ty::I64, len: c.n }, false), (Param { ty: Ty::I64, len: 1 }, true)],
             Kernel::TakeGrad(t) => vec![
                 (Param { ty: Ty::I64, len: t.n }, false),
                 (Param { ty: Ty::F32, len: t.n * t.row }, false),

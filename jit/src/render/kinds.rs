@@ -82,6 +82,8 @@ pub(super) fn kernel(k: &Kernel, name: &str, d: Dialect) -> Result<(String, Laun
         Kernel::Rand(r) => super::library::rand(r, d, &mut s),
         Kernel::ArgMax(a) => super::library::argmax(a, d, &mut s),
         Kernel::Pool(p) => super::pool::pool(p, d, &mut s),
+        Kernel::Take(t) => super::library::take(t, d, &mut s),
+        Kernel::IndexCheck(c) => super::library::index_check(c, d, &mut s),
         Kernel::TakeGrad(t) => super::library::take_grad(t, d, &mut s),
     };
     s += "}\n";

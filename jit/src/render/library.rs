@@ -3,7 +3,7 @@
 
 use super::kinds::{blocks, each};
 use super::{Dialect, Launch, BLOCK};
-use crate::kir::{ArgMax, Concat, Copy, IntBinary, Rand, TakeGrad, Ty, Unslice};
+use crate::kir::{ArgMax, Concat, Copy, IndexCheck, IntBinary, Rand, Take, TakeGrad, Ty, Unslice};
 use dlc_language::ir::BinaryOp;
 
 /// Coordinate `d` of element `i` of `shape`, as C.
@@ -108,8 +108,18 @@ pub(super) fn rand(r: &Rand, d: Dialect, s: &mut String) -> Launch {
         None => *s += &format!("  const unsigned long long dlc_z = dlc_splitmix({}ULL);\n", r.seed),
     }
     *s += &format!("  {}", each(d, "i", &format!("{}LL", r.len)));
-    *s += "    const unsigned long long h = dlc_splitmix(dlc_z ^ ((unsigned long long)i * 0xD1B54A32D192ED03ULL));\n";
-    *s += &format!("    p{out}[i] = (float)((double)(h >> 11) * 1.1102230246251565e-16);\n  }}\n");
+    // Uniform j of the stream: its top 53 bits (runtime/rng.rs `uniform`).
+    let uniform = |j: &str| {
+        format!("(double)(dlc_splitmix(dlc_z ^ ((unsigned long long)({j}) * 0xD1B54A32D192ED03ULL)) >> 11) * 1.1102230246251565e-16")
+    };
+    if r.normal {
+        // rng.rs `normal`: u1 kept above zero, sqrt(-2 ln u1) cos(2 pi u2), in f64.
+        *s += &format!("    const double u1 = fmax({}, 2.2250738585072014e-308);\n", uniform("2 * i"));
+        *s += &format!("    const double u2 = {};\n", uniform("2 * i + 1"));
+        *s += &format!("    p{out}[i] = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));\n  }}\n");
+    } else {
+        *s += &format!("    p{out}[i] = (float)({});\n  }}\n", uniform("i"));
+    }
     Launch { grid: blocks(r.len), block: BLOCK, shared_bytes: 0 }
 }
 
@@ -135,4 +145,26 @@ pub(super) fn take_grad(t: &TakeGrad, d: Dialect, s: &mut String) -> Launch {
     *s += &format!("      if (k == r) acc += (double)p1[j * {}LL + c];\n    }}\n", t.row);
     *s += "    p2[o] = (float)acc;\n  }\n";
     Launch { grid: blocks(total), block: BLOCK, shared_bytes: 0 }
+}
+
+/// The lookup: a thread an output element, its row's index wrapped once from the end; one out
+/// of range reads row 0 (the index check reports it).
+pub(super) fn take(t: &Take, d: Dialect, s: &mut String) -> Launch {
+    let total = t.n * t.row;
+    *s += &format!("  {}", each(d, "o", &format!("{total}LL")));
+    *s += &format!("    const long long j = o / {row}LL, c = o % {row}LL;\n", row = t.row.max(1));
+    *s += &format!("    long long k = p1[j];\n    if (k < 0) k += {rows}LL;\n    if (k < 0 || k >= {rows}LL) k = 0;\n", rows = t.rows);
+    *s += &format!("    p2[o] = p0[k * {}LL + c];\n  }}\n", t.row);
+    Launch { grid: blocks(total), block: BLOCK, shared_bytes: 0 }
+}
+
+/// Any index out of range (after the wrap, never 0) written to the flag; several writers of
+/// one step race, and any one's value is a true report.
+pub(super) fn index_check(c: &IndexCheck, d: Dialect, s: &mut String) -> Launch {
+    *s += &format!("  {}", each(d, "j", &format!("{}LL", c.n)));
+    *s += &format!(
+        "    long long k = p0[j];\n    if (k < 0) k += {rows}LL;\n    if (k < 0 || k >= {rows}LL) p1[0] = k;\n  }}\n",
+        rows = c.rows
+    );
+    Launch { grid: blocks(c.n), block: BLOCK, shared_bytes: 0 }
 }

@@ -171,8 +171,14 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
     if profile {
         opts.profile = Some(prof.clone());
     }
+    // The profile covers the timed steps only: warm-up's first launches carry one-off costs
+    // (cuBLAS and cuDNN starting, kernels loaded), which would swamp a step's own.
+    let prof_warm = prof.clone();
     opts.on_step = Some(Box::new(move |_| {
         seen.borrow_mut().push(last.elapsed().as_secs_f64() * 1e3);
+        if seen.borrow().len() == warmup.max(1) {
+            prof_warm.lock().expect("profile lock").clear();
+        }
         faults_seen.borrow_mut().push(page_faults());
         last = Instant::now();
         Control::Continue
@@ -194,9 +200,9 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
     };
     let mut by_kind: Vec<(String, (usize, f64))> = prof.lock().map(|p| p.clone().into_iter().collect()).unwrap_or_default();
     by_kind.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
-    let steps_run = all.len().max(1) as f64;
+    let steps_run = timed_steps.len().max(1) as f64;
     if profile {
-        eprintln!("time per step by kernel kind (all {} steps):", all.len());
+        eprintln!("time per step by kernel kind ({} timed steps, each kernel waited for):", timed_steps.len());
         for (k, (n, s)) in &by_kind {
             eprintln!("  {k:<20} {:>8.3} ms  ({:.0} kernels a step)", s * 1e3 / steps_run, *n as f64 / steps_run);
         }
@@ -212,7 +218,7 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
         tuning: crate::reports::tuning(trainer.kernels()),
         ranks: world.size(),
         rank: world.rank(),
-        allreduce_ms_per_step: world.traffic().gradient_s * 1e3 / steps_run,
+        allreduce_ms_per_step: world.traffic().gradient_s * 1e3 / all.len().max(1) as f64,
         allreduce_share: world.traffic().gradient_s / (all.iter().sum::<f64>() / 1e3).max(1e-12),
     });
     let mut report = timed("train", &timed_steps, warmup, batch, compile_s, &plan, detail);

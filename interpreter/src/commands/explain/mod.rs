@@ -185,9 +185,15 @@ pub fn main(file: &Path, as_json: bool, dump: Option<DumpPass>) -> i32 {
         let planned = pr.planned.as_ref().map(|planned| describe(&p, &c.graph, &planned.plan)).map_err(|e| e.clone());
         items.push(item("print", None, Some(format!("print #{}", pr.index)), planned));
     }
+    // An `infer` block runs where `--device` puts it: on a GPU, where each kernel would run.
+    let gpu = dlc::runner::registry::probe_gpu().is_ok();
     for inf in &c.infers {
         let planned = inf.compiled.as_ref().map(|ic| describe(&p, &c.graph, &ic.planned.plan)).map_err(|e| e.clone());
-        items.push(item("infer", Some(inf.name.clone()), None, planned));
+        let mut it = item("infer", Some(inf.name.clone()), None, planned);
+        if let (true, Ok(ic)) = (gpu, &inf.compiled) {
+            it.device_plan = Some(device_plan(&c.graph, &ic.planned.plan));
+        }
+        items.push(it);
     }
     for t in &c.trains {
         match &t.step {

@@ -122,6 +122,11 @@ enum Cmd {
         /// this pass.
         #[arg(long, value_enum)]
         dump: Option<commands::explain::DumpPass>,
+        /// Also estimate each step on this GPU from its published bandwidth and peak
+        /// arithmetic, beside PyTorch eager's kernel sequence (no GPU needed): h100, h200, a100,
+        /// l4, rtx8000.
+        #[arg(long)]
+        gpu: Option<String>,
     },
     /// Time training steps (or an `infer` block) after a warm-up: samples/s, step times,
     /// compile time, peak memory.
@@ -209,7 +214,7 @@ pub fn main() -> i32 {
             &file,
             commands::run::Flags { dump, seed, set, resume, metrics, overwrite, fuse: !no_fuse, remat: !no_remat, jit, device },
         ),
-        Cmd::Explain { file, json, dump } => commands::explain::main(&file, json, dump),
+        Cmd::Explain { file, json, dump, gpu } => commands::explain::main(&file, json, dump, gpu.as_deref()),
         Cmd::Bench { file, steps, warmup, no_fuse, no_remat, jit, json, profile, recipe, device } => commands::bench::main(
             &file,
             commands::bench::Options { steps, warmup, fuse: !no_fuse, remat: !no_remat, jit, json, profile, recipe, device },

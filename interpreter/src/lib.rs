@@ -12,6 +12,7 @@ pub mod paths;
 pub mod pipeline;
 pub mod plot;
 pub mod render;
+pub mod roofline;
 pub mod runner;
 pub mod runtime;
 pub mod train;

@@ -166,7 +166,14 @@ fn has_conv(g: &Graph) -> bool {
     (0..g.len() as u32).any(|i| matches!(g.node(NodeId(i)).op, Op::Conv2d(_) | Op::Conv2dGradInput(_) | Op::Conv2dGradWeight(_)))
 }
 
-pub fn main(file: &Path, as_json: bool, dump: Option<DumpPass>) -> i32 {
+pub fn main(file: &Path, as_json: bool, dump: Option<DumpPass>, gpu: Option<&str>) -> i32 {
+    let roofline_gpu = match gpu.map(dlc::roofline::gpu).transpose() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: --gpu: {e}");
+            return 2;
+        }
+    };
     // The top-level statements run (quietly) to know what each `print` computes.
     let (mut p, root) = match crate::session::load_quietly(file, "nothing to explain") {
         Ok(loaded) => loaded,
@@ -193,11 +200,25 @@ pub fn main(file: &Path, as_json: bool, dump: Option<DumpPass>) -> i32 {
         if let (true, Ok(ic)) = (gpu, &inf.compiled) {
             it.device_plan = Some(device_plan(&c.graph, &ic.planned.plan));
         }
+        if let (Some(spec), Ok(ic)) = (roofline_gpu, &inf.compiled) {
+            it.roofline = Some(dlc::roofline::estimate(&c.graph, &ic.planned.plan, spec));
+        }
         items.push(it);
     }
     for t in &c.trains {
         match &t.step {
-            Ok(step) => items.extend(train_items(&p, &c.graph, t, step)),
+            Ok(step) => {
+                let mut its = train_items(&p, &c.graph, t, step);
+                if let Some(spec) = roofline_gpu {
+                    // The step, then its evaluations, in train_items's order.
+                    let plans = std::iter::once(Some(&step.plan))
+                        .chain(step.evaluations.iter().map(|(_, r)| r.as_ref().ok().map(|(_, eg)| &eg.plan)));
+                    for (it, plan) in its.iter_mut().zip(plans) {
+                        it.roofline = plan.map(|pl| dlc::roofline::estimate(&c.graph, pl, spec));
+                    }
+                }
+                items.extend(its)
+            }
             Err(e) => items.push(item("train", Some(t.name.clone()), None, Err(e.clone()))),
         }
     }

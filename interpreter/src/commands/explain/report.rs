@@ -68,6 +68,9 @@ pub struct Item {
     pub eval_reason: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub folded_batch_norms: Option<Folds>,
+    /// `--gpu`: the plan's estimate on that GPU, and PyTorch eager's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roofline: Option<dlc::roofline::Estimate>,
 }
 
 /// What fusion made of one plan.

@@ -90,6 +90,27 @@ fn placement(item: &Item) {
         );
         println!("      why: {}", d.reason);
     }
+    if let Some(r) = &item.roofline {
+        let g = &r.gpu;
+        println!(
+            "    on paper, on an {} ({:.0} GB/s, {:.1} TFLOP/s f32, {:.0} bf16): {} launches moving {:.1} MB, {:.2} GFLOP: {:.3} ms; PyTorch eager's {} launches moving {:.1} MB: {:.3} ms ({:.1}x)",
+            g.long_name,
+            g.bandwidth_gbs,
+            g.f32_tflops,
+            g.bf16_tflops,
+            r.launches,
+            r.megabytes,
+            r.gflops,
+            r.predicted_ms,
+            r.eager_launches,
+            r.eager_megabytes,
+            r.eager_predicted_ms,
+            r.eager_predicted_ms / r.predicted_ms.max(1e-12)
+        );
+        let largest: Vec<String> = r.largest.iter().map(|(k, us)| format!("{k} {us:.1} µs")).collect();
+        println!("      largest: {}", largest.join(", "));
+        println!("      why: each kernel max(bytes / bandwidth, flops / peak) + {} µs, one after another; a bound, not a measurement (docs/gpu.md)", dlc::roofline::LAUNCH_US);
+    }
 }
 
 /// What fusion made: fused regions, row kernels, sums with their prologue.

@@ -142,6 +142,58 @@ fn two_ranks_train_as_one_process_with_twice_the_batch() {
     assert!(err.contains("parallel: 50 gradient all-reduces"), "one all-reduce per step (one bucket): {err}");
 }
 
+/// The same on the emulated GPU (`DLC_EMULATE_GPU=1`, `device = cuda`): each rank's device
+/// executor runs the step's backward half, each bucket's gradients leave the device as soon as
+/// the kernel writing its last one has run, the ranks all-reduce them over MPI (NCCL's place on
+/// real GPUs, not built yet), and the averaged update runs on the device. Two ranks of batch 64
+/// against one process of batch 128, 20 steps of a smaller MLP (the emulation is slow).
+#[test]
+fn two_ranks_on_the_emulated_gpu_train_as_one_process_with_twice_the_batch() {
+    if mpirun().is_none() {
+        return;
+    }
+    let on_gpu = |tag: &str, ranks: usize, batch: usize| {
+        let dir = std::env::temp_dir().join(format!("dlc-ddp-gpu-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let f = program(&dir, batch, 20, 1, SGD);
+        let src = std::fs::read_to_string(&f).expect("program");
+        let src =
+            src.replace("hidden: int = 256", "hidden: int = 64").replace("  log every 1 steps\n", "  log every 1 steps\n  device = cuda\n");
+        assert!(src.contains("device = cuda") && src.contains("= 64"), "the program changed: update the test");
+        std::fs::write(&f, src).expect("program");
+        let metrics = dir.join("metrics.jsonl");
+        let dlc = env!("CARGO_BIN_EXE_dlc");
+        let mut c = Command::new(if ranks == 1 { dlc } else { "mpirun" });
+        if ranks > 1 {
+            c.args(["--allow-run-as-root", "--oversubscribe", "-n", &ranks.to_string(), dlc]);
+        }
+        let out = c
+            .arg("run")
+            .arg(&f)
+            .args(["--metrics", metrics.to_str().expect("utf-8 path")])
+            .env("NO_COLOR", "1")
+            .env("DLC_EMULATE_GPU", "1")
+            .env("DLC_CACHE_DIR", std::env::temp_dir().join("dlc-parallel-tests"))
+            .output()
+            .expect("run the job");
+        assert!(out.status.success(), "{tag}: {}\n{}", text(&out.stdout), text(&out.stderr));
+        let run = Run { losses: losses(&metrics), params: params(&dir.join("ck")), out };
+        let _ = std::fs::remove_dir_all(&dir);
+        run
+    };
+    let one = on_gpu("one", 1, 128);
+    let two = on_gpu("two", 2, 64);
+    assert_eq!(one.losses.len(), 20, "{}", text(&one.out.stderr));
+    assert_same_run(&one, &two, 1e-5);
+    let err = text(&two.out.stderr);
+    assert!(err.contains("parallel: 20 gradient all-reduces"), "{err}");
+    assert_eq!(
+        err.matches("round trips through the host: nothing").count(),
+        1,
+        "rank 0 reports its device once, with no round trip: {err}"
+    );
+}
+
 /// With `accumulate = 2`, two ranks of batch 32 are one process of batch 128, and the gradients
 /// cross the ranks once per optimiser step, not once per micro-batch.
 #[test]

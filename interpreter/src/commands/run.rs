@@ -262,7 +262,8 @@ impl Run<'_> {
             let paths = t.paths();
             say_paths(root_rank, &paths);
             let r = t.run();
-            if device.is_gpu() {
+            // Each rank's runner did the same work; rank 0 says it once.
+            if device.is_gpu() && root_rank {
                 eprintln!("device: {}", runner_summary(&t.runner_report()));
             }
             r

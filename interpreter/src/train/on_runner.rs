@@ -60,7 +60,10 @@ impl<'s> Trainer<'s> {
     }
 
     /// Run one batch through its compiled step. `update` is false for the first N-1 micro-batches
-    /// of `accumulate = N` (only the gradient sums advance). Returns the logged values.
+    /// of `accumulate = N` (only the gradient sums advance). `ahead` runs once the step is queued
+    /// and before its logged values are read: on a GPU, whose launches do not wait, the host
+    /// prepares the next batch there while the device computes this one. Returns the logged
+    /// values.
     pub(super) fn run_batch(
         &mut self,
         batch: Element,
@@ -68,6 +71,7 @@ impl<'s> Trainer<'s> {
         draw: usize,
         lrs: &[f64],
         update: bool,
+        ahead: &mut dyn FnMut(),
     ) -> Result<Vec<(String, f64)>, RuntimeError> {
         let key = shapes_of(&batch);
         self.ensure_step(&key)?;
@@ -107,6 +111,7 @@ impl<'s> Trainer<'s> {
             run.run(graph, &st.plan, &st.memory)?;
             None
         };
+        ahead();
         self.host_stale = true;
         let mut logged = vec![];
         for (name, n) in &st.logged {

@@ -160,7 +160,7 @@ impl Trainer<'_> {
         };
         let mut epoch_loss = (0.0, 0usize);
         let epoch_started = Instant::now();
-        let mut data = data.into_iter().skip(skip * h.n_acc);
+        let mut data = data.into_iter().skip(skip * h.n_acc).peekable();
         for _ in skip..h.per_epoch {
             let (loss, stop) = self.step(h, p, epoch, &mut data)?;
             epoch_loss = (epoch_loss.0 + loss, epoch_loss.1 + 1);
@@ -200,7 +200,7 @@ impl Trainer<'_> {
         h: &Horizon,
         p: &mut Progress,
         epoch: usize,
-        data: &mut impl Iterator<Item = Element>,
+        data: &mut std::iter::Peekable<impl Iterator<Item = Element>>,
     ) -> Result<(f64, bool), RuntimeError> {
         p.step += 1;
         let step = p.step;
@@ -212,7 +212,10 @@ impl Trainer<'_> {
             p.samples += batch.first().map(|t| t.shape.first().copied().unwrap_or(1)).unwrap_or(1);
             // Each rank draws its own random streams (dropout masks) for its examples.
             let draw = ((step - 1) * h.n_acc + micro) * self.world.size() + self.world.rank() + 1;
-            let vals = self.run_batch(batch, step, draw, &rates, micro + 1 == h.n_acc)?;
+            // The next batch is made while this one's step runs (`Peekable` keeps it).
+            let vals = self.run_batch(batch, step, draw, &rates, micro + 1 == h.n_acc, &mut || {
+                data.peek();
+            })?;
             if logged.is_empty() {
                 logged = vals.into_iter().map(|(n, v)| (n, v / h.n_acc as f64)).collect();
             } else {

@@ -224,3 +224,59 @@ fn a_checkpoint_from_the_device_resumes_on_the_cpu() {
         assert!(d <= 1e-4, "`{name}` differs by {d:e} after resuming on the CPU");
     }
 }
+
+/// On a GPU a step's logged values stay on the device until a step that needs them (a log
+/// step, the epoch's last) reads them: the host queues step after step without waiting, the
+/// losses reported are the CPU's, and the host waits about once per log step, not once a step.
+#[test]
+fn logged_values_are_read_at_log_steps_only() {
+    let src = MLP
+        .replace("PRECISION", "")
+        .replace("log every 1 steps", "log every 5 steps")
+        .replace("epochs = 2", "epochs = 1")
+        .replace("[80, 24]", "[160, 24]")
+        .replace("[80]", "[160]");
+    assert!(
+        src.contains("log every 5 steps") && src.contains("[160, 24]") && src.contains("epochs = 1"),
+        "the MLP changed: update the variant"
+    );
+    let cpu = train(&src, Target::Cpu, |_| {});
+    let gpu = train(&src, Target::EmulatedCuda, |_| {});
+    // One epoch of 10 steps: the log steps 5 and 10 and the epoch's mean.
+    assert_eq!(cpu.losses.len(), 3, "{:?}", cpu.losses);
+    assert_close(&cpu, &gpu, 1e-4);
+    let every_step = train(&src.replace("log every 5 steps", "log every 1 steps"), Target::EmulatedCuda, |_| {});
+    assert!(every_step.report.waits >= 10, "a read every step waits every step: {}", every_step.report.waits);
+    eprintln!("the host waited {} times (every-step reads: {})", gpu.report.waits, every_step.report.waits);
+    assert!(
+        gpu.report.waits + 6 <= every_step.report.waits,
+        "put-off reads wait {} times, every-step reads {}",
+        gpu.report.waits,
+        every_step.report.waits
+    );
+}
+
+/// A loss that becomes NaN in a step whose read was put off stops the run naming that step,
+/// as the CPU does.
+#[test]
+fn a_nan_in_a_put_off_step_names_its_step() {
+    let src = MLP
+        .replace("PRECISION", "")
+        .replace("log every 1 steps", "log every 50 steps")
+        .replace("adamw(lr: 1e-2)", "sgd(lr: 1e9)")
+        .replace("[80, 24]", "[320, 24]")
+        .replace("[80]", "[320]");
+    assert!(src.contains("sgd(lr: 1e9)"), "the MLP changed: update the variant");
+    let error = |target: Target| {
+        let mut p = dlc::Program::run("device_test.dl", &src, None, false);
+        assert!(p.ok, "{:?}", p.diagnostics());
+        let info = p.session.t.recipes[0].clone();
+        let mut opts = TrainOptions::new(std::env::temp_dir(), 0);
+        opts.device = target;
+        let mut t = Trainer::new(&mut p.session, info, opts).expect("trainer");
+        t.run().err().map(|e| e.to_string()).unwrap_or_default()
+    };
+    let cpu = error(Target::Cpu);
+    assert!(cpu.contains("became NaN at step") || cpu.contains("became inf at step"), "the CPU's run diverges: {cpu:?}");
+    assert_eq!(error(Target::EmulatedCuda), cpu);
+}

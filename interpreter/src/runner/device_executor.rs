@@ -121,6 +121,8 @@ pub struct DeviceExecutor<D: Driver> {
     /// Each lookup's index-check flag (by module and check kernel), zero until an index is
     /// out of range; and the flags written since the host last read them, with their rows.
     flags: HashMap<(ModuleId, usize), Rc<D::Buf>>,
+    /// Whether work was queued since the host last read a result (the next read waits for it).
+    queued: bool,
     unread_flags: std::collections::BTreeMap<(ModuleId, usize), Flag<D::Buf>>,
 }
 
@@ -147,6 +149,7 @@ impl<D: Driver> DeviceExecutor<D> {
             conv_unavailable: false,
             profile: None,
             flags: HashMap::new(),
+            queued: false,
             unread_flags: Default::default(),
         }
     }
@@ -214,6 +217,9 @@ impl<D: Driver> DeviceExecutor<D> {
             Place::Host(t) => Ok(t.clone()),
             Place::Device(b, ty) => {
                 let n = v.numel() * ty.bytes();
+                if std::mem::take(&mut self.queued) {
+                    self.report.waits += 1;
+                }
                 let bytes = self.driver.download(b, n).map_err(fail)?;
                 self.report.bytes_down += bytes.len() as u64;
                 Ok(storage::from_bytes(v.dtype, v.shape.clone(), *ty, &bytes))
@@ -495,6 +501,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
 
     fn run_observed(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan, after: AfterKernel) -> Result<(), RuntimeError> {
         self.values = self.pinned.clone();
+        self.queued = true;
         self.compile(g, plan)?;
         let key = (plan.roots.clone(), plan.kernels.len());
         for (i, k) in plan.kernels.iter().enumerate() {

@@ -29,13 +29,15 @@ use dlc_language::passes::memory::MemoryPlan;
 use std::collections::BTreeMap;
 
 /// A resident value's name: a parameter or buffer (by parameter id), the `j`th optimiser state
-/// of trainer parameter `k`, gradient sum `k` of `accumulate`, or a bound input.
+/// of trainer parameter `k`, gradient sum `k` of `accumulate`, a bound input, or the `j`th
+/// logged value of the `k`th step whose read was put off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Slot {
     Param(u32),
     State(usize, usize),
     Sum(usize),
     Input(u32),
+    Logged(usize, usize),
 }
 
 /// What a runner did, for `explain`, `bench` and the end-of-run line.
@@ -59,6 +61,9 @@ pub struct Report {
     pub not_lowered: Vec<String>,
     pub bytes_up: u64,
     pub bytes_down: u64,
+    /// Times the host waited for the device: reads of results with work queued since the last.
+    #[serde(default)]
+    pub waits: usize,
 }
 
 /// What `Runner::run_observed` calls after each kernel: its position, and a way to read values.

@@ -244,6 +244,11 @@ pub struct Trainer<'s> {
     resident: bool,
     /// Whether the runner's values are newer than the host's (after a step, until `sync_host`).
     host_stale: bool,
+    /// Steps whose logged values stay on the device until a step that needs them reads them
+    /// (`run_loop.rs`): each step's number and its logged names, in `Slot::Logged(k, j)`.
+    put_off: Vec<(usize, Vec<String>)>,
+    /// Their values once read (by the next step that reads its own), for the run loop.
+    read_late: Vec<on_runner::StepLogged>,
     /// The metrics file, while a run is going (rank 0).
     metrics: metrics::Metrics,
     /// The ranks of a data-parallel job (one, without a launcher).
@@ -319,6 +324,8 @@ impl<'s> Trainer<'s> {
             runner,
             resident: false,
             host_stale: false,
+            put_off: vec![],
+            read_late: vec![],
             kernels,
             opts,
         };

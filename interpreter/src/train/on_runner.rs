@@ -10,6 +10,20 @@ use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
 use dlc_language::types::DType;
 
+/// How one batch runs: its optimiser step, its random draw, the learning rates, whether it
+/// updates (false for the first N-1 micro-batches of `accumulate = N`: only the gradient sums
+/// advance), and whether its logged values may stay on the device (`run_loop.rs`).
+pub(super) struct BatchRun<'a> {
+    pub step: usize,
+    pub draw: usize,
+    pub lrs: &'a [f64],
+    pub update: bool,
+    pub put_off: bool,
+}
+
+/// A step's number and its logged values, read.
+pub(super) type StepLogged = (usize, Vec<(String, f64)>);
+
 impl<'s> Trainer<'s> {
     /// Upload parameters, buffers, optimiser state and gradient sums to the runner unless it
     /// holds them already.
@@ -59,20 +73,18 @@ impl<'s> Trainer<'s> {
         self.runner.report()
     }
 
-    /// Run one batch through its compiled step. `update` is false for the first N-1 micro-batches
-    /// of `accumulate = N` (only the gradient sums advance). `ahead` runs once the step is queued
+    /// Run one batch through its compiled step, as `how` says. `ahead` runs once the step is queued
     /// and before its logged values are read: on a GPU, whose launches do not wait, the host
     /// prepares the next batch there while the device computes this one. Returns the logged
-    /// values.
+    /// values, or with `put_off` keeps them on the device (`read_put_off` reads them) and
+    /// returns `None`: the host then never waits for this step.
     pub(super) fn run_batch(
         &mut self,
         batch: Element,
-        step: usize,
-        draw: usize,
-        lrs: &[f64],
-        update: bool,
+        how: BatchRun,
         ahead: &mut dyn FnMut(),
-    ) -> Result<Vec<(String, f64)>, RuntimeError> {
+    ) -> Result<Option<Vec<(String, f64)>>, RuntimeError> {
+        let BatchRun { step, draw, lrs, update, put_off } = how;
         let key = shapes_of(&batch);
         self.ensure_step(&key)?;
         self.put_resident()?;
@@ -113,8 +125,26 @@ impl<'s> Trainer<'s> {
         };
         ahead();
         self.host_stale = true;
+        // (Put off only where nothing below needs the values: no loss scaling, no averaging.)
+        let put_off = put_off && st.scale.is_none() && averaged.is_none();
+        if !put_off && !self.put_off.is_empty() {
+            // The steps put off before this one are read first (while this one runs), so a
+            // value that is not finite names the first step it was.
+            let read = self.read_put_off()?;
+            self.read_late.extend(read);
+        }
+        let st = &self.steps[&key];
+        let run = self.runner.as_mut();
+        let graph = &self.session.t.graph;
         let mut logged = vec![];
-        for (name, n) in &st.logged {
+        if put_off {
+            let k = self.put_off.len();
+            for (j, (_, n)) in st.logged.iter().enumerate() {
+                run.keep(graph, *n, Slot::Logged(k, j))?;
+            }
+            self.put_off.push((step, st.logged.iter().map(|(name, _)| name.clone()).collect()));
+        }
+        for (name, n) in st.logged.iter().filter(|_| !put_off) {
             let v = run.fetch(graph, *n)?.to_f64();
             let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
             logged.push((name.clone(), mean));
@@ -137,7 +167,7 @@ impl<'s> Trainer<'s> {
             for (i, (_, n)) in st.accum.iter().enumerate() {
                 run.keep(graph, *n, Slot::Sum(i))?;
             }
-            return Ok(logged);
+            return Ok((!put_off).then_some(logged));
         }
         if st.update.is_some() {
             // Data parallel: the gradients averaged across ranks, then the update from them;
@@ -172,6 +202,25 @@ impl<'s> Trainer<'s> {
                 )));
             }
         }
-        Ok(logged)
+        Ok((!put_off).then_some(logged))
+    }
+
+    /// The logged values of the steps whose reads were put off, oldest first, with their step
+    /// numbers; a value that is not finite stops the run naming its step, as it would have then.
+    pub(super) fn read_put_off(&mut self) -> Result<Vec<StepLogged>, RuntimeError> {
+        let mut out = vec![];
+        for (k, (step, names)) in std::mem::take(&mut self.put_off).into_iter().enumerate() {
+            let mut logged = vec![];
+            for (j, name) in names.into_iter().enumerate() {
+                let v = self.runner.take(Slot::Logged(k, j))?.to_f64();
+                let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+                if !mean.is_finite() {
+                    return Err(err(format!("`{name}` became {mean} at step {step}")));
+                }
+                logged.push((name, mean));
+            }
+            out.push((step, logged));
+        }
+        Ok(out)
     }
 }

@@ -37,7 +37,12 @@ struct Progress {
     report: TrainReport,
     /// What a step logs first (`loss`, or a custom step's first `log`): the epoch's mean is of it.
     loss_name: String,
+    /// The last logged values read (a step whose read is put off shows these).
+    last_logged: Vec<(String, f64)>,
 }
+
+/// At most this many steps' logged values wait on the device for a read.
+const PUT_OFF_MAX: usize = 1000;
 
 impl Progress {
     fn samples_per_s(&self) -> f64 {
@@ -88,6 +93,7 @@ impl Trainer<'_> {
             started: Instant::now(),
             report: TrainReport::default(),
             loss_name: String::new(),
+            last_logged: vec![],
         };
         for epoch in start_epoch..h.epochs {
             let skip = if epoch == start_epoch { skip_in_epoch } else { 0 };
@@ -162,8 +168,11 @@ impl Trainer<'_> {
         let epoch_started = Instant::now();
         let mut data = data.into_iter().skip(skip * h.n_acc).peekable();
         for _ in skip..h.per_epoch {
-            let (loss, stop) = self.step(h, p, epoch, &mut data)?;
-            epoch_loss = (epoch_loss.0 + loss, epoch_loss.1 + 1);
+            // (The losses of the steps read now: none when this step's read is put off.)
+            let (losses, stop) = self.step(h, p, epoch, &mut data)?;
+            for loss in losses {
+                epoch_loss = (epoch_loss.0 + loss, epoch_loss.1 + 1);
+            }
             if stop {
                 return Ok(true);
             }
@@ -193,17 +202,43 @@ impl Trainer<'_> {
         Ok(false)
     }
 
+    /// Whether `step`'s logged values may stay on the device, read by a later step, so that the
+    /// host queues the next step without waiting for this one (the tuning guide's "avoid
+    /// unnecessary CPU-GPU synchronisation": a loss read every step is a `.item()` every step).
+    /// Only on a GPU, and only where nothing needs them now: not a log, evaluation, checkpoint
+    /// or last step, not the last of an epoch (its mean is printed), not under f16's loss
+    /// scaling (its flag decides the step), data parallelism (the ranks average the values) or
+    /// `bench` (it times each step to its end), not after a Ctrl-C.
+    fn may_put_off(&self, h: &Horizon, p: &Progress, step: usize) -> bool {
+        let asked_to_stop = self.opts.interrupt.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst));
+        self.opts.device.is_gpu()
+            && h.n_acc == 1
+            && !self.parallel()
+            && self.scaler.is_none()
+            && self.opts.on_step.is_none()
+            && step > p.first_step + 1
+            && step % h.per_epoch != 0
+            && h.max_steps != Some(step)
+            && h.log_every.is_none_or(|n| step % n != 0)
+            && !matches!(&h.checkpoint, Some((_, Every::Steps(n))) if step % n == 0)
+            && !self.evaluation_due_at(step)
+            && !asked_to_stop
+            && self.put_off.len() < PUT_OFF_MAX
+    }
+
     /// One optimiser step: its micro-batches, the values it logs (averaged across ranks), and
-    /// what follows it. Returns its loss and whether the run stops after it.
+    /// what follows it. Returns the losses read at it (of steps whose reads were put off, then
+    /// its own; none when its own read is put off) and whether the run stops after it.
     fn step(
         &mut self,
         h: &Horizon,
         p: &mut Progress,
         epoch: usize,
         data: &mut std::iter::Peekable<impl Iterator<Item = Element>>,
-    ) -> Result<(f64, bool), RuntimeError> {
+    ) -> Result<(Vec<f64>, bool), RuntimeError> {
         p.step += 1;
         let step = p.step;
+        let put_off = self.may_put_off(h, p, step);
         let rates: Vec<f64> = h.base_lrs.iter().map(|lr| schedule::lr_at(h.schedule.as_ref(), *lr, step, h.total, h.per_epoch)).collect();
         // The logged values of a step are the means over its micro-batches.
         let mut logged: Vec<(String, f64)> = vec![];
@@ -213,9 +248,16 @@ impl Trainer<'_> {
             // Each rank draws its own random streams (dropout masks) for its examples.
             let draw = ((step - 1) * h.n_acc + micro) * self.world.size() + self.world.rank() + 1;
             // The next batch is made while this one's step runs (`Peekable` keeps it).
-            let vals = self.run_batch(batch, step, draw, &rates, micro + 1 == h.n_acc, &mut || {
+            let how = super::on_runner::BatchRun { step, draw, lrs: &rates, update: micro + 1 == h.n_acc, put_off };
+            let vals = self.run_batch(batch, how, &mut || {
                 data.peek();
             })?;
+            let Some(vals) = vals else {
+                // Put off (one micro-batch): the progress line shows the last values read.
+                let last = p.last_logged.clone();
+                self.progress(h, p, epoch, &last);
+                return Ok((vec![], false));
+            };
             if logged.is_empty() {
                 logged = vals.into_iter().map(|(n, v)| (n, v / h.n_acc as f64)).collect();
             } else {
@@ -227,6 +269,9 @@ impl Trainer<'_> {
         let asked_to_stop = self.opts.interrupt.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst));
         let interrupted = self.agree(&mut logged, asked_to_stop);
         let loss = logged[0].1;
+        let mut losses: Vec<f64> = std::mem::take(&mut self.read_late).into_iter().map(|(_, l)| l[0].1).collect();
+        losses.push(loss);
+        p.last_logged = logged.clone();
         if p.loss_name.is_empty() {
             p.loss_name = logged[0].0.clone();
         }
@@ -269,7 +314,7 @@ impl Trainer<'_> {
                 self.save(dir, step, done_epochs)?;
             }
         }
-        Ok((loss, stop))
+        Ok((losses, stop))
     }
 
     /// Where the run is, after every step (the console draws its progress bar from it).

@@ -226,8 +226,9 @@ fn a_checkpoint_from_the_device_resumes_on_the_cpu() {
 }
 
 /// On a GPU a step's logged values stay on the device until a step that needs them (a log
-/// step, the epoch's last) reads them: the host queues step after step without waiting, the
-/// losses reported are the CPU's, and the host waits about once per log step, not once a step.
+/// step, the epoch's last) reads them, and an evaluation's metrics until its last batch is
+/// queued: the host queues step after step without waiting, the losses reported are the
+/// CPU's, and the host waits about once per log step and once per evaluation.
 #[test]
 fn logged_values_are_read_at_log_steps_only() {
     let src = MLP
@@ -248,6 +249,8 @@ fn logged_values_are_read_at_log_steps_only() {
     let every_step = train(&src.replace("log every 5 steps", "log every 1 steps"), Target::EmulatedCuda, |_| {});
     assert!(every_step.report.waits >= 10, "a read every step waits every step: {}", every_step.report.waits);
     eprintln!("the host waited {} times (every-step reads: {})", gpu.report.waits, every_step.report.waits);
+    // Steps 5 and 10 (the epoch's last), the evaluation once, the parameters brought back.
+    assert!(gpu.report.waits <= 5, "the host waited {} times", gpu.report.waits);
     assert!(
         gpu.report.waits + 6 <= every_step.report.waits,
         "put-off reads wait {} times, every-step reads {}",

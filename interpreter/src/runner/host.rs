@@ -64,7 +64,7 @@ impl Runner for HostRunner {
                 Slot::Input(id) => {
                     self.ex.inputs.insert(*id, t.clone());
                 }
-                Slot::State(..) | Slot::Sum(_) | Slot::Logged(..) => {}
+                Slot::State(..) | Slot::Sum(_) | Slot::Logged(..) | Slot::Metric(..) => {}
             }
         }
         for (input, slot) in &self.input_slots {

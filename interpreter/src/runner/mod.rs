@@ -29,8 +29,9 @@ use dlc_language::passes::memory::MemoryPlan;
 use std::collections::BTreeMap;
 
 /// A resident value's name: a parameter or buffer (by parameter id), the `j`th optimiser state
-/// of trainer parameter `k`, gradient sum `k` of `accumulate`, a bound input, or the `j`th
-/// logged value of the `k`th step whose read was put off.
+/// of trainer parameter `k`, gradient sum `k` of `accumulate`, a bound input, the `j`th
+/// logged value of the `k`th step whose read was put off, or the `j`th metric of an
+/// evaluation's `b`th batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Slot {
     Param(u32),
@@ -38,6 +39,7 @@ pub enum Slot {
     Sum(usize),
     Input(u32),
     Logged(usize, usize),
+    Metric(usize, usize),
 }
 
 /// What a runner did, for `explain`, `bench` and the end-of-run line.

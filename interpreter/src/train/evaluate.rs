@@ -91,6 +91,9 @@ impl<'s> Trainer<'s> {
             };
             let mut sums: Vec<f64> = vec![];
             let mut count = 0usize;
+            // Each batch's metrics stay on the device until every batch has been queued, then
+            // are read in batch order: one wait for the host per evaluation, not one a batch.
+            let mut queued: Vec<(usize, usize)> = vec![];
             // The batches run where the steps do, on the parameters resident there.
             self.put_resident()?;
             let mut frontier_done = std::collections::HashSet::new();
@@ -118,8 +121,15 @@ impl<'s> Trainer<'s> {
                         self.runner.put(crate::runner::Slot::Input(*id), &t)?;
                     }
                     self.runner.run(graph, &eg.plan, &eg.memory)?;
-                    let vals: Vec<f64> =
-                        eg.nodes.iter().map(|r| self.runner.fetch(graph, *r).map(|t| t.to_f64()[0])).collect::<Result<_, _>>()?;
+                    for (j, r) in eg.nodes.iter().enumerate() {
+                        self.runner.keep(graph, *r, crate::runner::Slot::Metric(queued.len(), j))?;
+                    }
+                    queued.push((n, eg.nodes.len()));
+                }
+                for (b, (n, metrics)) in queued.into_iter().enumerate() {
+                    let vals: Vec<f64> = (0..metrics)
+                        .map(|j| self.runner.take(crate::runner::Slot::Metric(b, j)).map(|t| t.to_f64()[0]))
+                        .collect::<Result<_, _>>()?;
                     if sums.is_empty() {
                         sums = vec![0.0; vals.len()];
                     }

@@ -93,17 +93,17 @@ fn placement(item: &Item) {
     if let Some(r) = &item.roofline {
         let g = &r.gpu;
         println!(
-            "    on paper, on an {} ({:.0} GB/s, {:.1} TFLOP/s f32, {:.0} bf16): {} launches moving {:.1} MB, {:.2} GFLOP: {:.3} ms; PyTorch eager's {} launches moving {:.1} MB: {:.3} ms ({:.1}x)",
+            "    on paper, on an {} ({:.0} GB/s, {:.1} TFLOP/s f32, {:.0} bf16): {} launches moving {}, {:.2} GFLOP: {:.3} ms; PyTorch eager's {} launches moving {}: {:.3} ms ({:.1}x)",
             g.long_name,
             g.bandwidth_gbs,
             g.f32_tflops,
             g.bf16_tflops,
             r.launches,
-            r.megabytes,
+            size(r.megabytes),
             r.gflops,
             r.predicted_ms,
             r.eager_launches,
-            r.eager_megabytes,
+            size(r.eager_megabytes),
             r.eager_predicted_ms,
             r.eager_predicted_ms / r.predicted_ms.max(1e-12)
         );
@@ -207,5 +207,14 @@ fn memory_and_precision(item: &Item) {
         }
         println!("      kept in f32: {}", prec.kept_f32.unwrap_or(""));
         println!("      why: {}", prec.reason);
+    }
+}
+
+/// Megabytes as MB, or as kB below one MB (a small model's step moves kilobytes).
+fn size(mb: f64) -> String {
+    if mb >= 1.0 {
+        format!("{mb:.1} MB")
+    } else {
+        format!("{:.1} kB", mb * 1e3)
     }
 }

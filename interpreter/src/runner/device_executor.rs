@@ -9,14 +9,14 @@
 //! (cuDNN, device_executor/conv.rs). Library ops that `kir::lower_library` can express (a lone
 //! elementwise op, broadcasts, permutations, slices and their gradients, concatenations, i64
 //! arithmetic, f32 sums over axes, argmax over rows, pooling and its gradient, uniform draws
-//! from the CPU's stream, the embedding lookup and its gradient) are kernels of the plan's
-//! module like the fused ones; a lookup is followed by its index check, whose flag is read where
-//! the host next waits for the device (an index out of range stops the run with the CPU's
-//! error). An op with no operands (an iota, a seeded `randn`) is computed once on the host and
-//! kept (`Report::once_ops`). What has no device kernel yet (other reductions, normal draws, a
-//! kernel the kernel IR cannot express) runs on the host: its inputs are downloaded, the
-//! interpreter computes it, and its outputs are uploaded. `Report::host_ops` counts these round
-//! trips by op, so `explain`/`bench` can say what still crosses the bus.
+//! and normal draws from the CPU's stream, the embedding lookup and its gradient) are kernels of
+//! the plan's module like the fused ones; a lookup is followed by its index check, whose flag is
+//! read where the host next waits for the device (an index out of range stops the run with the
+//! CPU's error). An op with no operands and no kernel (an iota) is computed once on the host and
+//! kept (`Report::once_ops`). What has no device kernel yet (reductions other than sums and
+//! argmax, a kernel the kernel IR cannot express) runs on the host: its inputs are downloaded,
+//! the interpreter computes it, and its outputs are uploaded. `Report::host_ops` counts these
+//! round trips by op, so `explain`/`bench` can say what still crosses the bus.
 //!
 //! With `dlc bench --profile` each kernel is waited for and timed (`profiled`).
 
@@ -121,9 +121,9 @@ pub struct DeviceExecutor<D: Driver> {
     /// Each lookup's index-check flag (by module and check kernel), zero until an index is
     /// out of range; and the flags written since the host last read them, with their rows.
     flags: HashMap<(ModuleId, usize), Rc<D::Buf>>,
+    unread_flags: std::collections::BTreeMap<(ModuleId, usize), Flag<D::Buf>>,
     /// Whether work was queued since the host last read a result (the next read waits for it).
     queued: bool,
-    unread_flags: std::collections::BTreeMap<(ModuleId, usize), Flag<D::Buf>>,
 }
 
 fn fail(e: impl std::fmt::Display) -> RuntimeError {
@@ -158,6 +158,10 @@ impl<D: Driver> DeviceExecutor<D> {
     /// run with the interpreter's error. Called where the host waits for the device anyway.
     fn read_index_checks(&mut self) -> Result<(), RuntimeError> {
         for (key, (flag, rows)) in std::mem::take(&mut self.unread_flags) {
+            if std::mem::take(&mut self.queued) {
+                self.report.waits += 1;
+            }
+            self.report.bytes_down += 8;
             let bytes = self.driver.download(&flag, 8).map_err(fail)?;
             let k = i64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
             if k != 0 {

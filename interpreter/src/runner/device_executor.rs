@@ -22,6 +22,7 @@
 
 mod conv;
 mod placement;
+mod profile;
 
 pub use placement::{placement, Placement};
 
@@ -175,25 +176,6 @@ impl<D: Driver> DeviceExecutor<D> {
     pub fn with_profile(mut self, profile: Option<crate::exec::KernelTimes>) -> DeviceExecutor<D> {
         self.profile = profile;
         self
-    }
-
-    /// With profiling on, wait for kernel `k` and add the time since `started` to its entry.
-    fn profiled(&mut self, g: &Graph, k: &Kernel, outputs: &[NodeId], started: Option<std::time::Instant>) -> Result<(), RuntimeError> {
-        let (Some(p), Some(t0), Some(first)) = (self.profile.clone(), started, outputs.first()) else { return Ok(()) };
-        if matches!(k, Kernel::Free(_)) {
-            return Ok(()); // inputs, parameters, views: nothing runs
-        }
-        self.driver.synchronize().map_err(fail)?;
-        let what = match k {
-            Kernel::Library(n) | Kernel::Free(n) => g.node(*n).op.kind_name(),
-            other => format!("fused {}", kind_of(other)),
-        };
-        let key = format!("{what} {:?}", shape_of(g, *first));
-        let mut p = p.lock().expect("profile lock");
-        let e = p.entry(key).or_insert((0, 0.0));
-        e.0 += 1;
-        e.1 += t0.elapsed().as_secs_f64();
-        Ok(())
     }
 
     fn upload(&mut self, t: &Tensor) -> Result<Value<D::Buf>, RuntimeError> {

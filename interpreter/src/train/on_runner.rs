@@ -127,28 +127,10 @@ impl<'s> Trainer<'s> {
         self.host_stale = true;
         // (Put off only where nothing below needs the values: no loss scaling, no averaging.)
         let put_off = put_off && st.scale.is_none() && averaged.is_none();
-        if !put_off && !self.put_off.is_empty() {
-            // The steps put off before this one are read first (while this one runs), so a
-            // value that is not finite names the first step it was.
-            let read = self.read_put_off()?;
-            self.read_late.extend(read);
-        }
+        let logged = self.logged_of(&key, step, put_off)?;
         let st = &self.steps[&key];
         let run = self.runner.as_mut();
         let graph = &self.session.t.graph;
-        let mut logged = vec![];
-        if put_off {
-            let k = self.put_off.len();
-            for (j, (_, n)) in st.logged.iter().enumerate() {
-                run.keep(graph, *n, Slot::Logged(k, j))?;
-            }
-            self.put_off.push((step, st.logged.iter().map(|(name, _)| name.clone()).collect()));
-        }
-        for (name, n) in st.logged.iter().filter(|_| !put_off) {
-            let v = run.fetch(graph, *n)?.to_f64();
-            let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
-            logged.push((name.clone(), mean));
-        }
         // Under f16's loss scaling an overflow skips the step (the scale backs off) instead of
         // ending the run.
         let finite = match (st.scale, update) {
@@ -203,6 +185,34 @@ impl<'s> Trainer<'s> {
             }
         }
         Ok((!put_off).then_some(logged))
+    }
+
+    /// The step just run's logged values, read; or with `put_off` kept on the device for a later
+    /// read (and none returned). A step that reads its own first reads those put off before it
+    /// (while it runs), so a value that is not finite names the first step it was.
+    fn logged_of(&mut self, key: &super::Shapes, step: usize, put_off: bool) -> Result<Vec<(String, f64)>, RuntimeError> {
+        if !put_off && !self.put_off.is_empty() {
+            let read = self.read_put_off()?;
+            self.read_late.extend(read);
+        }
+        let st = &self.steps[key];
+        let run = self.runner.as_mut();
+        let graph = &self.session.t.graph;
+        if put_off {
+            let k = self.put_off.len();
+            for (j, (_, n)) in st.logged.iter().enumerate() {
+                run.keep(graph, *n, Slot::Logged(k, j))?;
+            }
+            self.put_off.push((step, st.logged.iter().map(|(name, _)| name.clone()).collect()));
+            return Ok(vec![]);
+        }
+        let mut logged = vec![];
+        for (name, n) in &st.logged {
+            let v = run.fetch(graph, *n)?.to_f64();
+            let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+            logged.push((name.clone(), mean));
+        }
+        Ok(logged)
     }
 
     /// The logged values of the steps whose reads were put off, oldest first, with their step

@@ -104,4 +104,6 @@ else
   status=1
 fi
 cat "$out/summary.txt"
+# One file to carry back (the device tool returns a handful of files, not a folder of a hundred).
+tar czf "$out.tgz" --exclude=cache -C "$(dirname "$out")" "$(basename "$out")" && echo "packed: $out.tgz"
 exit $status

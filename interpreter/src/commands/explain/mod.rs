@@ -426,8 +426,7 @@ pub(super) const BIAS_REASON: &str = "a convolution's bias before batch norm is 
 /// Where a plan's kernels run on the GPU: generated kernels, products on cuBLAS, and the ops that
 /// go through the host for want of a device kernel (each a download, the interpreter, an upload).
 fn device_plan(g: &Graph, plan: &Plan) -> report::DevicePlan {
-    let p = dlc::runner::device_executor::placement(g, plan);
-    report::DevicePlan { generated: p.generated, gemm: p.gemm, conv: p.conv, once: p.once, host: p.host, reason: DEVICE_REASON }
+    report::DevicePlan { placement: dlc::runner::device_executor::placement(g, plan), reason: DEVICE_REASON }
 }
 
 const PARALLEL_REASON: &str = "data parallel (DDP): the step runs in two halves; after each bucket's last gradient is written its all-reduce starts while the rest of backward runs, and the optimiser's update reads the averages";

@@ -127,13 +127,11 @@ pub struct Rematerialised {
     pub reason: &'static str,
 }
 
+/// Where a plan's kernels run on a GPU (the device executor's placement), and why.
 #[derive(Serialize)]
 pub struct DevicePlan {
-    pub generated: std::collections::BTreeMap<String, usize>,
-    pub gemm: usize,
-    pub conv: usize,
-    pub once: std::collections::BTreeMap<String, usize>,
-    pub host: std::collections::BTreeMap<String, usize>,
+    #[serde(flatten)]
+    pub placement: dlc::runner::device_executor::Placement,
     pub reason: &'static str,
 }
 

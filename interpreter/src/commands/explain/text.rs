@@ -82,11 +82,11 @@ fn placement(item: &Item) {
         };
         println!(
             "    on the GPU: generated kernels {}; {} products on cuBLAS; {} convolutions on cuDNN; computed once on the host and kept: {}; through the host every run: {}",
-            list(&d.generated),
-            d.gemm,
-            d.conv,
-            list(&d.once),
-            list(&d.host)
+            list(&d.placement.generated),
+            d.placement.gemm,
+            d.placement.conv,
+            list(&d.placement.once),
+            list(&d.placement.host)
         );
         println!("      why: {}", d.reason);
     }

@@ -154,11 +154,7 @@ pub fn fused_work(g: &Graph, plan: &Plan) -> Vec<Work> {
         match k {
             Kernel::View(_) | Kernel::Free(_) => {}
             Kernel::Library(n) if g.node(*n).src.is_empty() => {} // computed once, kept
-            Kernel::Library(n)
-                if matches!(g.node(*n).op, Op::MatMul | Op::Conv2d(_) | Op::Conv2dGradInput(_) | Op::Conv2dGradWeight(_)) =>
-            {
-                out.push(library(g, *n))
-            }
+            // (Products and convolutions have no generated kernel: they are library calls.)
             other => match device_kernel(g, other) {
                 Ok(Some((kernel, _))) => {
                     let bytes = kernel.params().iter().map(|(p, _)| (p.len * p.ty.bytes()) as u64).sum();

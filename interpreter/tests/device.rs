@@ -34,6 +34,17 @@ fn train(src: &str, target: Target, setup: impl FnOnce(&mut TrainOptions)) -> Ru
     }
 }
 
+/// How training `src` on `target` fails, if it does.
+fn training_error(src: &str, target: Target) -> Option<String> {
+    let mut p = dlc::Program::run("device_test.dl", src, None, false);
+    assert!(p.ok, "{:?}", p.diagnostics());
+    let info = p.session.t.recipes[0].clone();
+    let mut opts = TrainOptions::new(std::env::temp_dir(), 0);
+    opts.device = target;
+    let mut t = Trainer::new(&mut p.session, info, opts).expect("trainer");
+    t.run().err().map(|e| e.to_string())
+}
+
 /// The largest difference relative to the value's scale (at least `floor`).
 fn worst(a: &[f64], b: &[f64], floor: f64) -> f64 {
     assert_eq!(a.len(), b.len());
@@ -152,15 +163,7 @@ fn an_index_out_of_range_stops_the_device_as_it_stops_the_cpu() {
         data d = tensors(xs, ys) |> batch(4)\n\
         train {\n  model = T()\n  data = d\n  loss = cross_entropy(reshape(model(x), (-1, 2)), flatten(y))\n  \
         optimizer = sgd(lr: 0.1)\n  epochs = 1\n}\n";
-    let error = |target: Target| {
-        let mut p = dlc::Program::run("device_test.dl", src, None, false);
-        assert!(p.ok, "{:?}", p.diagnostics());
-        let info = p.session.t.recipes[0].clone();
-        let mut opts = TrainOptions::new(std::env::temp_dir(), 0);
-        opts.device = target;
-        let mut t = Trainer::new(&mut p.session, info, opts).expect("trainer");
-        t.run().err().map(|e| e.to_string())
-    };
+    let error = |target: Target| training_error(src, target);
     // |randn| * 3 reaches 4 and beyond for some of the 24 draws: rows 0..4 hold the rest.
     let cpu = error(Target::Cpu).expect("the CPU stops at an index out of range");
     assert!(cpu.contains("out of range for 4 rows"), "{cpu}");
@@ -270,15 +273,7 @@ fn a_nan_in_a_put_off_step_names_its_step() {
         .replace("[80, 24]", "[320, 24]")
         .replace("[80]", "[320]");
     assert!(src.contains("sgd(lr: 1e9)"), "the MLP changed: update the variant");
-    let error = |target: Target| {
-        let mut p = dlc::Program::run("device_test.dl", &src, None, false);
-        assert!(p.ok, "{:?}", p.diagnostics());
-        let info = p.session.t.recipes[0].clone();
-        let mut opts = TrainOptions::new(std::env::temp_dir(), 0);
-        opts.device = target;
-        let mut t = Trainer::new(&mut p.session, info, opts).expect("trainer");
-        t.run().err().map(|e| e.to_string()).unwrap_or_default()
-    };
+    let error = |target: Target| training_error(&src, target).unwrap_or_default();
     let cpu = error(Target::Cpu);
     assert!(cpu.contains("became NaN at step") || cpu.contains("became inf at step"), "the CPU's run diverges: {cpu:?}");
     assert_eq!(error(Target::EmulatedCuda), cpu);

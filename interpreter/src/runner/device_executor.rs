@@ -159,9 +159,7 @@ impl<D: Driver> DeviceExecutor<D> {
     /// run with the interpreter's error. Called where the host waits for the device anyway.
     fn read_index_checks(&mut self) -> Result<(), RuntimeError> {
         for (key, (flag, rows)) in std::mem::take(&mut self.unread_flags) {
-            if std::mem::take(&mut self.queued) {
-                self.report.waits += 1;
-            }
+            self.note_wait();
             self.report.bytes_down += 8;
             let bytes = self.driver.download(&flag, 8).map_err(fail)?;
             let k = i64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
@@ -171,6 +169,13 @@ impl<D: Driver> DeviceExecutor<D> {
             }
         }
         Ok(())
+    }
+
+    /// Count a read of the device as a wait when work was queued since the last one.
+    fn note_wait(&mut self) {
+        if std::mem::take(&mut self.queued) {
+            self.report.waits += 1;
+        }
     }
 
     pub fn with_profile(mut self, profile: Option<crate::exec::KernelTimes>) -> DeviceExecutor<D> {
@@ -203,9 +208,7 @@ impl<D: Driver> DeviceExecutor<D> {
             Place::Host(t) => Ok(t.clone()),
             Place::Device(b, ty) => {
                 let n = v.numel() * ty.bytes();
-                if std::mem::take(&mut self.queued) {
-                    self.report.waits += 1;
-                }
+                self.note_wait();
                 let bytes = self.driver.download(b, n).map_err(fail)?;
                 self.report.bytes_down += bytes.len() as u64;
                 Ok(storage::from_bytes(v.dtype, v.shape.clone(), *ty, &bytes))

@@ -196,12 +196,12 @@ impl<'s> Trainer<'s> {
         })
     }
 
-    /// The recipe's `evaluate DATA every ... { metrics }` clauses: (data, metrics, every).
     /// Whether an `evaluate ... every N steps` clause runs after `step`.
     pub(super) fn evaluation_due_at(&self, step: usize) -> bool {
         self.evaluate_clauses().iter().any(|c| matches!(Every::of(&c.2), Every::Steps(n) if step % n == 0))
     }
 
+    /// The recipe's `evaluate DATA every ... { metrics }` clauses: (data, metrics, every).
     pub(super) fn evaluate_clauses(&self) -> Vec<(Expr, Expr, dlc_language::syntax::ast::Every)> {
         self.info
             .recipe

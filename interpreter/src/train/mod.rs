@@ -247,8 +247,9 @@ pub struct Trainer<'s> {
     /// Steps whose logged values stay on the device until a step that needs them reads them
     /// (`run_loop.rs`): each step's number and its logged names, in `Slot::Logged(k, j)`.
     put_off: Vec<(usize, Vec<String>)>,
-    /// Their values once read (by the next step that reads its own), for the run loop.
-    read_late: Vec<on_runner::StepLogged>,
+    /// Their losses (first logged values) once read, by the next step that reads its own, for
+    /// the run loop's epoch mean.
+    read_late: Vec<f64>,
     /// The metrics file, while a run is going (rank 0).
     metrics: metrics::Metrics,
     /// The ranks of a data-parallel job (one, without a launcher).

@@ -21,8 +21,11 @@ pub(super) struct BatchRun<'a> {
     pub put_off: bool,
 }
 
-/// A step's number and its logged values, read.
-pub(super) type StepLogged = (usize, Vec<(String, f64)>);
+/// A logged value as the host reads it: the mean of its elements.
+fn mean(t: &Tensor) -> f64 {
+    let v = t.to_f64();
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
 
 impl<'s> Trainer<'s> {
     /// Upload parameters, buffers, optimiser state and gradient sums to the runner unless it
@@ -192,8 +195,8 @@ impl<'s> Trainer<'s> {
     /// (while it runs), so a value that is not finite names the first step it was.
     fn logged_of(&mut self, key: &super::Shapes, step: usize, put_off: bool) -> Result<Vec<(String, f64)>, RuntimeError> {
         if !put_off && !self.put_off.is_empty() {
-            let read = self.read_put_off()?;
-            self.read_late.extend(read);
+            let losses = self.read_put_off()?;
+            self.read_late.extend(losses);
         }
         let st = &self.steps[key];
         let run = self.runner.as_mut();
@@ -208,29 +211,26 @@ impl<'s> Trainer<'s> {
         }
         let mut logged = vec![];
         for (name, n) in &st.logged {
-            let v = run.fetch(graph, *n)?.to_f64();
-            let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
-            logged.push((name.clone(), mean));
+            logged.push((name.clone(), mean(&run.fetch(graph, *n)?)));
         }
         Ok(logged)
     }
 
-    /// The logged values of the steps whose reads were put off, oldest first, with their step
-    /// numbers; a value that is not finite stops the run naming its step, as it would have then.
-    pub(super) fn read_put_off(&mut self) -> Result<Vec<StepLogged>, RuntimeError> {
-        let mut out = vec![];
+    /// The losses (first logged values) of the steps whose reads were put off, oldest first;
+    /// any logged value that is not finite stops the run naming its step, as it would have then.
+    fn read_put_off(&mut self) -> Result<Vec<f64>, RuntimeError> {
+        let mut losses = vec![];
         for (k, (step, names)) in std::mem::take(&mut self.put_off).into_iter().enumerate() {
-            let mut logged = vec![];
             for (j, name) in names.into_iter().enumerate() {
-                let v = self.runner.take(Slot::Logged(k, j))?.to_f64();
-                let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
-                if !mean.is_finite() {
-                    return Err(err(format!("`{name}` became {mean} at step {step}")));
+                let v = mean(&self.runner.take(Slot::Logged(k, j))?);
+                if !v.is_finite() {
+                    return Err(err(format!("`{name}` became {v} at step {step}")));
                 }
-                logged.push((name, mean));
+                if j == 0 {
+                    losses.push(v);
+                }
             }
-            out.push((step, logged));
         }
-        Ok(out)
+        Ok(losses)
     }
 }

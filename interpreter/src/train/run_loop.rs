@@ -210,7 +210,6 @@ impl Trainer<'_> {
     /// scaling (its flag decides the step), data parallelism (the ranks average the values) or
     /// `bench` (it times each step to its end), not after a Ctrl-C.
     fn may_put_off(&self, h: &Horizon, p: &Progress, step: usize) -> bool {
-        let asked_to_stop = self.opts.interrupt.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst));
         self.opts.device.is_gpu()
             && h.n_acc == 1
             && !self.parallel()
@@ -222,8 +221,13 @@ impl Trainer<'_> {
             && h.log_every.is_none_or(|n| step % n != 0)
             && !matches!(&h.checkpoint, Some((_, Every::Steps(n))) if step % n == 0)
             && !self.evaluation_due_at(step)
-            && !asked_to_stop
+            && !self.asked_to_stop()
             && self.put_off.len() < PUT_OFF_MAX
+    }
+
+    /// Whether Ctrl-C has asked the run to stop.
+    fn asked_to_stop(&self) -> bool {
+        self.opts.interrupt.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// One optimiser step: its micro-batches, the values it logs (averaged across ranks), and
@@ -266,10 +270,9 @@ impl Trainer<'_> {
         }
         // Across ranks: the logged values are the job's means, and a Ctrl-C on any rank stops
         // every rank after this same step.
-        let asked_to_stop = self.opts.interrupt.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst));
-        let interrupted = self.agree(&mut logged, asked_to_stop);
+        let interrupted = self.agree(&mut logged, self.asked_to_stop());
         let loss = logged[0].1;
-        let mut losses: Vec<f64> = std::mem::take(&mut self.read_late).into_iter().map(|(_, l)| l[0].1).collect();
+        let mut losses = std::mem::take(&mut self.read_late);
         losses.push(loss);
         p.last_logged = logged.clone();
         if p.loss_name.is_empty() {

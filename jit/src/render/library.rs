@@ -134,6 +134,12 @@ pub(super) fn argmax(a: &ArgMax, d: Dialect, s: &mut String) -> Launch {
     Launch { grid: blocks(a.rows), block: BLOCK, shared_bytes: 0 }
 }
 
+/// `k`, the index `load` reads, wrapped once from the end of `rows` rows as the interpreter's
+/// `take` wraps it (the lookup, its check and its gradient agree on it).
+fn wrapped_index(indent: &str, load: &str, rows: usize) -> String {
+    format!("{indent}long long k = {load};\n{indent}if (k < 0) k += {rows}LL;\n")
+}
+
 /// Output element (r, c) of the embedding gradient: the rows of dy whose index is r, added in
 /// index order in f64 from zero, rounded once (take_grad in exec/backward.rs).
 pub(super) fn take_grad(t: &TakeGrad, d: Dialect, s: &mut String) -> Launch {
@@ -141,7 +147,7 @@ pub(super) fn take_grad(t: &TakeGrad, d: Dialect, s: &mut String) -> Launch {
     *s += &format!("  {}", each(d, "o", &format!("{total}LL")));
     *s += &format!("    const long long r = o / {}LL, c = o % {}LL;\n    double acc = 0.0;\n", t.row.max(1), t.row.max(1));
     *s += &format!("    for (long long j = 0; j < {}LL; j++) {{\n", t.n);
-    *s += &format!("      long long k = p0[j];\n      if (k < 0) k += {}LL;\n", t.rows);
+    *s += &wrapped_index("      ", "p0[j]", t.rows);
     *s += &format!("      if (k == r) acc += (double)p1[j * {}LL + c];\n    }}\n", t.row);
     *s += "    p2[o] = (float)acc;\n  }\n";
     Launch { grid: blocks(total), block: BLOCK, shared_bytes: 0 }
@@ -153,7 +159,8 @@ pub(super) fn take(t: &Take, d: Dialect, s: &mut String) -> Launch {
     let total = t.n * t.row;
     *s += &format!("  {}", each(d, "o", &format!("{total}LL")));
     *s += &format!("    const long long j = o / {row}LL, c = o % {row}LL;\n", row = t.row.max(1));
-    *s += &format!("    long long k = p1[j];\n    if (k < 0) k += {rows}LL;\n    if (k < 0 || k >= {rows}LL) k = 0;\n", rows = t.rows);
+    *s += &wrapped_index("    ", "p1[j]", t.rows);
+    *s += &format!("    if (k < 0 || k >= {}LL) k = 0;\n", t.rows);
     *s += &format!("    p2[o] = p0[k * {}LL + c];\n  }}\n", t.row);
     Launch { grid: blocks(total), block: BLOCK, shared_bytes: 0 }
 }
@@ -162,9 +169,7 @@ pub(super) fn take(t: &Take, d: Dialect, s: &mut String) -> Launch {
 /// one step race, and any one's value is a true report.
 pub(super) fn index_check(c: &IndexCheck, d: Dialect, s: &mut String) -> Launch {
     *s += &format!("  {}", each(d, "j", &format!("{}LL", c.n)));
-    *s += &format!(
-        "    long long k = p0[j];\n    if (k < 0) k += {rows}LL;\n    if (k < 0 || k >= {rows}LL) p1[0] = k;\n  }}\n",
-        rows = c.rows
-    );
+    *s += &wrapped_index("    ", "p0[j]", c.rows);
+    *s += &format!("    if (k < 0 || k >= {}LL) p1[0] = k;\n  }}\n", c.rows);
     Launch { grid: blocks(c.n), block: BLOCK, shared_bytes: 0 }
 }

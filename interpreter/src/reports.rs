@@ -71,6 +71,21 @@ pub fn runner_summary(r: &dlc::runner::Report) -> String {
         list(&r.once_ops),
         r.bytes_up as f64 / 1e6,
         r.bytes_down as f64 / 1e6
+    ) + &arena_summary(r)
+}
+
+/// The plans' arenas: their size against the most their values hold at once, and how many
+/// kernel outputs went into them rather than into allocations of their own.
+fn arena_summary(r: &dlc::runner::Report) -> String {
+    if r.arena_bytes == 0 {
+        return String::new();
+    }
+    format!(
+        "; intermediates in plan arenas of {} MiB (their values at most {} MiB at once): {} outputs placed, {} allocated (results)",
+        mib(r.arena_bytes),
+        mib(r.arena_live_peak),
+        r.arena_outputs,
+        r.allocated_outputs
     )
 }
 

@@ -21,6 +21,7 @@ fn no_example_or_bench_program_goes_through_the_host_on_a_gpu() {
     files.sort();
     assert!(files.len() >= 20, "{files:?}");
     let mut placed = 0;
+    let mut arenas = 0;
     for f in &files {
         let o = Command::new(env!("CARGO_BIN_EXE_dlc"))
             .args(["explain", f.to_str().expect("utf-8 path"), "--json"])
@@ -35,9 +36,23 @@ fn no_example_or_bench_program_goes_through_the_host_on_a_gpu() {
         for item in items.iter().filter(|i| !i["device_plan"].is_null()) {
             placed += 1;
             assert_eq!(item["device_plan"]["host"], serde_json::json!({}), "{} ({}): {}", f.display(), item["what"], item["device_plan"]);
+            // The plan's arena holds its values alive at once, and wastes little beyond that
+            // (greedy placement by size; offsets aligned to 256 bytes).
+            let (size, live) = (
+                item["device_plan"]["arena_bytes"].as_u64().expect("arena"),
+                item["device_plan"]["arena_live_peak"].as_u64().expect("peak"),
+            );
+            assert!(
+                size >= live && size as f64 <= live as f64 * 1.25 + 65536.0,
+                "{} ({}): arena {size} for {live}",
+                f.display(),
+                item["what"]
+            );
+            arenas += (size > 0) as usize;
         }
     }
     assert!(placed >= 30, "only {placed} plans were placed");
+    assert!(arenas >= 30, "only {arenas} plans have an arena");
 }
 
 /// `dlc explain --gpu` estimates a plan on paper. The model is checked against the tuning

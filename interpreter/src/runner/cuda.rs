@@ -28,6 +28,43 @@ pub struct Cuda {
 }
 
 /// Uploads this large go through page-locked staging (smaller ones are not worth a buffer).
+/// A device buffer: an allocation of its own, or a part of a plan's arena (a window into the
+/// arena's allocation that keeps it alive and frees nothing).
+pub struct CudaBuf {
+    slice: std::mem::ManuallyDrop<CudaSlice<u8>>,
+    arena: Option<std::rc::Rc<CudaBuf>>,
+}
+
+impl CudaBuf {
+    fn own(slice: CudaSlice<u8>) -> CudaBuf {
+        CudaBuf { slice: std::mem::ManuallyDrop::new(slice), arena: None }
+    }
+}
+
+impl std::ops::Deref for CudaBuf {
+    type Target = CudaSlice<u8>;
+    fn deref(&self) -> &CudaSlice<u8> {
+        &self.slice
+    }
+}
+
+impl std::ops::DerefMut for CudaBuf {
+    fn deref_mut(&mut self) -> &mut CudaSlice<u8> {
+        &mut self.slice
+    }
+}
+
+impl Drop for CudaBuf {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here, and not used after.
+        let slice = unsafe { std::mem::ManuallyDrop::take(&mut self.slice) };
+        if self.arena.is_some() {
+            // A window of the arena: the arena frees the memory.
+            let _ = slice.leak();
+        }
+    }
+}
+
 const STAGED_FROM: usize = 64 << 10;
 /// At most this many staging buffers are kept (the least recently used one is replaced).
 const STAGING_BUFFERS: usize = 8;
@@ -86,7 +123,7 @@ where
 }
 
 impl Driver for Cuda {
-    type Buf = CudaSlice<u8>;
+    type Buf = CudaBuf;
 
     fn describe(&self) -> String {
         self.dev.gpu.to_string()
@@ -100,9 +137,23 @@ impl Driver for Cuda {
         Ok((self.modules.len() - 1, launches))
     }
 
-    fn alloc(&mut self, bytes: usize) -> Result<CudaSlice<u8>, String> {
+    fn alloc(&mut self, bytes: usize) -> Result<CudaBuf, String> {
         // SAFETY: every output buffer is written whole by its kernel before anything reads it.
-        unsafe { self.dev.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| format!("allocating {bytes} bytes on the GPU: {e:?}"))
+        unsafe { self.dev.stream.alloc::<u8>(bytes.max(1)) }
+            .map(CudaBuf::own)
+            .map_err(|e| format!("allocating {bytes} bytes on the GPU: {e:?}"))
+    }
+
+    fn part(&mut self, arena: &std::rc::Rc<CudaBuf>, offset: usize, bytes: usize) -> Result<CudaBuf, String> {
+        use cudarc::driver::DevicePtr;
+        if offset + bytes > arena.len() {
+            return Err(format!("{bytes} bytes at {offset} are beyond an arena of {} bytes", arena.len()));
+        }
+        let (base, _read) = arena.slice.device_ptr(&self.dev.stream);
+        // SAFETY: a window inside the arena's allocation, which the part keeps alive (`arena`)
+        // and never frees (`Drop` leaks the window).
+        let window = unsafe { self.dev.stream.upgrade_device_ptr::<u8>(base + offset as u64, bytes.max(1).min(arena.len() - offset)) };
+        Ok(CudaBuf { slice: std::mem::ManuallyDrop::new(window), arena: Some(arena.clone()) })
     }
 
     /// A large upload (a batch) is copied into a page-locked buffer and sent from there
@@ -110,9 +161,9 @@ impl Driver for Cuda {
     /// order before the kernels that read it. Each size keeps two buffers taken in turn, so a
     /// batch is written into one while the other's copy may still be running (cudarc waits for
     /// a buffer's last copy before handing it out for writing).
-    fn upload(&mut self, bytes: &[u8]) -> Result<CudaSlice<u8>, String> {
+    fn upload(&mut self, bytes: &[u8]) -> Result<CudaBuf, String> {
         if bytes.len() < STAGED_FROM {
-            return self.dev.upload(bytes);
+            return self.dev.upload(bytes).map(CudaBuf::own);
         }
         self.uploads += 1;
         let same: Vec<usize> = (0..self.staging.len()).filter(|i| self.staging[*i].0.len() == bytes.len()).collect();
@@ -139,16 +190,16 @@ impl Driver for Cuda {
         let mut dst = unsafe { self.dev.stream.alloc::<u8>(bytes.len()) }
             .map_err(|e| format!("allocating {} bytes on the GPU: {e:?}", bytes.len()))?;
         self.dev.stream.memcpy_htod(&*buf, &mut dst).map_err(|e| format!("copying to the GPU: {e:?}"))?;
-        Ok(dst)
+        Ok(CudaBuf::own(dst))
     }
 
-    fn download(&mut self, buf: &CudaSlice<u8>, bytes: usize) -> Result<Vec<u8>, String> {
+    fn download(&mut self, buf: &CudaBuf, bytes: usize) -> Result<Vec<u8>, String> {
         let mut v = self.dev.download(buf)?;
         v.truncate(bytes);
         Ok(v)
     }
 
-    fn gemm(&mut self, p: &Product, a: &CudaSlice<u8>, b: &CudaSlice<u8>, c: &mut CudaSlice<u8>) -> Result<(), String> {
+    fn gemm(&mut self, p: &Product, a: &CudaBuf, b: &CudaBuf, c: &mut CudaBuf) -> Result<(), String> {
         if self.blas.is_none() {
             self.blas = Some(CudaBlas::new(self.dev.stream.clone()).map_err(|e| format!("cuBLAS could not start: {e:?}"))?);
         }
@@ -161,7 +212,7 @@ impl Driver for Cuda {
         }
     }
 
-    fn conv(&mut self, c: &Conv, a: &CudaSlice<u8>, b: &CudaSlice<u8>, out: &mut CudaSlice<u8>) -> Result<(), String> {
+    fn conv(&mut self, c: &Conv, a: &CudaBuf, b: &CudaBuf, out: &mut CudaBuf) -> Result<(), String> {
         let (stream, gpu) = (&self.dev.stream, self.dev.gpu.to_string());
         match self.convs.get_or_insert_with(|| super::cudnn_conv::Convolutions::open(stream, &gpu)) {
             Ok(convs) => convs.run(c, a, b, out),
@@ -173,7 +224,7 @@ impl Driver for Cuda {
         self.dev.stream.synchronize().map_err(|e| format!("waiting for the GPU: {e:?}"))
     }
 
-    fn launch(&mut self, module: ModuleId, index: usize, launch: &Launch, params: &[&CudaSlice<u8>]) -> Result<(), String> {
+    fn launch(&mut self, module: ModuleId, index: usize, launch: &Launch, params: &[&CudaBuf]) -> Result<(), String> {
         let f = self.modules.get(module).and_then(|m| m.get(index)).ok_or_else(|| format!("no kernel {index} in module {module}"))?;
         let cfg = LaunchConfig {
             grid_dim: (launch.grid as u32, 1, 1),
@@ -182,7 +233,7 @@ impl Driver for Cuda {
         };
         let mut b = self.dev.stream.launch_builder(f);
         for p in params {
-            b.arg(*p);
+            b.arg(&***p);
         }
         // SAFETY: the parameters are buffers of the kernel IR's parameter types and lengths, in
         // its order, allocated by the executor.

@@ -20,6 +20,7 @@
 //!
 //! With `dlc bench --profile` each kernel is waited for and timed (`profiled`).
 
+mod arena;
 mod conv;
 mod placement;
 mod profile;
@@ -85,6 +86,8 @@ type Operand<B> = Option<(Value<B>, bool)>;
 struct Compiled {
     module: Option<ModuleId>,
     kernels: Vec<Option<Loaded>>,
+    /// Where its intermediate values go (see arena.rs).
+    arena: Option<Rc<dlc_language::passes::arena::Arena>>,
 }
 
 /// A generated kernel as loaded: its index in the module, launch shape, parameters, kind, and
@@ -125,6 +128,9 @@ pub struct DeviceExecutor<D: Driver> {
     unread_flags: std::collections::BTreeMap<(ModuleId, usize), Flag<D::Buf>>,
     /// Whether work was queued since the host last read a result (the next read waits for it).
     queued: bool,
+    /// Each compiled plan's arena allocation, and the one of the plan being run.
+    arena_bufs: HashMap<(Vec<NodeId>, usize), Rc<D::Buf>>,
+    arena: Option<arena::Current<D::Buf>>,
 }
 
 fn fail(e: impl std::fmt::Display) -> RuntimeError {
@@ -152,6 +158,8 @@ impl<D: Driver> DeviceExecutor<D> {
             flags: HashMap::new(),
             queued: false,
             unread_flags: Default::default(),
+            arena_bufs: HashMap::new(),
+            arena: None,
         }
     }
 
@@ -217,7 +225,7 @@ impl<D: Driver> DeviceExecutor<D> {
     }
 
     /// Lower and load a plan's kernels once.
-    fn compile(&mut self, g: &Graph, plan: &Plan) -> Result<(), RuntimeError> {
+    fn compile(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan) -> Result<(), RuntimeError> {
         let key = (plan.roots.clone(), plan.kernels.len());
         if self.plans.contains_key(&key) {
             return Ok(());
@@ -261,7 +269,7 @@ impl<D: Driver> DeviceExecutor<D> {
             Some(module)
         };
         self.report.compile_s += started.elapsed().as_secs_f64();
-        self.plans.insert(key, Compiled { module, kernels });
+        self.plans.insert(key, Compiled { module, kernels, arena: arena::plan(g, plan, memory).map(Rc::new) });
         Ok(())
     }
 
@@ -389,7 +397,7 @@ impl<D: Driver> DeviceExecutor<D> {
         if *aty != ty || *bty != ty || a.numel() != batch * m * k || b.numel() != batch * k * n_cols {
             return Ok(None);
         }
-        let mut c = self.driver.alloc(batch * m * n_cols * ty.bytes()).map_err(fail)?;
+        let mut c = self.output(g, n, batch * m * n_cols * ty.bytes())?;
         self.driver.gemm(&p, ab, bb, &mut c).map_err(fail)?;
         self.report.launches += 1;
         *self.report.launches_by_kind.entry("matmul".into()).or_insert(0) += 1;
@@ -409,7 +417,7 @@ impl<D: Driver> DeviceExecutor<D> {
         let mut outs = vec![];
         for ((p, is_out), (n, _)) in params.iter().zip(&nodes) {
             if *is_out {
-                let b = Rc::new(self.driver.alloc(p.len * p.ty.bytes()).map_err(fail)?);
+                let b = Rc::new(self.output(g, *n, p.len * p.ty.bytes())?);
                 outs.push((*n, b.clone(), p.ty));
                 bufs.push(b);
                 continue;
@@ -491,8 +499,9 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
     fn run_observed(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan, after: AfterKernel) -> Result<(), RuntimeError> {
         self.values = self.pinned.clone();
         self.queued = true;
-        self.compile(g, plan)?;
+        self.compile(g, plan, memory)?;
         let key = (plan.roots.clone(), plan.kernels.len());
+        self.enter_arena(&key)?;
         for (i, k) in plan.kernels.iter().enumerate() {
             let outputs: Vec<NodeId> = match k {
                 Kernel::View(_) => vec![],

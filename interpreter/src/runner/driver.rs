@@ -20,6 +20,10 @@ pub trait Driver {
     /// A buffer of `bytes` (at least one byte), contents undefined.
     fn alloc(&mut self, bytes: usize) -> Result<Self::Buf, String>;
     fn upload(&mut self, bytes: &[u8]) -> Result<Self::Buf, String>;
+    /// The `bytes` bytes of `arena` (an allocation of this driver) from `offset`, as a buffer of
+    /// its own: it keeps the arena alive and frees nothing when dropped. A plan's values are
+    /// such parts of the plan's arena (see `dlc_language::passes::arena`).
+    fn part(&mut self, arena: &std::rc::Rc<Self::Buf>, offset: usize, bytes: usize) -> Result<Self::Buf, String>;
     /// The first `bytes` bytes of `buf` (waits for the work queued before it).
     fn download(&mut self, buf: &Self::Buf, bytes: usize) -> Result<Vec<u8>, String>;
     /// Queue kernel `index` of `module` on `params` (in `Kernel::params` order).

@@ -13,13 +13,46 @@ use dlc_jit::render::Launch;
 use std::cell::UnsafeCell;
 use std::path::PathBuf;
 
-/// A buffer of host memory the kernels write through a pointer.
-pub struct HostBuf(UnsafeCell<Vec<u8>>);
+/// A buffer of host memory the kernels write through a pointer: bytes of its own, or a part of
+/// an arena (the arena's bytes from an offset).
+pub struct HostBuf {
+    mem: std::rc::Rc<UnsafeCell<Vec<u8>>>,
+    offset: usize,
+    len: usize,
+}
 
 impl HostBuf {
+    fn own(mut v: Vec<u8>) -> HostBuf {
+        if v.is_empty() {
+            v.push(0);
+        }
+        let len = v.len();
+        HostBuf { mem: std::rc::Rc::new(UnsafeCell::new(v)), offset: 0, len }
+    }
+
     fn ptr(&self) -> *mut libc::c_void {
-        // SAFETY: the executor never holds a reference into the bytes while a kernel runs.
-        unsafe { (*self.0.get()).as_mut_ptr() as *mut libc::c_void }
+        // SAFETY: the executor never holds a reference into the bytes while a kernel runs, and
+        // `offset` is within the allocation (checked by `part`).
+        unsafe { (*self.mem.get()).as_mut_ptr().add(self.offset) as *mut libc::c_void }
+    }
+
+    /// The buffer's bytes.
+    ///
+    /// # Safety
+    /// Nothing may write them while the slice lives.
+    unsafe fn bytes(&self) -> &[u8] {
+        // SAFETY: as the caller promises.
+        unsafe { &(&*self.mem.get())[self.offset..self.offset + self.len] }
+    }
+
+    /// The buffer's bytes, to write.
+    ///
+    /// # Safety
+    /// Nothing else may read or write them while the slice lives.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn bytes_mut(&self) -> &mut [u8] {
+        // SAFETY: as the caller promises.
+        unsafe { &mut (&mut *self.mem.get())[self.offset..self.offset + self.len] }
     }
 }
 
@@ -75,15 +108,18 @@ impl Driver for Emulated {
     }
 
     fn alloc(&mut self, bytes: usize) -> Result<HostBuf, String> {
-        Ok(HostBuf(UnsafeCell::new(vec![0u8; bytes.max(1)])))
+        Ok(HostBuf::own(vec![0u8; bytes.max(1)]))
     }
 
     fn upload(&mut self, bytes: &[u8]) -> Result<HostBuf, String> {
-        let mut v = bytes.to_vec();
-        if v.is_empty() {
-            v.push(0);
+        Ok(HostBuf::own(bytes.to_vec()))
+    }
+
+    fn part(&mut self, arena: &std::rc::Rc<HostBuf>, offset: usize, bytes: usize) -> Result<HostBuf, String> {
+        if offset + bytes > arena.len {
+            return Err(format!("{bytes} bytes at {offset} are beyond an arena of {} bytes", arena.len));
         }
-        Ok(HostBuf(UnsafeCell::new(v)))
+        Ok(HostBuf { mem: arena.mem.clone(), offset: arena.offset + offset, len: bytes.max(1).min(arena.len - offset) })
     }
 
     fn synchronize(&mut self) -> Result<(), String> {
@@ -92,7 +128,7 @@ impl Driver for Emulated {
 
     fn download(&mut self, buf: &HostBuf, bytes: usize) -> Result<Vec<u8>, String> {
         // SAFETY: no kernel runs while the executor downloads (launches return when done).
-        let v = unsafe { &*buf.0.get() };
+        let v = unsafe { buf.bytes() };
         Ok(v[..bytes.min(v.len())].to_vec())
     }
 
@@ -100,7 +136,7 @@ impl Driver for Emulated {
         let cm = p.column_major();
         let widen = |buf: &HostBuf| -> Vec<f32> {
             // SAFETY: nothing writes the operands during the product.
-            let v = unsafe { &*buf.0.get() };
+            let v = unsafe { buf.bytes() };
             let t = super::storage::from_bytes(dlc_language::types::DType::F32, vec![], p.ty, v);
             match t.data {
                 crate::runtime::tensor::Data::F32(x) => x.to_vec(),
@@ -108,7 +144,9 @@ impl Driver for Emulated {
             }
         };
         let (first, second) = (widen(b), widen(a));
-        let out = c.0.get_mut();
+        // SAFETY: the product's output overlaps none of its operands (the arena plan keeps
+        // values read by a kernel apart from what it writes).
+        let out = unsafe { c.bytes_mut() };
         // A column-major gemm exactly as BLAS defines it: element (r, c) of a stored matrix is
         // at r + c * ld, op(X)(i, l) is X(l, i) when transposed; f32 accumulation.
         for batch in 0..p.batch {
@@ -142,7 +180,7 @@ impl Driver for Emulated {
         use crate::exec::conv;
         let tensor = |buf: &HostBuf, shape: [usize; 4]| {
             // SAFETY: nothing writes the operands during the convolution.
-            let v = unsafe { &*buf.0.get() };
+            let v = unsafe { buf.bytes() };
             super::storage::from_bytes(dlc_language::types::DType::F32, shape.to_vec(), Ty::F32, &v[..shape.iter().product::<usize>() * 4])
         };
         let [sa, sb, so] = c.operands();
@@ -153,7 +191,8 @@ impl Driver for Emulated {
             ConvDir::Weight => conv::conv2d_grad_weight(&self.gemm, &a, &b, &c.attrs, shape),
         };
         let bytes = super::storage::to_bytes(&t, Ty::F32);
-        let o = out.0.get_mut();
+        // SAFETY: the output overlaps none of the operands, already read above.
+        let o = unsafe { out.bytes_mut() };
         if o.len() < bytes.len() {
             return Err(format!("a convolution's output buffer holds {} bytes, not {}", o.len(), bytes.len()));
         }

@@ -66,6 +66,17 @@ pub struct Report {
     /// Times the host waited for the device: reads of results with work queued since the last.
     #[serde(default)]
     pub waits: usize,
+    /// Bytes of the plans' arenas (allocated once per plan), the most bytes their values hold
+    /// at once, and kernel outputs written into an arena against those allocated on their own
+    /// (results, which outlive their plan).
+    #[serde(default)]
+    pub arena_bytes: usize,
+    #[serde(default)]
+    pub arena_live_peak: usize,
+    #[serde(default)]
+    pub arena_outputs: usize,
+    #[serde(default)]
+    pub allocated_outputs: usize,
 }
 
 /// What `Runner::run_observed` calls after each kernel: its position, and a way to read values.

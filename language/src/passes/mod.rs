@@ -1,6 +1,7 @@
 //! Passes over the graph IR. Each pass is a function of the graph; the graph stays append-only,
 //! so a pass adds nodes and returns the ids that replace the ones it rewrote.
 
+pub mod arena;
 pub mod autocast;
 pub mod autodiff;
 pub mod bn_fold;

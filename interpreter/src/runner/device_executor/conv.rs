@@ -2,7 +2,7 @@
 //! convolution (cuDNN on a GPU), when their operands are on the device; otherwise, or once the
 //! driver has said it cannot (no cuDNN), through the host like any op without a device kernel.
 
-use super::{fail, shape_of, DeviceExecutor, Place, Value};
+use super::{shape_of, DeviceExecutor, Place, Value};
 use crate::runner::driver::{Conv, ConvDir, Driver};
 use crate::runtime::RuntimeError;
 use dlc_jit::kir::Ty;
@@ -48,7 +48,7 @@ impl<D: Driver> DeviceExecutor<D> {
         let four = |v: Vec<usize>| -> [usize; 4] { [v[0], v[1], v[2], v[3]] };
         let out = four(shape_of(g, n));
         let c = Conv::from_operands(dir, [four(shape_of(g, node.src[0])), four(shape_of(g, node.src[1])), out], attrs);
-        let mut buf = self.driver.alloc(out.iter().product::<usize>() * 4).map_err(fail)?;
+        let mut buf = self.output(g, n, out.iter().product::<usize>() * 4)?;
         if let Err(e) = self.driver.conv(&c, &operands[0], &operands[1], &mut buf) {
             // Said once; every convolution after it goes through the host.
             self.report.not_lowered.push(format!("convolutions on the device: {e}"));

@@ -17,10 +17,16 @@ pub struct Placement {
     /// Ops with no operands and no kernel (an iota): computed on the host once, then kept.
     pub once: std::collections::BTreeMap<String, usize>,
     pub host: std::collections::BTreeMap<String, usize>,
+    /// Bytes of the plan's arena (its intermediate values, each at an offset planned before the
+    /// run; see arena.rs), and the most bytes those values hold at once.
+    pub arena_bytes: usize,
+    pub arena_live_peak: usize,
 }
 
 pub fn placement(g: &Graph, plan: &Plan) -> Placement {
-    let mut p = Placement::default();
+    let memory = dlc_language::passes::memory::plan_memory(g, plan);
+    let arena = super::arena::plan(g, plan, &memory).unwrap_or_default();
+    let mut p = Placement { arena_bytes: arena.size, arena_live_peak: arena.live_peak, ..Placement::default() };
     for k in &plan.kernels {
         match k {
             Kernel::View(_) | Kernel::Free(_) => {}

@@ -1,8 +1,11 @@
-//! A plan's intermediate values in one arena on the device (runner/device_executor/arena.rs):
-//! on the emulated GPU, a few training steps of a conv -> batch norm -> MLP net write their
-//! convolutions', products' and generated kernels' outputs at planned offsets of one allocation,
-//! and end with the same checkpoint, bit for bit, as the same steps with every output allocated
-//! on its own (`DLC_ARENA=0`). Two values sharing bytes while both alive would change it.
+//! A plan's intermediate values in one arena on the device (runner/device_executor/arena.rs),
+//! and steady-state steps replayed as graphs (device_executor/graphs.rs): on the emulated GPU,
+//! twelve training steps of a conv -> batch norm -> MLP net write their convolutions', products'
+//! and generated kernels' outputs at planned offsets of one allocation, most steps are replayed
+//! from a recorded graph, and the run ends with the same checkpoint, bit for bit, as the same
+//! steps with every output allocated on its own and every call issued one by one
+//! (`DLC_ARENA=0 DLC_CUDA_GRAPHS=0`). Two values sharing bytes while both alive, or a graph
+//! replayed on other buffers than the step's, would change it.
 
 mod common;
 use common::{command, scratch, text, ROOT};
@@ -30,13 +33,13 @@ train {
   data      = train_set
   loss      = cross_entropy(model(x), y)
   optimizer = adamw(lr: 0.01)
-  steps     = 6
-  checkpoint "run" every 6 steps
+  steps     = 12
+  checkpoint "run" every 12 steps
 }
 "#;
 
-/// Train NET on the emulated GPU with the arena on or off; the checkpoint's two files and what
-/// the run printed.
+/// Train NET on the emulated GPU with the arena and graphs on or off; the checkpoint's two files
+/// and what the run printed.
 fn train(arena: bool) -> (Vec<u8>, Vec<u8>, String) {
     let dir = scratch(if arena { "arena-on" } else { "arena-off" });
     let digits = std::path::Path::new(ROOT).join("examples/data/sklearn/digits.csv.gz");
@@ -45,27 +48,38 @@ fn train(arena: bool) -> (Vec<u8>, Vec<u8>, String) {
         .args(["run", "net.dl", "--device", "cuda"])
         .env("DLC_EMULATE_GPU", "1")
         .env("DLC_ARENA", if arena { "1" } else { "0" })
+        .env("DLC_CUDA_GRAPHS", if arena { "1" } else { "0" })
         .output()
         .expect("run dlc");
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let step = dir.join("run/step-00000006");
+    let step = dir.join("run/step-00000012");
     let read = |f: &str| std::fs::read(step.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
     (read("model.safetensors"), read("optimizer.safetensors"), text(&o.stdout) + &text(&o.stderr))
 }
 
+/// The number before `what` in the run's summary line.
+fn count_before(printed: &str, what: &str) -> usize {
+    printed
+        .split(what)
+        .next()
+        .and_then(|s| s.trim_end().rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `{what}` in the run's summary: {printed}"))
+}
+
 #[test]
-fn intermediates_in_one_arena_train_as_outputs_allocated_one_by_one() {
+fn steps_in_an_arena_and_replayed_as_graphs_train_as_steps_issued_one_call_at_a_time() {
     let (model, optimizer, printed) = train(true);
     let (model_off, optimizer_off, printed_off) = train(false);
     assert!(model == model_off, "the parameters differ with the arena");
     assert!(optimizer == optimizer_off, "the optimiser's state differs with the arena");
-    // Every step's intermediates went into the arena; only results were allocated.
-    let placed: usize = printed
-        .split("outputs placed")
-        .next()
-        .and_then(|s| s.rsplit(' ').nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no arena in the run's summary: {printed}"));
-    assert!(placed >= 6 * 40, "{placed} outputs placed in 6 steps: {printed}");
+    // Every step's intermediates went into the arena; only results were allocated. The first
+    // run issues its calls; the next two are recorded and, repeating the runs two before
+    // them from then on, captured as two graphs that the other runs replay.
+    let placed = count_before(&printed, "outputs placed");
+    assert!(placed >= 12 * 40, "{placed} outputs placed in 12 steps: {printed}");
+    let replayed = count_before(&printed, "runs replayed as");
+    assert!(replayed >= 8, "{replayed} of 12 steps replayed: {printed}");
+    assert!(!printed_off.contains("replayed"), "{printed_off}");
     assert!(!printed_off.contains("plan arenas"), "{printed_off}");
 }

@@ -7,7 +7,7 @@
 //! by measurement and kept in the tuning file. Ran on an H200 (2026-11-26,
 //! docs/gpu.md): launches, cuBLAS products, copies; every kernel bit for bit the interpreter's.
 
-use super::driver::{Conv, Driver, ModuleId, Product};
+use super::driver::{Call, Conv, Driver, GraphId, ModuleId, Product};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use dlc_jit::cuda::launch::Device;
@@ -25,42 +25,63 @@ pub struct Cuda {
     /// Page-locked staging buffers for uploads, each with the upload it last served.
     staging: Vec<(PinnedHostSlice<u8>, u64)>,
     uploads: u64,
+    /// Captured graphs, by `GraphId`.
+    graphs: Vec<cudarc::driver::CudaGraph>,
+    /// Results' buffers kept for reuse (`alloc_for`).
+    results: Cache,
 }
 
 /// Uploads this large go through page-locked staging (smaller ones are not worth a buffer).
 /// A device buffer: an allocation of its own, or a part of a plan's arena (a window into the
-/// arena's allocation that keeps it alive and frees nothing).
+/// arena's allocation that keeps it alive and frees nothing). Kernels, products and
+/// convolutions write their outputs through a shared reference, as on the device; the handle
+/// sits in a cell for the cudarc calls that take it mutably.
 pub struct CudaBuf {
-    slice: std::mem::ManuallyDrop<CudaSlice<u8>>,
+    slice: std::cell::UnsafeCell<std::mem::ManuallyDrop<CudaSlice<u8>>>,
     arena: Option<std::rc::Rc<CudaBuf>>,
+    /// A result's buffer (`alloc_for`): kept for the next value of its tag when dropped.
+    home: Option<(Cache, u64)>,
 }
+
+/// Results' buffers by (tag, bytes), kept for reuse (`Driver::alloc_for`).
+type Cache = std::rc::Rc<std::cell::RefCell<std::collections::HashMap<(u64, usize), Vec<CudaSlice<u8>>>>>;
 
 impl CudaBuf {
     fn own(slice: CudaSlice<u8>) -> CudaBuf {
-        CudaBuf { slice: std::mem::ManuallyDrop::new(slice), arena: None }
+        CudaBuf { slice: std::cell::UnsafeCell::new(std::mem::ManuallyDrop::new(slice)), arena: None, home: None }
+    }
+
+    /// The handle, to write the buffer through.
+    ///
+    /// # Safety
+    /// No other reference to this handle may be in use while the result lives (the executor
+    /// passes an output buffer to one call at a time, apart from its operands).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn out(&self) -> &mut CudaSlice<u8> {
+        // SAFETY: as the caller promises.
+        unsafe { &mut *self.slice.get() }
     }
 }
 
 impl std::ops::Deref for CudaBuf {
     type Target = CudaSlice<u8>;
     fn deref(&self) -> &CudaSlice<u8> {
-        &self.slice
-    }
-}
-
-impl std::ops::DerefMut for CudaBuf {
-    fn deref_mut(&mut self) -> &mut CudaSlice<u8> {
-        &mut self.slice
+        // SAFETY: shared reads of the handle; writes go through `out`, one call at a time.
+        unsafe { &*self.slice.get() }
     }
 }
 
 impl Drop for CudaBuf {
     fn drop(&mut self) {
         // SAFETY: taken once, here, and not used after.
-        let slice = unsafe { std::mem::ManuallyDrop::take(&mut self.slice) };
+        let slice = unsafe { std::mem::ManuallyDrop::take(self.slice.get_mut()) };
         if self.arena.is_some() {
             // A window of the arena: the arena frees the memory.
             let _ = slice.leak();
+        } else if let Some((cache, tag)) = &self.home {
+            // Work queued before on the stream still reads it; anything that writes it next is
+            // queued after that work.
+            cache.borrow_mut().entry((*tag, slice.len())).or_default().push(slice);
         }
     }
 }
@@ -71,7 +92,16 @@ const STAGING_BUFFERS: usize = 8;
 
 impl Cuda {
     pub fn open() -> Result<Cuda, String> {
-        Ok(Cuda { dev: Device::open()?, modules: vec![], blas: None, convs: None, staging: vec![], uploads: 0 })
+        Ok(Cuda {
+            dev: Device::open()?,
+            modules: vec![],
+            blas: None,
+            convs: None,
+            staging: vec![],
+            uploads: 0,
+            graphs: vec![],
+            results: Default::default(),
+        })
     }
 }
 
@@ -149,11 +179,11 @@ impl Driver for Cuda {
         if offset + bytes > arena.len() {
             return Err(format!("{bytes} bytes at {offset} are beyond an arena of {} bytes", arena.len()));
         }
-        let (base, _read) = arena.slice.device_ptr(&self.dev.stream);
+        let (base, _read) = (**arena).device_ptr(&self.dev.stream);
         // SAFETY: a window inside the arena's allocation, which the part keeps alive (`arena`)
         // and never frees (`Drop` leaks the window).
         let window = unsafe { self.dev.stream.upgrade_device_ptr::<u8>(base + offset as u64, bytes.max(1).min(arena.len() - offset)) };
-        Ok(CudaBuf { slice: std::mem::ManuallyDrop::new(window), arena: Some(arena.clone()) })
+        Ok(CudaBuf { slice: std::cell::UnsafeCell::new(std::mem::ManuallyDrop::new(window)), arena: Some(arena.clone()), home: None })
     }
 
     /// A large upload (a batch) is copied into a page-locked buffer and sent from there
@@ -164,6 +194,22 @@ impl Driver for Cuda {
     fn upload(&mut self, bytes: &[u8]) -> Result<CudaBuf, String> {
         if bytes.len() < STAGED_FROM {
             return self.dev.upload(bytes).map(CudaBuf::own);
+        }
+        let dst = self.alloc(bytes.len())?;
+        self.write(&dst, bytes)?;
+        Ok(dst)
+    }
+
+    /// Large copies go through page-locked staging buffers (two kept per size, so one can be
+    /// filled while the other's copy runs).
+    fn write(&mut self, buf: &CudaBuf, bytes: &[u8]) -> Result<(), String> {
+        if bytes.len() > buf.len() {
+            return Err(format!("{} bytes written into a buffer of {}", bytes.len(), buf.len()));
+        }
+        // SAFETY: `buf` is written by this copy alone.
+        let mut dst = unsafe { buf.out() }.slice_mut(..bytes.len());
+        if bytes.len() < STAGED_FROM {
+            return self.dev.stream.memcpy_htod(bytes, &mut dst).map_err(|e| format!("copying to the GPU: {e:?}"));
         }
         self.uploads += 1;
         let same: Vec<usize> = (0..self.staging.len()).filter(|i| self.staging[*i].0.len() == bytes.len()).collect();
@@ -183,14 +229,25 @@ impl Driver for Cuda {
                 }
             }
         };
-        let (buf, used) = &mut self.staging[i];
+        let (staged, used) = &mut self.staging[i];
         *used = self.uploads;
-        buf.as_mut_slice().map_err(|e| format!("waiting for a staging buffer: {e:?}"))?.copy_from_slice(bytes);
-        // SAFETY: written whole by the copy queued next, before anything reads it.
-        let mut dst = unsafe { self.dev.stream.alloc::<u8>(bytes.len()) }
-            .map_err(|e| format!("allocating {} bytes on the GPU: {e:?}", bytes.len()))?;
-        self.dev.stream.memcpy_htod(&*buf, &mut dst).map_err(|e| format!("copying to the GPU: {e:?}"))?;
-        Ok(CudaBuf::own(dst))
+        staged.as_mut_slice().map_err(|e| format!("waiting for a staging buffer: {e:?}"))?.copy_from_slice(bytes);
+        self.dev.stream.memcpy_htod(&*staged, &mut dst).map_err(|e| format!("copying to the GPU: {e:?}"))
+    }
+
+    fn alloc_for(&mut self, tag: u64, bytes: usize) -> Result<CudaBuf, String> {
+        let len = bytes.max(1);
+        let kept = self.results.borrow_mut().get_mut(&(tag, len)).and_then(|l| l.pop());
+        let slice = match kept {
+            Some(s) => s,
+            // SAFETY: every output buffer is written whole by its kernel before anything reads it.
+            None => unsafe { self.dev.stream.alloc::<u8>(len) }.map_err(|e| format!("allocating {len} bytes on the GPU: {e:?}"))?,
+        };
+        Ok(CudaBuf {
+            slice: std::cell::UnsafeCell::new(std::mem::ManuallyDrop::new(slice)),
+            arena: None,
+            home: Some((self.results.clone(), tag)),
+        })
     }
 
     fn download(&mut self, buf: &CudaBuf, bytes: usize) -> Result<Vec<u8>, String> {
@@ -199,7 +256,9 @@ impl Driver for Cuda {
         Ok(v)
     }
 
-    fn gemm(&mut self, p: &Product, a: &CudaBuf, b: &CudaBuf, c: &mut CudaBuf) -> Result<(), String> {
+    fn gemm(&mut self, p: &Product, a: &CudaBuf, b: &CudaBuf, c: &CudaBuf) -> Result<(), String> {
+        // SAFETY: the output is a buffer apart from the operands, written by this call alone.
+        let c = unsafe { c.out() };
         if self.blas.is_none() {
             self.blas = Some(CudaBlas::new(self.dev.stream.clone()).map_err(|e| format!("cuBLAS could not start: {e:?}"))?);
         }
@@ -212,7 +271,9 @@ impl Driver for Cuda {
         }
     }
 
-    fn conv(&mut self, c: &Conv, a: &CudaBuf, b: &CudaBuf, out: &mut CudaBuf) -> Result<(), String> {
+    fn conv(&mut self, c: &Conv, a: &CudaBuf, b: &CudaBuf, out: &CudaBuf) -> Result<(), String> {
+        // SAFETY: the output is a buffer apart from the operands, written by this call alone.
+        let out = unsafe { out.out() };
         let (stream, gpu) = (&self.dev.stream, self.dev.gpu.to_string());
         match self.convs.get_or_insert_with(|| super::cudnn_conv::Convolutions::open(stream, &gpu)) {
             Ok(convs) => convs.run(c, a, b, out),
@@ -222,6 +283,38 @@ impl Driver for Cuda {
 
     fn synchronize(&mut self) -> Result<(), String> {
         self.dev.stream.synchronize().map_err(|e| format!("waiting for the GPU: {e:?}"))
+    }
+
+    fn copy(&mut self, src: &CudaBuf, dst: &CudaBuf, bytes: usize) -> Result<(), String> {
+        // SAFETY: `dst` is written by this copy alone.
+        let dst = unsafe { dst.out() };
+        self.dev.stream.memcpy_dtod(&src.slice(..bytes), &mut dst.slice_mut(..bytes)).map_err(|e| format!("copying on the GPU: {e:?}"))
+    }
+
+    fn address(&self, b: &CudaBuf) -> usize {
+        use cudarc::driver::DevicePtr;
+        let (at, _read) = (**b).device_ptr(&self.dev.stream);
+        at as usize
+    }
+
+    /// Stream capture of the calls (nothing runs), instantiated as an executable graph. The
+    /// calls ran before, so no cuBLAS handle, cuDNN plan or workspace is made during capture.
+    fn capture(&mut self, calls: &[Call<CudaBuf>]) -> Result<GraphId, String> {
+        use cudarc::driver::sys;
+        let stream = self.dev.stream.clone();
+        stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(|e| format!("starting a graph capture: {e:?}"))?;
+        let issued = calls.iter().try_for_each(|c| c.run(self));
+        let graph = stream.end_capture(sys::CUgraphInstantiate_flags(0));
+        issued?;
+        let graph = graph.map_err(|e| format!("capturing a graph: {e:?}"))?.ok_or("the capture recorded nothing")?;
+        self.graphs.push(graph);
+        Ok(self.graphs.len() - 1)
+    }
+
+    fn replay(&mut self, id: GraphId, _calls: &[Call<CudaBuf>]) -> Result<(), String> {
+        self.graphs.get(id).ok_or_else(|| format!("no graph {id}"))?.launch().map_err(|e| format!("launching a graph: {e:?}"))
     }
 
     fn launch(&mut self, module: ModuleId, index: usize, launch: &Launch, params: &[&CudaBuf]) -> Result<(), String> {

@@ -22,12 +22,13 @@
 
 mod arena;
 mod conv;
+mod graphs;
 mod placement;
 mod profile;
 
 pub use placement::{placement, Placement};
 
-use super::driver::{Driver, ModuleId, Product};
+use super::driver::{Call, Driver, ModuleId, Product};
 use super::storage;
 use super::{AfterKernel, Report, Runner, Slot};
 use crate::exec::Executor;
@@ -131,6 +132,12 @@ pub struct DeviceExecutor<D: Driver> {
     /// Each compiled plan's arena allocation, and the one of the plan being run.
     arena_bufs: HashMap<(Vec<NodeId>, usize), Rc<D::Buf>>,
     arena: Option<arena::Current<D::Buf>>,
+    /// The plan being run (its results' buffers are tagged with it).
+    arena_key: (Vec<NodeId>, usize),
+    /// The calls of the run in progress, when they are recorded to be replayed as a graph (see
+    /// graphs.rs), and the graphs of each plan.
+    trace: graphs::Trace<D::Buf>,
+    graphs: graphs::Graphs,
 }
 
 fn fail(e: impl std::fmt::Display) -> RuntimeError {
@@ -160,6 +167,9 @@ impl<D: Driver> DeviceExecutor<D> {
             unread_flags: Default::default(),
             arena_bufs: HashMap::new(),
             arena: None,
+            arena_key: Default::default(),
+            trace: Default::default(),
+            graphs: Default::default(),
         }
     }
 
@@ -167,6 +177,7 @@ impl<D: Driver> DeviceExecutor<D> {
     /// run with the interpreter's error. Called where the host waits for the device anyway.
     fn read_index_checks(&mut self) -> Result<(), RuntimeError> {
         for (key, (flag, rows)) in std::mem::take(&mut self.unread_flags) {
+            self.flush()?;
             self.note_wait();
             self.report.bytes_down += 8;
             let bytes = self.driver.download(&flag, 8).map_err(fail)?;
@@ -216,6 +227,7 @@ impl<D: Driver> DeviceExecutor<D> {
             Place::Host(t) => Ok(t.clone()),
             Place::Device(b, ty) => {
                 let n = v.numel() * ty.bytes();
+                self.flush()?;
                 self.note_wait();
                 let bytes = self.driver.download(b, n).map_err(fail)?;
                 self.report.bytes_down += bytes.len() as u64;
@@ -397,11 +409,12 @@ impl<D: Driver> DeviceExecutor<D> {
         if *aty != ty || *bty != ty || a.numel() != batch * m * k || b.numel() != batch * k * n_cols {
             return Ok(None);
         }
-        let mut c = self.output(g, n, batch * m * n_cols * ty.bytes())?;
-        self.driver.gemm(&p, ab, bb, &mut c).map_err(fail)?;
+        let c = Rc::new(self.output(g, n, batch * m * n_cols * ty.bytes())?);
+        let (a, b) = (ab.clone(), bb.clone());
+        self.issue(Call::Gemm { p, a, b, c: c.clone() })?;
         self.report.launches += 1;
         *self.report.launches_by_kind.entry("matmul".into()).or_insert(0) += 1;
-        Ok(Some(Value { dtype: node.dtype, shape, place: Place::Device(Rc::new(c), ty) }))
+        Ok(Some(Value { dtype: node.dtype, shape, place: Place::Device(c, ty) }))
     }
 
     /// Launch plan kernel `k` as the generated kernel `loaded` of `module`.
@@ -435,8 +448,8 @@ impl<D: Driver> DeviceExecutor<D> {
             };
             bufs.push(b);
         }
-        let refs: Vec<&D::Buf> = bufs.iter().map(|b| b.as_ref()).collect();
-        self.driver.launch(module, loaded.index, &loaded.launch, &refs).map_err(fail)?;
+        let checked = bufs.get(1).cloned();
+        self.issue(Call::Launch { module, index: loaded.index, launch: loaded.launch, params: bufs })?;
         self.report.launches += 1;
         *self.report.launches_by_kind.entry(loaded.kind.to_string()).or_insert(0) += 1;
         if let Some((index, launch, rows)) = &loaded.check {
@@ -450,7 +463,8 @@ impl<D: Driver> DeviceExecutor<D> {
                     f
                 }
             };
-            self.driver.launch(module, *index, launch, &[refs[1], flag.as_ref()]).map_err(fail)?;
+            let indices = checked.ok_or_else(|| fail("a lookup without indices"))?;
+            self.issue(Call::Launch { module, index: *index, launch: *launch, params: vec![indices, flag.clone()] })?;
             self.report.launches += 1;
             *self.report.launches_by_kind.entry("index_check".into()).or_insert(0) += 1;
             self.unread_flags.insert(key, (flag, *rows));
@@ -487,6 +501,9 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
     }
 
     fn put(&mut self, slot: Slot, t: &Tensor) -> Result<(), RuntimeError> {
+        if self.write_in_place(slot, t)? {
+            return Ok(());
+        }
         let v = self.upload(t)?;
         self.slots.insert(slot, v);
         Ok(())
@@ -502,6 +519,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
         self.compile(g, plan, memory)?;
         let key = (plan.roots.clone(), plan.kernels.len());
         self.enter_arena(&key)?;
+        self.begin_trace(&key);
         for (i, k) in plan.kernels.iter().enumerate() {
             let outputs: Vec<NodeId> = match k {
                 Kernel::View(_) => vec![],
@@ -562,7 +580,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
                 }
             }
         }
-        Ok(())
+        self.end_trace(&key)
     }
 
     fn fetch(&mut self, _g: &Graph, node: NodeId) -> Result<Tensor, RuntimeError> {
@@ -573,6 +591,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
 
     fn keep(&mut self, _g: &Graph, node: NodeId, slot: Slot) -> Result<(), RuntimeError> {
         let v = self.values.get(&node).cloned().ok_or_else(|| fail(format!("{node:?} is not a result of the last run")))?;
+        let v = self.kept_apart(slot, v)?;
         self.slots.insert(slot, v);
         Ok(())
     }

@@ -28,13 +28,68 @@ pub trait Driver {
     fn download(&mut self, buf: &Self::Buf, bytes: usize) -> Result<Vec<u8>, String>;
     /// Queue kernel `index` of `module` on `params` (in `Kernel::params` order).
     fn launch(&mut self, module: ModuleId, index: usize, launch: &Launch, params: &[&Self::Buf]) -> Result<(), String>;
-    /// Queue the matrix product `p` of `a` and `b` into `c` (cuBLAS on the GPU).
-    fn gemm(&mut self, p: &Product, a: &Self::Buf, b: &Self::Buf, c: &mut Self::Buf) -> Result<(), String>;
+    /// Queue the matrix product `p` of `a` and `b` into `c` (cuBLAS on the GPU). `c` is
+    /// written through a shared reference, as a kernel writes its output parameters.
+    fn gemm(&mut self, p: &Product, a: &Self::Buf, b: &Self::Buf, c: &Self::Buf) -> Result<(), String>;
     /// Queue the f32 convolution `c` (cuDNN on the GPU) of `a` and `b` into `out`, operands as
     /// `Conv::operands` orders them.
-    fn conv(&mut self, c: &Conv, a: &Self::Buf, b: &Self::Buf, out: &mut Self::Buf) -> Result<(), String>;
+    fn conv(&mut self, c: &Conv, a: &Self::Buf, b: &Self::Buf, out: &Self::Buf) -> Result<(), String>;
     /// Wait for the work queued so far (`dlc bench --profile` times each kernel to its end).
     fn synchronize(&mut self) -> Result<(), String>;
+    /// A buffer for the value `tag` names (a result of a plan): a buffer freed by an earlier
+    /// value of the same tag and size is reused first, so a step's results get the addresses of
+    /// the step before the last whatever else was allocated in between (see
+    /// device_executor/graphs.rs). Contents undefined.
+    fn alloc_for(&mut self, tag: u64, bytes: usize) -> Result<Self::Buf, String>;
+    /// Queue a copy of `bytes` from the host into the start of `buf` (after the work queued
+    /// before it).
+    fn write(&mut self, buf: &Self::Buf, bytes: &[u8]) -> Result<(), String>;
+    /// Queue a copy of the first `bytes` bytes of `src` into `dst`.
+    fn copy(&mut self, src: &Self::Buf, dst: &Self::Buf, bytes: usize) -> Result<(), String>;
+    /// The buffer's device address: two calls on the same addresses are the same call.
+    fn address(&self, b: &Self::Buf) -> usize;
+    /// Record `calls` as a graph, without running them (CUDA: stream capture, then
+    /// instantiation). Called only with calls that ran before, so nothing is set up during it.
+    fn capture(&mut self, calls: &[Call<Self::Buf>]) -> Result<GraphId, String>;
+    /// Run graph `id`; `calls` are the calls it recorded, on the same addresses (the executor
+    /// replays a graph only then), holding the buffers alive.
+    fn replay(&mut self, id: GraphId, calls: &[Call<Self::Buf>]) -> Result<(), String>;
+}
+
+/// A captured graph, by the order of capture.
+pub type GraphId = usize;
+
+/// A call of a step as the executor issues it: a graph is a recorded sequence of these.
+pub enum Call<B> {
+    Launch { module: ModuleId, index: usize, launch: Launch, params: Vec<std::rc::Rc<B>> },
+    Gemm { p: Product, a: std::rc::Rc<B>, b: std::rc::Rc<B>, c: std::rc::Rc<B> },
+    Conv { c: Conv, a: std::rc::Rc<B>, b: std::rc::Rc<B>, out: std::rc::Rc<B> },
+}
+
+impl<B> Call<B> {
+    /// Run the call on `d` now.
+    pub fn run<D: Driver<Buf = B> + ?Sized>(&self, d: &mut D) -> Result<(), String> {
+        match self {
+            Call::Launch { module, index, launch, params } => {
+                let refs: Vec<&B> = params.iter().map(|b| b.as_ref()).collect();
+                d.launch(*module, *index, launch, &refs)
+            }
+            Call::Gemm { p, a, b, c } => d.gemm(p, a, b, c),
+            Call::Conv { c, a, b, out } => d.conv(c, a, b, out),
+        }
+    }
+
+    /// What the call does and on which addresses: equal keys, equal calls.
+    pub fn key<D: Driver<Buf = B> + ?Sized>(&self, d: &D) -> String {
+        match self {
+            Call::Launch { module, index, launch, params } => {
+                let at: Vec<usize> = params.iter().map(|b| d.address(b)).collect();
+                format!("k{module}.{index} {launch:?} {at:x?}")
+            }
+            Call::Gemm { p, a, b, c } => format!("gemm {p:?} {:x} {:x} {:x}", d.address(a), d.address(b), d.address(c)),
+            Call::Conv { c, a, b, out } => format!("conv {c:?} {:x} {:x} {:x}", d.address(a), d.address(b), d.address(out)),
+        }
+    }
 }
 
 /// Which of a convolution's three computations.

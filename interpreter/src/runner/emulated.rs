@@ -4,7 +4,7 @@
 //! how the device executor is exercised end to end (and in CI) where there is no GPU. Selected
 //! by `DLC_EMULATE_GPU=1` with `--device cuda`.
 
-use super::driver::{Conv, ConvDir, Driver, ModuleId, Product};
+use super::driver::{Call, Conv, ConvDir, Driver, GraphId, ModuleId, Product};
 use super::emulation::{self, Entry, CXX};
 use super::host_lib::HostLib;
 use dlc_jit::kir;
@@ -13,27 +13,38 @@ use dlc_jit::render::Launch;
 use std::cell::UnsafeCell;
 use std::path::PathBuf;
 
-/// A buffer of host memory the kernels write through a pointer: bytes of its own, or a part of
-/// an arena (the arena's bytes from an offset).
+/// Freed buffers by size, reused last-freed first, as a GPU's caching allocator reuses them:
+/// a steady-state step then gets the same addresses as the step before the last, which lets its
+/// calls repeat and a graph of them be replayed.
+type FreeList = std::rc::Rc<std::cell::RefCell<std::collections::HashMap<(u64, usize), Vec<Vec<u8>>>>>;
+
+/// An allocation: its bytes, handed back to the free list when the last buffer on it is dropped.
+struct Mem {
+    bytes: UnsafeCell<Vec<u8>>,
+    free: FreeList,
+    tag: u64,
+}
+
+impl Drop for Mem {
+    fn drop(&mut self) {
+        let v = std::mem::take(self.bytes.get_mut());
+        self.free.borrow_mut().entry((self.tag, v.len())).or_default().push(v);
+    }
+}
+
+/// A buffer of host memory the kernels write through a pointer: an allocation of its own, or a
+/// part of an arena (the arena's bytes from an offset).
 pub struct HostBuf {
-    mem: std::rc::Rc<UnsafeCell<Vec<u8>>>,
+    mem: std::rc::Rc<Mem>,
     offset: usize,
     len: usize,
 }
 
 impl HostBuf {
-    fn own(mut v: Vec<u8>) -> HostBuf {
-        if v.is_empty() {
-            v.push(0);
-        }
-        let len = v.len();
-        HostBuf { mem: std::rc::Rc::new(UnsafeCell::new(v)), offset: 0, len }
-    }
-
     fn ptr(&self) -> *mut libc::c_void {
         // SAFETY: the executor never holds a reference into the bytes while a kernel runs, and
         // `offset` is within the allocation (checked by `part`).
-        unsafe { (*self.mem.get()).as_mut_ptr().add(self.offset) as *mut libc::c_void }
+        unsafe { (*self.mem.bytes.get()).as_mut_ptr().add(self.offset) as *mut libc::c_void }
     }
 
     /// The buffer's bytes.
@@ -42,7 +53,7 @@ impl HostBuf {
     /// Nothing may write them while the slice lives.
     unsafe fn bytes(&self) -> &[u8] {
         // SAFETY: as the caller promises.
-        unsafe { &(&*self.mem.get())[self.offset..self.offset + self.len] }
+        unsafe { &(&*self.mem.bytes.get())[self.offset..self.offset + self.len] }
     }
 
     /// The buffer's bytes, to write.
@@ -52,7 +63,7 @@ impl HostBuf {
     #[allow(clippy::mut_from_ref)]
     unsafe fn bytes_mut(&self) -> &mut [u8] {
         // SAFETY: as the caller promises.
-        unsafe { &mut (&mut *self.mem.get())[self.offset..self.offset + self.len] }
+        unsafe { &mut (&mut *self.mem.bytes.get())[self.offset..self.offset + self.len] }
     }
 }
 
@@ -62,6 +73,9 @@ pub struct Emulated {
     /// Convolutions run as the CPU runs them (the product kernels' choices are process-wide,
     /// so a shape is computed the same way here as by the CPU's executor).
     gemm: crate::exec::gemm_select::GemmSelect,
+    free: FreeList,
+    /// Each captured graph: its calls' keys (`Call::key`), which a replay must match.
+    graphs: Vec<Vec<String>>,
 }
 
 impl Emulated {
@@ -70,7 +84,7 @@ impl Emulated {
         static DEVICES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = DEVICES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("dlc-emulated-gpu-{}-{n}", std::process::id()));
-        Emulated { dir, modules: vec![], gemm: Default::default() }
+        Emulated { dir, modules: vec![], gemm: Default::default(), free: Default::default(), graphs: vec![] }
     }
 }
 
@@ -108,11 +122,58 @@ impl Driver for Emulated {
     }
 
     fn alloc(&mut self, bytes: usize) -> Result<HostBuf, String> {
-        Ok(HostBuf::own(vec![0u8; bytes.max(1)]))
+        self.alloc_for(0, bytes)
+    }
+
+    fn alloc_for(&mut self, tag: u64, bytes: usize) -> Result<HostBuf, String> {
+        let len = bytes.max(1);
+        let v = self.free.borrow_mut().get_mut(&(tag, len)).and_then(|l| l.pop()).unwrap_or_else(|| vec![0u8; len]);
+        Ok(HostBuf { mem: std::rc::Rc::new(Mem { bytes: UnsafeCell::new(v), free: self.free.clone(), tag }), offset: 0, len })
+    }
+
+    fn write(&mut self, buf: &HostBuf, bytes: &[u8]) -> Result<(), String> {
+        if bytes.len() > buf.len {
+            return Err(format!("{} bytes written into a buffer of {}", bytes.len(), buf.len));
+        }
+        // SAFETY: no kernel runs during the copy (calls return when done).
+        unsafe { buf.bytes_mut()[..bytes.len()].copy_from_slice(bytes) };
+        Ok(())
     }
 
     fn upload(&mut self, bytes: &[u8]) -> Result<HostBuf, String> {
-        Ok(HostBuf::own(bytes.to_vec()))
+        let b = self.alloc(bytes.len())?;
+        // SAFETY: a buffer just allocated, referenced nowhere else.
+        unsafe { b.bytes_mut()[..bytes.len()].copy_from_slice(bytes) };
+        Ok(b)
+    }
+
+    fn copy(&mut self, src: &HostBuf, dst: &HostBuf, bytes: usize) -> Result<(), String> {
+        if bytes > src.len.min(dst.len) {
+            return Err(format!("a copy of {bytes} bytes between buffers of {} and {}", src.len, dst.len));
+        }
+        // SAFETY: no kernel runs during the copy; `ptr::copy` allows the two to overlap.
+        unsafe { std::ptr::copy(src.ptr() as *const u8, dst.ptr() as *mut u8, bytes) };
+        Ok(())
+    }
+
+    fn address(&self, b: &HostBuf) -> usize {
+        b.ptr() as usize
+    }
+
+    /// A graph here is the calls' keys: replaying checks that the calls are the recorded ones
+    /// on the same addresses, then runs them in order, as a CUDA graph replays its launches.
+    fn capture(&mut self, calls: &[Call<HostBuf>]) -> Result<GraphId, String> {
+        let keys: Vec<String> = calls.iter().map(|c| c.key(self)).collect();
+        self.graphs.push(keys);
+        Ok(self.graphs.len() - 1)
+    }
+
+    fn replay(&mut self, id: GraphId, calls: &[Call<HostBuf>]) -> Result<(), String> {
+        let recorded = self.graphs.get(id).ok_or_else(|| format!("no graph {id}"))?;
+        if recorded.len() != calls.len() || calls.iter().zip(recorded).any(|(c, k)| c.key(self) != *k) {
+            return Err(format!("graph {id} replayed on other calls or buffers than it recorded"));
+        }
+        calls.iter().try_for_each(|c| c.run(self))
     }
 
     fn part(&mut self, arena: &std::rc::Rc<HostBuf>, offset: usize, bytes: usize) -> Result<HostBuf, String> {
@@ -132,7 +193,7 @@ impl Driver for Emulated {
         Ok(v[..bytes.min(v.len())].to_vec())
     }
 
-    fn gemm(&mut self, p: &Product, a: &HostBuf, b: &HostBuf, c: &mut HostBuf) -> Result<(), String> {
+    fn gemm(&mut self, p: &Product, a: &HostBuf, b: &HostBuf, c: &HostBuf) -> Result<(), String> {
         let cm = p.column_major();
         let widen = |buf: &HostBuf| -> Vec<f32> {
             // SAFETY: nothing writes the operands during the product.
@@ -176,7 +237,7 @@ impl Driver for Emulated {
 
     /// The CPU's convolution on the buffers' f32 values: what cuDNN computes, up to its order of
     /// summation, so the executor's use of the call (operands, shapes, attributes) is tested.
-    fn conv(&mut self, c: &Conv, a: &HostBuf, b: &HostBuf, out: &mut HostBuf) -> Result<(), String> {
+    fn conv(&mut self, c: &Conv, a: &HostBuf, b: &HostBuf, out: &HostBuf) -> Result<(), String> {
         use crate::exec::conv;
         let tensor = |buf: &HostBuf, shape: [usize; 4]| {
             // SAFETY: nothing writes the operands during the convolution.

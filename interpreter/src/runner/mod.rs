@@ -77,6 +77,12 @@ pub struct Report {
     pub arena_outputs: usize,
     #[serde(default)]
     pub allocated_outputs: usize,
+    /// Runs whose calls were captured as a graph, and runs replayed as one (see
+    /// device_executor/graphs.rs).
+    #[serde(default)]
+    pub graphs_captured: usize,
+    #[serde(default)]
+    pub graph_replays: usize,
 }
 
 /// What `Runner::run_observed` calls after each kernel: its position, and a way to read values.

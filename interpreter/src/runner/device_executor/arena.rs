@@ -47,6 +47,7 @@ impl<D: Driver> DeviceExecutor<D> {
     /// Make the arena of the compiled plan `key` the current one, allocating it on first use.
     pub(super) fn enter_arena(&mut self, key: &(Vec<NodeId>, usize)) -> Result<(), RuntimeError> {
         self.arena = None;
+        self.arena_key = key.clone();
         let Some(offsets) = self.plans.get(key).and_then(|c| c.arena.clone()) else { return Ok(()) };
         let buf = match self.arena_bufs.get(key) {
             Some(b) => b.clone(),
@@ -76,6 +77,13 @@ impl<D: Driver> DeviceExecutor<D> {
             }
         }
         self.report.allocated_outputs += 1;
-        self.driver.alloc(bytes).map_err(fail)
+        // A result: a buffer of its own, reused from the same result of an earlier run.
+        let tag = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (&self.arena_key, n).hash(&mut h);
+            h.finish() | 1
+        };
+        self.driver.alloc_for(tag, bytes).map_err(fail)
     }
 }

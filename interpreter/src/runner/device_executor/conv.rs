@@ -3,7 +3,7 @@
 //! driver has said it cannot (no cuDNN), through the host like any op without a device kernel.
 
 use super::{shape_of, DeviceExecutor, Place, Value};
-use crate::runner::driver::{Conv, ConvDir, Driver};
+use crate::runner::driver::{Call, Conv, ConvDir, Driver};
 use crate::runtime::RuntimeError;
 use dlc_jit::kir::Ty;
 use dlc_language::ir::{Graph, NodeId, Op};
@@ -48,8 +48,9 @@ impl<D: Driver> DeviceExecutor<D> {
         let four = |v: Vec<usize>| -> [usize; 4] { [v[0], v[1], v[2], v[3]] };
         let out = four(shape_of(g, n));
         let c = Conv::from_operands(dir, [four(shape_of(g, node.src[0])), four(shape_of(g, node.src[1])), out], attrs);
-        let mut buf = self.output(g, n, out.iter().product::<usize>() * 4)?;
-        if let Err(e) = self.driver.conv(&c, &operands[0], &operands[1], &mut buf) {
+        let buf = Rc::new(self.output(g, n, out.iter().product::<usize>() * 4)?);
+        let call = Call::Conv { c, a: operands[0].clone(), b: operands[1].clone(), out: buf.clone() };
+        if let Err(e) = self.issue(call) {
             // Said once; every convolution after it goes through the host.
             self.report.not_lowered.push(format!("convolutions on the device: {e}"));
             self.conv_unavailable = true;
@@ -57,6 +58,6 @@ impl<D: Driver> DeviceExecutor<D> {
         }
         self.report.launches += 1;
         *self.report.launches_by_kind.entry("conv".into()).or_insert(0) += 1;
-        Ok(Some(Value { dtype: node.dtype, shape: out.to_vec(), place: Place::Device(Rc::new(buf), Ty::F32) }))
+        Ok(Some(Value { dtype: node.dtype, shape: out.to_vec(), place: Place::Device(buf, Ty::F32) }))
     }
 }

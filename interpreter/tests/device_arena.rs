@@ -4,8 +4,10 @@
 //! and generated kernels' outputs at planned offsets of one allocation, most steps are replayed
 //! from a recorded graph, and the run ends with the same checkpoint, bit for bit, as the same
 //! steps with every output allocated on its own and every call issued one by one
-//! (`DLC_ARENA=0 DLC_CUDA_GRAPHS=0`). Two values sharing bytes while both alive, or a graph
-//! replayed on other buffers than the step's, would change it.
+//! (`DLC_ARENA=0 DLC_CUDA_GRAPHS=0 DLC_UPLOAD_AHEAD=0`), each batch uploaded when its step
+//! starts instead of on the copy stream during the step before. Two values sharing bytes while
+//! both alive, or a graph replayed on other buffers than the step's, would change it; a batch read
+//! before its copy's event stops the run (`runner/emulated.rs`).
 
 mod common;
 use common::{command, scratch, text, ROOT};
@@ -49,6 +51,7 @@ fn train(arena: bool) -> (Vec<u8>, Vec<u8>, String) {
         .env("DLC_EMULATE_GPU", "1")
         .env("DLC_ARENA", if arena { "1" } else { "0" })
         .env("DLC_CUDA_GRAPHS", if arena { "1" } else { "0" })
+        .env("DLC_UPLOAD_AHEAD", if arena { "1" } else { "0" })
         .output()
         .expect("run dlc");
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -81,5 +84,10 @@ fn steps_in_an_arena_and_replayed_as_graphs_train_as_steps_issued_one_call_at_a_
     let replayed = count_before(&printed, "runs replayed as");
     assert!(replayed >= 8, "{replayed} of 12 steps replayed: {printed}");
     assert!(!printed_off.contains("replayed"), "{printed_off}");
+    // Each step's batch (x and y) after the first went up on the copy stream while the step
+    // before ran; the emulated driver fails any call that reads it before its copy's event.
+    let ahead = count_before(&printed, "batches uploaded ahead");
+    assert!(ahead >= 2 * 11, "{ahead} batches uploaded ahead: {printed}");
+    assert!(!printed_off.contains("uploaded ahead"), "{printed_off}");
     assert!(!printed_off.contains("plan arenas"), "{printed_off}");
 }

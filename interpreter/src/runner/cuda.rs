@@ -7,7 +7,7 @@
 //! by measurement and kept in the tuning file. Ran on an H200 (2026-11-26,
 //! docs/gpu.md): launches, cuBLAS products, copies; every kernel bit for bit the interpreter's.
 
-use super::driver::{Call, Conv, Driver, GraphId, ModuleId, Product};
+use super::driver::{Call, Conv, Driver, EventId, GraphId, ModuleId, Product};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use dlc_jit::cuda::launch::Device;
@@ -29,6 +29,11 @@ pub struct Cuda {
     graphs: Vec<cudarc::driver::CudaGraph>,
     /// Results' buffers kept for reuse (`alloc_for`).
     results: Cache,
+    /// The copy stream (made on the first upload ahead) and the events recorded on either
+    /// stream, by id.
+    copy_stream: Option<std::sync::Arc<cudarc::driver::CudaStream>>,
+    events: std::collections::BTreeMap<EventId, cudarc::driver::CudaEvent>,
+    next_event: EventId,
 }
 
 /// Uploads this large go through page-locked staging (smaller ones are not worth a buffer).
@@ -101,7 +106,45 @@ impl Cuda {
             uploads: 0,
             graphs: vec![],
             results: Default::default(),
+            copy_stream: None,
+            events: Default::default(),
+            next_event: 0,
         })
+    }
+
+    /// Copy `bytes` from the host into `buf` on `stream`: large copies through page-locked
+    /// staging buffers (two kept per size, so one can be filled while the other's copy runs).
+    fn write_on(&mut self, stream: &std::sync::Arc<cudarc::driver::CudaStream>, buf: &CudaBuf, bytes: &[u8]) -> Result<(), String> {
+        if bytes.len() > buf.len() {
+            return Err(format!("{} bytes written into a buffer of {}", bytes.len(), buf.len()));
+        }
+        // SAFETY: `buf` is written by this copy alone.
+        let mut dst = unsafe { buf.out() }.slice_mut(..bytes.len());
+        if bytes.len() < STAGED_FROM {
+            return stream.memcpy_htod(bytes, &mut dst).map_err(|e| format!("copying to the GPU: {e:?}"));
+        }
+        self.uploads += 1;
+        let same: Vec<usize> = (0..self.staging.len()).filter(|i| self.staging[*i].0.len() == bytes.len()).collect();
+        let i = match same.iter().copied().min_by_key(|i| self.staging[*i].1) {
+            Some(i) if same.len() >= 2 => i,
+            _ => {
+                // SAFETY: plain page-locked host memory, written whole below before any copy.
+                let buf = unsafe { self.dev.ctx.alloc_pinned::<u8>(bytes.len()) }
+                    .map_err(|e| format!("page-locked memory of {} bytes: {e:?}", bytes.len()))?;
+                if self.staging.len() < STAGING_BUFFERS {
+                    self.staging.push((buf, 0));
+                    self.staging.len() - 1
+                } else {
+                    let oldest = (0..self.staging.len()).min_by_key(|i| self.staging[*i].1).expect("staging buffers");
+                    self.staging[oldest] = (buf, 0);
+                    oldest
+                }
+            }
+        };
+        let (staged, used) = &mut self.staging[i];
+        *used = self.uploads;
+        staged.as_mut_slice().map_err(|e| format!("waiting for a staging buffer: {e:?}"))?.copy_from_slice(bytes);
+        stream.memcpy_htod(&*staged, &mut dst).map_err(|e| format!("copying to the GPU: {e:?}"))
     }
 }
 
@@ -200,39 +243,52 @@ impl Driver for Cuda {
         Ok(dst)
     }
 
-    /// Large copies go through page-locked staging buffers (two kept per size, so one can be
-    /// filled while the other's copy runs).
     fn write(&mut self, buf: &CudaBuf, bytes: &[u8]) -> Result<(), String> {
-        if bytes.len() > buf.len() {
-            return Err(format!("{} bytes written into a buffer of {}", bytes.len(), buf.len()));
-        }
-        // SAFETY: `buf` is written by this copy alone.
-        let mut dst = unsafe { buf.out() }.slice_mut(..bytes.len());
-        if bytes.len() < STAGED_FROM {
-            return self.dev.stream.memcpy_htod(bytes, &mut dst).map_err(|e| format!("copying to the GPU: {e:?}"));
-        }
-        self.uploads += 1;
-        let same: Vec<usize> = (0..self.staging.len()).filter(|i| self.staging[*i].0.len() == bytes.len()).collect();
-        let i = match same.iter().copied().min_by_key(|i| self.staging[*i].1) {
-            Some(i) if same.len() >= 2 => i,
-            _ => {
-                // SAFETY: plain page-locked host memory, written whole below before any copy.
-                let buf = unsafe { self.dev.ctx.alloc_pinned::<u8>(bytes.len()) }
-                    .map_err(|e| format!("page-locked memory of {} bytes: {e:?}", bytes.len()))?;
-                if self.staging.len() < STAGING_BUFFERS {
-                    self.staging.push((buf, 0));
-                    self.staging.len() - 1
-                } else {
-                    let oldest = (0..self.staging.len()).min_by_key(|i| self.staging[*i].1).expect("staging buffers");
-                    self.staging[oldest] = (buf, 0);
-                    oldest
-                }
+        let stream = self.dev.stream.clone();
+        self.write_on(&stream, buf, bytes)
+    }
+
+    /// The copy stream (made on first use, with cudarc's per-buffer event tracking turned off:
+    /// the executor orders the two streams with its own events) copies from page-locked memory
+    /// while the compute stream runs.
+    fn upload_ahead(&mut self, tag: u64, bytes: &[u8], after: Option<EventId>) -> Result<(CudaBuf, EventId), String> {
+        let copy = match &self.copy_stream {
+            Some(s) => s.clone(),
+            None => {
+                // SAFETY: every cross-stream use is ordered by `fence`/`wait` events from here on.
+                unsafe { self.dev.ctx.disable_event_tracking() };
+                let s = self.dev.ctx.new_stream().map_err(|e| format!("a copy stream: {e:?}"))?;
+                self.copy_stream = Some(s.clone());
+                s
             }
         };
-        let (staged, used) = &mut self.staging[i];
-        *used = self.uploads;
-        staged.as_mut_slice().map_err(|e| format!("waiting for a staging buffer: {e:?}"))?.copy_from_slice(bytes);
-        self.dev.stream.memcpy_htod(&*staged, &mut dst).map_err(|e| format!("copying to the GPU: {e:?}"))
+        if let Some(ev) = after.and_then(|a| self.events.get(&a)) {
+            copy.wait(ev).map_err(|e| format!("ordering the copy stream: {e:?}"))?;
+        }
+        let dst = self.alloc_for(tag, bytes.len())?;
+        self.write_on(&copy, &dst, bytes)?;
+        let ev = copy.record_event(None).map_err(|e| format!("an event on the copy stream: {e:?}"))?;
+        self.next_event += 1;
+        self.events.insert(self.next_event, ev);
+        Ok((dst, self.next_event))
+    }
+
+    fn fence(&mut self) -> Result<EventId, String> {
+        let ev = self.dev.stream.record_event(None).map_err(|e| format!("an event on the GPU: {e:?}"))?;
+        self.next_event += 1;
+        self.events.insert(self.next_event, ev);
+        // Events older than the last few are never waited for again.
+        while self.events.len() > 16 {
+            self.events.pop_first();
+        }
+        Ok(self.next_event)
+    }
+
+    fn wait(&mut self, ev: EventId) -> Result<(), String> {
+        match self.events.get(&ev) {
+            Some(e) => self.dev.stream.wait(e).map_err(|e| format!("waiting for a copy: {e:?}")),
+            None => Err(format!("no event {ev}")),
+        }
     }
 
     fn alloc_for(&mut self, tag: u64, bytes: usize) -> Result<CudaBuf, String> {

@@ -20,6 +20,7 @@
 //!
 //! With `dlc bench --profile` each kernel is waited for and timed (`profiled`).
 
+mod ahead;
 mod arena;
 mod conv;
 mod graphs;
@@ -132,6 +133,10 @@ pub struct DeviceExecutor<D: Driver> {
     /// Each compiled plan's arena allocation, and the one of the plan being run.
     arena_bufs: HashMap<(Vec<NodeId>, usize), Rc<D::Buf>>,
     arena: Option<arena::Current<D::Buf>>,
+    /// Batches uploaded ahead on the copy stream, by slot, and the event after the work queued
+    /// before the current run (what an upload into a reused buffer waits for).
+    ahead: HashMap<Slot, ahead::Ahead<D::Buf>>,
+    fence: Option<super::driver::EventId>,
     /// The plan being run (its results' buffers are tagged with it).
     arena_key: (Vec<NodeId>, usize),
     /// The calls of the run in progress, when they are recorded to be replayed as a graph (see
@@ -168,6 +173,8 @@ impl<D: Driver> DeviceExecutor<D> {
             arena_bufs: HashMap::new(),
             arena: None,
             arena_key: Default::default(),
+            ahead: HashMap::new(),
+            fence: None,
             trace: Default::default(),
             graphs: Default::default(),
         }
@@ -500,8 +507,12 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
         self.report.clone()
     }
 
+    fn put_ahead(&mut self, slot: Slot, t: &Tensor) -> Result<(), RuntimeError> {
+        self.upload_ahead(slot, t)
+    }
+
     fn put(&mut self, slot: Slot, t: &Tensor) -> Result<(), RuntimeError> {
-        if self.write_in_place(slot, t)? {
+        if self.take_ahead(slot, t)? || self.write_in_place(slot, t)? {
             return Ok(());
         }
         let v = self.upload(t)?;
@@ -519,6 +530,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
         self.compile(g, plan, memory)?;
         let key = (plan.roots.clone(), plan.kernels.len());
         self.enter_arena(&key)?;
+        self.mark_run_start()?;
         self.begin_trace(&key);
         for (i, k) in plan.kernels.iter().enumerate() {
             let outputs: Vec<NodeId> = match k {

@@ -44,6 +44,17 @@ pub trait Driver {
     /// Queue a copy of `bytes` from the host into the start of `buf` (after the work queued
     /// before it).
     fn write(&mut self, buf: &Self::Buf, bytes: &[u8]) -> Result<(), String>;
+    /// Copy `bytes` from the host into a buffer for `tag` (as `alloc_for`) on the copy stream,
+    /// beside the work queued on the compute stream, and record an event after it. Nothing on
+    /// the compute stream may read the buffer before `wait`ing for the event.
+    /// `after`: an event of `fence` the copy must wait for (the last reads of the buffer the
+    /// tag reuses were queued before it).
+    fn upload_ahead(&mut self, tag: u64, bytes: &[u8], after: Option<EventId>) -> Result<(Self::Buf, EventId), String>;
+    /// An event after the work queued on the compute stream so far.
+    fn fence(&mut self) -> Result<EventId, String>;
+    /// Make the work queued next on the compute stream wait for event `ev` (the host does not
+    /// wait).
+    fn wait(&mut self, ev: EventId) -> Result<(), String>;
     /// Queue a copy of the first `bytes` bytes of `src` into `dst`.
     fn copy(&mut self, src: &Self::Buf, dst: &Self::Buf, bytes: usize) -> Result<(), String>;
     /// The buffer's device address: two calls on the same addresses are the same call.
@@ -58,6 +69,9 @@ pub trait Driver {
 
 /// A captured graph, by the order of capture.
 pub type GraphId = usize;
+
+/// An event recorded on the copy stream, by the order of recording.
+pub type EventId = u64;
 
 /// A call of a step as the executor issues it: a graph is a recorded sequence of these.
 pub enum Call<B> {
@@ -79,21 +93,26 @@ impl<B> Call<B> {
         }
     }
 
-    /// What the call does and on which addresses: equal keys, equal calls.
-    pub fn key<D: Driver<Buf = B> + ?Sized>(&self, d: &D) -> String {
+    /// What the call does and on which addresses, hashed: equal calls on equal addresses have
+    /// equal keys (and different ones, different keys but for a 2^-64 chance). A hash, not
+    /// text, so that recording a step costs little beside launching it.
+    pub fn key<D: Driver<Buf = B> + ?Sized>(&self, d: &D) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
         match self {
             Call::Launch { module, index, launch, params } => {
-                let at: Vec<usize> = params.iter().map(|b| d.address(b)).collect();
-                format!("k{module}.{index} {launch:?} {at:x?}")
+                (0u8, module, index, launch).hash(&mut h);
+                params.iter().for_each(|b| d.address(b).hash(&mut h));
             }
-            Call::Gemm { p, a, b, c } => format!("gemm {p:?} {:x} {:x} {:x}", d.address(a), d.address(b), d.address(c)),
-            Call::Conv { c, a, b, out } => format!("conv {c:?} {:x} {:x} {:x}", d.address(a), d.address(b), d.address(out)),
+            Call::Gemm { p, a, b, c } => (1u8, p, d.address(a), d.address(b), d.address(c)).hash(&mut h),
+            Call::Conv { c, a, b, out } => (2u8, c, d.address(a), d.address(b), d.address(out)).hash(&mut h),
         }
+        h.finish()
     }
 }
 
 /// Which of a convolution's three computations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ConvDir {
     Forward,
     Data,
@@ -102,7 +121,7 @@ pub enum ConvDir {
 
 /// A 2-d convolution in f32: x `[n, c, h, w]` (NCHW), w `[o, c / groups, kh, kw]` (OIHW),
 /// y `[n, o, oh, ow]`, and the graph's attributes (stride, padding, dilation, groups).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Hash)]
 pub struct Conv {
     pub dir: ConvDir,
     pub x: [usize; 4],
@@ -136,7 +155,7 @@ impl Conv {
 /// A batch of row-major products as the interpreter computes them: `c[i] = op(a[i]) @ op(b[i])`,
 /// `c[i]` m x n, `op(a[i])` m x k (stored k x m when `a_t`), `op(b[i])` k x n (stored n x k when
 /// `b_t`), in storage `ty` with f32 accumulation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Product {
     pub batch: usize,
     pub m: usize,

@@ -4,7 +4,7 @@
 //! how the device executor is exercised end to end (and in CI) where there is no GPU. Selected
 //! by `DLC_EMULATE_GPU=1` with `--device cuda`.
 
-use super::driver::{Call, Conv, ConvDir, Driver, GraphId, ModuleId, Product};
+use super::driver::{Call, Conv, ConvDir, Driver, EventId, GraphId, ModuleId, Product};
 use super::emulation::{self, Entry, CXX};
 use super::host_lib::HostLib;
 use dlc_jit::kir;
@@ -75,7 +75,12 @@ pub struct Emulated {
     gemm: crate::exec::gemm_select::GemmSelect,
     free: FreeList,
     /// Each captured graph: its calls' keys (`Call::key`), which a replay must match.
-    graphs: Vec<Vec<String>>,
+    graphs: Vec<Vec<u64>>,
+    /// The copy stream: copies queued by `upload_ahead` and not yet waited for, with their
+    /// events. A copy lands when the compute stream waits for its event (the latest moment a
+    /// GPU could finish it), and any call that touches its destination before then is an error.
+    copies: Vec<(EventId, HostBuf, Vec<u8>)>,
+    events: EventId,
 }
 
 impl Emulated {
@@ -84,7 +89,21 @@ impl Emulated {
         static DEVICES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = DEVICES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("dlc-emulated-gpu-{}-{n}", std::process::id()));
-        Emulated { dir, modules: vec![], gemm: Default::default(), free: Default::default(), graphs: vec![] }
+        Emulated { dir, modules: vec![], gemm: Default::default(), free: Default::default(), graphs: vec![], copies: vec![], events: 0 }
+    }
+}
+
+impl Emulated {
+    /// An error when a call on the compute stream touches a buffer whose copy from the copy
+    /// stream has not been waited for: on a GPU it would read the bytes before they arrive.
+    fn no_copy_pending(&self, bufs: &[&HostBuf]) -> Result<(), String> {
+        for (ev, dst, _) in &self.copies {
+            let (start, end) = (dst.ptr() as usize, dst.ptr() as usize + dst.len);
+            if bufs.iter().any(|b| (b.ptr() as usize) < end && start < b.ptr() as usize + b.len) {
+                return Err(format!("a call read a buffer before waiting for the copy into it (event {ev} of the copy stream)"));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -132,6 +151,7 @@ impl Driver for Emulated {
     }
 
     fn write(&mut self, buf: &HostBuf, bytes: &[u8]) -> Result<(), String> {
+        self.no_copy_pending(&[buf])?;
         if bytes.len() > buf.len {
             return Err(format!("{} bytes written into a buffer of {}", bytes.len(), buf.len));
         }
@@ -147,7 +167,32 @@ impl Driver for Emulated {
         Ok(b)
     }
 
+    fn fence(&mut self) -> Result<EventId, String> {
+        // The compute stream's work has run when its call returned.
+        self.events += 1;
+        Ok(self.events)
+    }
+
+    fn upload_ahead(&mut self, tag: u64, bytes: &[u8], _after: Option<EventId>) -> Result<(HostBuf, EventId), String> {
+        let dst = self.alloc_for(tag, bytes.len())?;
+        self.events += 1;
+        let alias = HostBuf { mem: dst.mem.clone(), offset: dst.offset, len: dst.len };
+        self.copies.push((self.events, alias, bytes.to_vec()));
+        Ok((dst, self.events))
+    }
+
+    fn wait(&mut self, ev: EventId) -> Result<(), String> {
+        let (done, pending): (Vec<_>, Vec<_>) = std::mem::take(&mut self.copies).into_iter().partition(|(e, _, _)| *e <= ev);
+        self.copies = pending;
+        for (_, dst, bytes) in done {
+            // SAFETY: no kernel runs during the copy.
+            unsafe { dst.bytes_mut()[..bytes.len()].copy_from_slice(&bytes) };
+        }
+        Ok(())
+    }
+
     fn copy(&mut self, src: &HostBuf, dst: &HostBuf, bytes: usize) -> Result<(), String> {
+        self.no_copy_pending(&[src, dst])?;
         if bytes > src.len.min(dst.len) {
             return Err(format!("a copy of {bytes} bytes between buffers of {} and {}", src.len, dst.len));
         }
@@ -163,7 +208,7 @@ impl Driver for Emulated {
     /// A graph here is the calls' keys: replaying checks that the calls are the recorded ones
     /// on the same addresses, then runs them in order, as a CUDA graph replays its launches.
     fn capture(&mut self, calls: &[Call<HostBuf>]) -> Result<GraphId, String> {
-        let keys: Vec<String> = calls.iter().map(|c| c.key(self)).collect();
+        let keys: Vec<u64> = calls.iter().map(|c| c.key(self)).collect();
         self.graphs.push(keys);
         Ok(self.graphs.len() - 1)
     }
@@ -188,12 +233,14 @@ impl Driver for Emulated {
     }
 
     fn download(&mut self, buf: &HostBuf, bytes: usize) -> Result<Vec<u8>, String> {
+        self.no_copy_pending(&[buf])?;
         // SAFETY: no kernel runs while the executor downloads (launches return when done).
         let v = unsafe { buf.bytes() };
         Ok(v[..bytes.min(v.len())].to_vec())
     }
 
     fn gemm(&mut self, p: &Product, a: &HostBuf, b: &HostBuf, c: &HostBuf) -> Result<(), String> {
+        self.no_copy_pending(&[a, b, c])?;
         let cm = p.column_major();
         let widen = |buf: &HostBuf| -> Vec<f32> {
             // SAFETY: nothing writes the operands during the product.
@@ -238,6 +285,7 @@ impl Driver for Emulated {
     /// The CPU's convolution on the buffers' f32 values: what cuDNN computes, up to its order of
     /// summation, so the executor's use of the call (operands, shapes, attributes) is tested.
     fn conv(&mut self, c: &Conv, a: &HostBuf, b: &HostBuf, out: &HostBuf) -> Result<(), String> {
+        self.no_copy_pending(&[a, b, out])?;
         use crate::exec::conv;
         let tensor = |buf: &HostBuf, shape: [usize; 4]| {
             // SAFETY: nothing writes the operands during the convolution.
@@ -262,11 +310,51 @@ impl Driver for Emulated {
     }
 
     fn launch(&mut self, module: ModuleId, index: usize, launch: &Launch, params: &[&HostBuf]) -> Result<(), String> {
+        self.no_copy_pending(params)?;
         let f = self.modules.get(module).and_then(|m| m.1.get(index)).ok_or_else(|| format!("no kernel {index} in module {module}"))?;
         let mut ptrs: Vec<*mut libc::c_void> = params.iter().map(|b| b.ptr()).collect();
         // Every kind walks its index space in grid-stride loops, so two blocks compute what the
         // whole grid would (and keep the emulation's OS threads few).
         f(ptrs.as_mut_ptr(), launch.grid.clamp(1, 2) as u32, launch.block as u32);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy on the copy stream lands when the compute stream waits for its event; any call
+    /// that touches the buffer before that wait is an error, as reading it on a GPU would read
+    /// the bytes before they arrive.
+    #[test]
+    fn a_copy_ahead_is_read_only_after_its_event() {
+        let mut d = Emulated::new();
+        let (buf, ev) = d.upload_ahead(7, &[1, 2, 3, 4], None).expect("upload");
+        let early = d.download(&buf, 4).expect_err("read before the wait");
+        assert!(early.contains(&format!("event {ev} of the copy stream")), "{early}");
+        let other = d.alloc(4).expect("alloc");
+        assert!(d.copy(&buf, &other, 4).is_err());
+        d.wait(ev).expect("wait");
+        assert_eq!(d.download(&buf, 4).expect("read after the wait"), vec![1, 2, 3, 4]);
+    }
+
+    /// A part of an arena is the arena's bytes from its offset; a freed buffer is reused for the
+    /// next allocation of its tag and size.
+    #[test]
+    fn parts_and_reuse() {
+        let mut d = Emulated::new();
+        let arena = std::rc::Rc::new(d.upload(&[0, 1, 2, 3, 4, 5, 6, 7]).expect("arena"));
+        let part = d.part(&arena, 4, 4).expect("part");
+        d.write(&part, &[9, 9]).expect("write");
+        assert_eq!(d.download(&arena, 8).expect("arena"), vec![0, 1, 2, 3, 9, 9, 6, 7]);
+        assert!(d.part(&arena, 6, 4).is_err());
+        let a = d.alloc_for(3, 16).expect("alloc");
+        let at = d.address(&a);
+        drop(a);
+        let other = d.alloc_for(4, 16).expect("another tag");
+        assert_ne!(d.address(&other), at);
+        let same = d.alloc_for(3, 16).expect("the same tag");
+        assert_eq!(d.address(&same), at);
     }
 }

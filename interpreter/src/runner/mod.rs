@@ -83,6 +83,9 @@ pub struct Report {
     pub graphs_captured: usize,
     #[serde(default)]
     pub graph_replays: usize,
+    /// Batches uploaded on the copy stream while the step before them ran.
+    #[serde(default)]
+    pub uploads_ahead: usize,
 }
 
 /// What `Runner::run_observed` calls after each kernel: its position, and a way to read values.
@@ -92,6 +95,12 @@ pub trait Runner {
     fn report(&self) -> Report;
     /// Upload `t` into `slot` (replacing what was there).
     fn put(&mut self, slot: Slot, t: &Tensor) -> Result<(), RuntimeError>;
+    /// Upload `t` for the next `put` of `slot`, now, beside the work in flight (a GPU's copy
+    /// stream): that `put` then finds it on the device. The CPU has nothing to do.
+    fn put_ahead(&mut self, slot: Slot, t: &Tensor) -> Result<(), RuntimeError> {
+        let _ = (slot, t);
+        Ok(())
+    }
     /// Make input node `input` read `slot` in the runs that follow.
     fn read_input_from(&mut self, input: u32, slot: Slot);
     /// Run `plan` on the device; its roots stay available until the next run.

@@ -78,14 +78,15 @@ impl<'s> Trainer<'s> {
 
     /// Run one batch through its compiled step, as `how` says. `ahead` runs once the step is queued
     /// and before its logged values are read: on a GPU, whose launches do not wait, the host
-    /// prepares the next batch there while the device computes this one. Returns the logged
+    /// prepares the next batch there while the device computes this one, and uploads it on the
+    /// copy stream (`Runner::put_ahead`). Returns the logged
     /// values, or with `put_off` keeps them on the device (`read_put_off` reads them) and
     /// returns `None`: the host then never waits for this step.
     pub(super) fn run_batch(
         &mut self,
         batch: Element,
         how: BatchRun,
-        ahead: &mut dyn FnMut(),
+        ahead: &mut dyn FnMut() -> Option<Element>,
     ) -> Result<Option<Vec<(String, f64)>>, RuntimeError> {
         let BatchRun { step, draw, lrs, update, put_off } = how;
         let key = shapes_of(&batch);
@@ -126,7 +127,13 @@ impl<'s> Trainer<'s> {
             run.run(graph, &st.plan, &st.memory)?;
             None
         };
-        ahead();
+        // The next batch, made now, goes to the device beside this step's work.
+        if let Some(next) = ahead().filter(|b| shapes_of(b) == key) {
+            let st = &self.steps[&key];
+            for (id, t) in st.elem_inputs.iter().zip(&next) {
+                self.runner.put_ahead(Slot::Input(*id), t)?;
+            }
+        }
         self.host_stale = true;
         // (Put off only where nothing below needs the values: no loss scaling, no averaging.)
         let put_off = put_off && st.scale.is_none() && averaged.is_none();

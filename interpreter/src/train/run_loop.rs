@@ -253,9 +253,7 @@ impl Trainer<'_> {
             let draw = ((step - 1) * h.n_acc + micro) * self.world.size() + self.world.rank() + 1;
             // The next batch is made while this one's step runs (`Peekable` keeps it).
             let how = super::on_runner::BatchRun { step, draw, lrs: &rates, update: micro + 1 == h.n_acc, put_off };
-            let vals = self.run_batch(batch, how, &mut || {
-                data.peek();
-            })?;
+            let vals = self.run_batch(batch, how, &mut || data.peek().cloned())?;
             let Some(vals) = vals else {
                 // Put off (one micro-batch): the progress line shows the last values read.
                 let last = p.last_logged.clone();

@@ -22,7 +22,7 @@ pub enum Dialect {
 }
 
 /// How the CUDA backend launches a rendered kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Launch {
     /// Blocks and threads per block (one dimension).
     pub grid: usize,

@@ -54,8 +54,8 @@ impl<B> Default for Trace<B> {
 #[derive(Default)]
 struct PlanGraphs {
     runs: usize,
-    recent: VecDeque<Vec<String>>,
-    graphs: Vec<(Vec<String>, GraphId)>,
+    recent: VecDeque<Vec<u64>>,
+    graphs: Vec<(Vec<u64>, GraphId)>,
 }
 
 /// Each plan's graphs, and whether graphs are off (asked, or a capture failed).
@@ -111,7 +111,7 @@ impl<D: Driver> DeviceExecutor<D> {
         if !trace.recording || trace.calls.is_empty() {
             return Ok(());
         }
-        let keys: Vec<String> = trace.calls.iter().map(|c| c.key(&self.driver)).collect();
+        let keys: Vec<u64> = trace.calls.iter().map(|c| c.key(&self.driver)).collect();
         let p = self.graphs.plans.entry(key.clone()).or_default();
         if let Some((_, id)) = p.graphs.iter().find(|(k, _)| *k == keys) {
             let id = *id;

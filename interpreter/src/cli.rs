@@ -27,6 +27,12 @@ Environment:
   DLC_CONV=KERNEL      run every convolution on im2col + products or on oneDNN (im2col, onednn)
                        instead of the one measured fastest for its shape on this machine
   DLC_ONEDNN=0         do not load oneDNN (libdnnl.so.2) for products and convolutions
+  DLC_ARENA=0          on a GPU, allocate each kernel output on its own instead of at its
+                       planned offset in its plan's arena
+  DLC_CUDA_GRAPHS=0    on a GPU, issue every step's calls one by one instead of replaying a
+                       captured graph of the steps that repeat
+  DLC_UPLOAD_AHEAD=0   on a GPU, upload each batch when its step starts instead of on the copy
+                       stream while the step before runs
   DLC_CACHE_DIR=DIR    where compiled GPU kernels and tune.json are kept
                        (default: $XDG_CACHE_HOME/dlc, else ~/.cache/dlc)
   DLC_HISTORY=FILE     the REPL's history file (default: ~/.dlc_history)

@@ -180,6 +180,21 @@ fn a_bf16_mlp_trains_on_the_device_as_on_the_cpu() {
     assert_close(&cpu, &gpu, 2e-2);
 }
 
+/// `precision = tf32` is acted on on a GPU: f32 products round their operands to TF32 (10
+/// mantissa bits, as tensor cores read them; the emulated driver does the same), so the run
+/// leaves f32's results but stays within TF32's error of the CPU's f32 training.
+#[test]
+fn tf32_rounds_the_products_operands_on_the_device() {
+    let f32_src = MLP.replace("PRECISION", "");
+    let tf32_src = MLP.replace("PRECISION", "precision = tf32");
+    let cpu = train(&f32_src, Target::Cpu, |_| {});
+    let gpu_f32 = train(&f32_src, Target::EmulatedCuda, |_| {});
+    let gpu_tf32 = train(&tf32_src, Target::EmulatedCuda, |_| {});
+    assert_ne!(gpu_f32.losses, gpu_tf32.losses, "TF32 changed nothing");
+    assert!(worst(&gpu_f32.losses, &gpu_tf32.losses, 1e-3) > 1e-6);
+    assert_close(&cpu, &gpu_tf32, 1e-2);
+}
+
 /// Convolution, batch norm, max pooling (sums over N, H, W with their prologues, running statistics kept as
 /// device-resident buffers) and momentum SGD with `accumulate = 2` (gradient sums resident
 /// between micro-batches).

@@ -153,11 +153,11 @@ impl Run<'_> {
                     return 1;
                 }
             }
-            warn_ignored_fields(&info);
             let device = match self.device(&info) {
                 Ok(d) => d,
                 Err(code) => return code,
             };
+            warn_ignored_fields(&info, device.is_gpu());
             let outcome = match info.kind {
                 // Rank 0 alone runs `infer` blocks (their outputs are files and printed values).
                 RecipeKind::Infer if !self.world.is_root() => Outcome::Done,
@@ -339,12 +339,12 @@ fn say_paths(root_rank: bool, paths: &[(&str, PathBuf)]) {
 }
 
 /// Say which recipe fields this build accepts but does not act on, before the recipe runs.
-fn warn_ignored_fields(info: &RecipeInfo) {
-    let ignored = dlc::train::ignored_fields(info);
+fn warn_ignored_fields(info: &RecipeInfo, on_gpu: bool) {
+    let ignored = dlc::train::ignored_fields(info, on_gpu);
     if !ignored.is_empty() {
         let shown: Vec<String> = ignored.iter().map(|f| format!("`{f}`")).collect();
         eprintln!(
-            "warning: this `{}` does not act on {}: this version computes products in f32, bf16 or f16 (tf32 runs as f32)",
+            "warning: this `{}` does not act on {}: the CPU computes products in f32, bf16 or f16 (tf32 runs as f32; a GPU acts on it)",
             info.kind.keyword(),
             shown.join(", ")
         );

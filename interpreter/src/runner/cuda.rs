@@ -31,6 +31,9 @@ pub struct Cuda {
     results: Cache,
     /// The copy stream (made on the first upload ahead) and the events recorded on either
     /// stream, by id.
+    /// `precision = tf32`: cuBLAS's TF32 tensor-core math for f32 products, cuDNN's tensor-op
+    /// math for f32 convolutions (otherwise both are held to f32 FMA math).
+    tf32: bool,
     copy_stream: Option<std::sync::Arc<cudarc::driver::CudaStream>>,
     events: std::collections::BTreeMap<EventId, cudarc::driver::CudaEvent>,
     next_event: EventId,
@@ -96,6 +99,12 @@ const STAGED_FROM: usize = 64 << 10;
 const STAGING_BUFFERS: usize = 8;
 
 impl Cuda {
+    /// With `precision = tf32` (see `tf32`).
+    pub fn with_tf32(mut self, on: bool) -> Cuda {
+        self.tf32 = on;
+        self
+    }
+
     pub fn open() -> Result<Cuda, String> {
         Ok(Cuda {
             dev: Device::open()?,
@@ -106,6 +115,7 @@ impl Cuda {
             uploads: 0,
             graphs: vec![],
             results: Default::default(),
+            tf32: false,
             copy_stream: None,
             events: Default::default(),
             next_event: 0,
@@ -316,7 +326,16 @@ impl Driver for Cuda {
         // SAFETY: the output is a buffer apart from the operands, written by this call alone.
         let c = unsafe { c.out() };
         if self.blas.is_none() {
-            self.blas = Some(CudaBlas::new(self.dev.stream.clone()).map_err(|e| format!("cuBLAS could not start: {e:?}"))?);
+            let blas = CudaBlas::new(self.dev.stream.clone()).map_err(|e| format!("cuBLAS could not start: {e:?}"))?;
+            if self.tf32 {
+                use cudarc::cublas::sys;
+                // SAFETY: a live handle; the call only sets the handle's math mode.
+                let status = unsafe { sys::cublasSetMathMode(*blas.handle(), sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH) };
+                if status != sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+                    return Err(format!("cuBLAS refused TF32 math: {status:?}"));
+                }
+            }
+            self.blas = Some(blas);
         }
         let blas = self.blas.as_ref().expect("created above");
         match p.ty {
@@ -331,7 +350,8 @@ impl Driver for Cuda {
         // SAFETY: the output is a buffer apart from the operands, written by this call alone.
         let out = unsafe { out.out() };
         let (stream, gpu) = (&self.dev.stream, self.dev.gpu.to_string());
-        match self.convs.get_or_insert_with(|| super::cudnn_conv::Convolutions::open(stream, &gpu)) {
+        let tf32 = self.tf32;
+        match self.convs.get_or_insert_with(|| super::cudnn_conv::Convolutions::open(stream, &gpu, tf32)) {
             Ok(convs) => convs.run(c, a, b, out),
             Err(why) => Err(why.clone()),
         }

@@ -1,6 +1,7 @@
 //! f32 convolutions on the GPU through cuDNN (cudarc's `cudnn`, loaded at run time like the rest
-//! of CUDA): forward, data gradient and weight gradient in NCHW / OIHW, with FMA math only (no
-//! TF32: `precision = f32` means f32 products, as on the CPU).
+//! of CUDA): forward, data gradient and weight gradient in NCHW / OIHW, with FMA math (no TF32:
+//! `precision = f32` means f32 products, as on the CPU), or tensor-op math under
+//! `precision = tf32`.
 //!
 //! Each convolution shape is planned once: its descriptors made, and its algorithm chosen by
 //! measurement — every deterministic algorithm cuDNN accepts for the shape, timed on the real
@@ -99,9 +100,14 @@ pub struct Convolutions {
     cudnn: Arc<Cudnn>,
     stream: Arc<CudaStream>,
     plans: HashMap<String, Planned>,
-    /// The largest workspace a chosen algorithm needs, shared by every call on the stream.
+    /// The largest workspace a chosen algorithm needs, shared by every call on the stream, and
+    /// the smaller ones it replaced: kept, because a captured graph's convolutions still use
+    /// the address they were captured with (device_executor/graphs.rs).
     workspace: Option<CudaSlice<u8>>,
+    retired: Vec<CudaSlice<u8>>,
     store: Option<TuneStore>,
+    /// `precision = tf32`: tensor-op math (TF32 operands) instead of FMA math.
+    tf32: bool,
     /// Algorithms measured in this run, and taken from the tuning file.
     pub measured: usize,
     pub from_file: usize,
@@ -122,7 +128,7 @@ fn dims(d: [usize; 4]) -> Result<[i32; 4], String> {
 impl Convolutions {
     /// cuDNN on `stream`, or why it cannot start (no libcudnn on the library path). `gpu` names
     /// the device in the tuning file's machine key.
-    pub fn open(stream: &Arc<CudaStream>, gpu: &str) -> Result<Convolutions, String> {
+    pub fn open(stream: &Arc<CudaStream>, gpu: &str, tf32: bool) -> Result<Convolutions, String> {
         // SAFETY: only tries to open libcudnn by its usual names.
         if !unsafe { sys::is_culib_present() } {
             return Err("cuDNN (libcudnn.so) was not found on the library path".into());
@@ -132,12 +138,23 @@ impl Convolutions {
         let version = unsafe { sys::cudnnGetVersion() };
         let machine = format!("{gpu} cuDNN {version} build={}", crate::exec::tune_store::build_id());
         let store = crate::exec::tune_store::default_path().map(|p| TuneStore::open(p, machine));
-        Ok(Convolutions { cudnn, stream: stream.clone(), plans: HashMap::new(), workspace: None, store, measured: 0, from_file: 0 })
+        Ok(Convolutions {
+            cudnn,
+            stream: stream.clone(),
+            plans: HashMap::new(),
+            workspace: None,
+            retired: vec![],
+            store,
+            tf32,
+            measured: 0,
+            from_file: 0,
+        })
     }
 
     /// Queue `c` on cuDNN's stream: `a` and `b` as `Driver::conv` says, into `out`.
     pub fn run(&mut self, c: &Conv, a: &CudaSlice<u8>, b: &CudaSlice<u8>, out: &mut CudaSlice<u8>) -> Result<(), String> {
-        let key = format!("conv {:?} x={:?} w={:?} y={:?} {:?}", c.dir, c.x, c.w, c.y, c.attrs);
+        let math = if self.tf32 { " tf32" } else { "" };
+        let key = format!("conv {:?} x={:?} w={:?} y={:?} {:?}{math}", c.dir, c.x, c.w, c.y, c.attrs);
         if !self.plans.contains_key(&key) {
             let planned = self.plan(&key, c, a, b, out)?;
             self.plans.insert(key.clone(), planned);
@@ -160,7 +177,8 @@ impl Convolutions {
                 sys::cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
             )
             .map_err(e("convolution descriptor"))?;
-        conv.set_math_type(sys::cudnnMathType_t::CUDNN_FMA_MATH).map_err(e("math type"))?;
+        let math = if self.tf32 { sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH } else { sys::cudnnMathType_t::CUDNN_FMA_MATH };
+        conv.set_math_type(math).map_err(e("math type"))?;
         conv.set_group_count(c.attrs.groups as i32).map_err(e("groups"))?;
         let mut p = Planned {
             x: self.cudnn.create_4d_tensor::<f32>(nchw, dims(c.x)?).map_err(e("x descriptor"))?,
@@ -210,10 +228,11 @@ impl Convolutions {
 
     fn grow_workspace(&mut self, bytes: usize) -> Result<(), String> {
         if bytes > 0 && self.workspace.as_ref().is_none_or(|w| w.len() < bytes) {
-            // SAFETY: cuDNN's scratch space; nothing reads it before cuDNN writes it. The old
-            // one is freed in stream order, after the work queued on it.
-            self.workspace =
-                Some(unsafe { self.stream.alloc::<u8>(bytes) }.map_err(|e| format!("a cuDNN workspace of {bytes} bytes: {e:?}"))?);
+            // SAFETY: cuDNN's scratch space; nothing reads it before cuDNN writes it.
+            let grown = unsafe { self.stream.alloc::<u8>(bytes) }.map_err(|e| format!("a cuDNN workspace of {bytes} bytes: {e:?}"))?;
+            if let Some(old) = self.workspace.replace(grown) {
+                self.retired.push(old);
+            }
         }
         Ok(())
     }

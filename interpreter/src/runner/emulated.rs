@@ -81,6 +81,9 @@ pub struct Emulated {
     /// GPU could finish it), and any call that touches its destination before then is an error.
     copies: Vec<(EventId, HostBuf, Vec<u8>)>,
     events: EventId,
+    /// `precision = tf32`: f32 products and convolutions round their operands to TF32 first,
+    /// as tensor cores do (accumulating in f32).
+    tf32: bool,
 }
 
 impl Emulated {
@@ -89,11 +92,37 @@ impl Emulated {
         static DEVICES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = DEVICES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("dlc-emulated-gpu-{}-{n}", std::process::id()));
-        Emulated { dir, modules: vec![], gemm: Default::default(), free: Default::default(), graphs: vec![], copies: vec![], events: 0 }
+        Emulated {
+            dir,
+            modules: vec![],
+            gemm: Default::default(),
+            free: Default::default(),
+            graphs: vec![],
+            copies: vec![],
+            events: 0,
+            tf32: false,
+        }
     }
 }
 
+/// `x` rounded to TF32 (10 mantissa bits, to nearest, ties to even), as a tensor core reads an
+/// f32 operand.
+pub fn round_tf32(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    let b = x.to_bits();
+    let rounded = b.wrapping_add(0xfff + ((b >> 13) & 1)) & !0x1fff;
+    f32::from_bits(rounded)
+}
+
 impl Emulated {
+    /// With `precision = tf32` (see `tf32`).
+    pub fn with_tf32(mut self, on: bool) -> Emulated {
+        self.tf32 = on;
+        self
+    }
+
     /// An error when a call on the compute stream touches a buffer whose copy from the copy
     /// stream has not been waited for: on a GPU it would read the bytes before they arrive.
     fn no_copy_pending(&self, bufs: &[&HostBuf]) -> Result<(), String> {
@@ -251,7 +280,10 @@ impl Driver for Emulated {
                 _ => t.to_f64().into_iter().map(|x| x as f32).collect(),
             }
         };
-        let (first, second) = (widen(b), widen(a));
+        let (mut first, mut second) = (widen(b), widen(a));
+        if self.tf32 && p.ty == Ty::F32 {
+            first.iter_mut().chain(second.iter_mut()).for_each(|x| *x = round_tf32(*x));
+        }
         // SAFETY: the product's output overlaps none of its operands (the arena plan keeps
         // values read by a kernel apart from what it writes).
         let out = unsafe { c.bytes_mut() };
@@ -293,7 +325,16 @@ impl Driver for Emulated {
             super::storage::from_bytes(dlc_language::types::DType::F32, shape.to_vec(), Ty::F32, &v[..shape.iter().product::<usize>() * 4])
         };
         let [sa, sb, so] = c.operands();
-        let (a, b, shape) = (tensor(a, sa), tensor(b, sb), so.to_vec());
+        let tf32 = self.tf32;
+        let operand = |buf: &HostBuf, shape: [usize; 4]| {
+            let t = tensor(buf, shape);
+            if !tf32 {
+                return t;
+            }
+            let v: Vec<f32> = t.to_f64().into_iter().map(|x| round_tf32(x as f32)).collect();
+            crate::runtime::tensor::Tensor::f32(shape.to_vec(), v)
+        };
+        let (a, b, shape) = (operand(a, sa), operand(b, sb), so.to_vec());
         let t = match c.dir {
             ConvDir::Forward => conv::conv2d(&self.gemm, &a, &b, &c.attrs, shape),
             ConvDir::Data => conv::conv2d_grad_input(&self.gemm, &a, &b, &c.attrs, shape),
@@ -337,6 +378,19 @@ mod tests {
         assert!(d.copy(&buf, &other, 4).is_err());
         d.wait(ev).expect("wait");
         assert_eq!(d.download(&buf, 4).expect("read after the wait"), vec![1, 2, 3, 4]);
+    }
+
+    /// TF32 keeps 10 of f32's 23 mantissa bits, rounding to nearest with ties to even.
+    #[test]
+    fn tf32_rounding() {
+        let ulp = 2f32.powi(-10);
+        assert_eq!(round_tf32(1.0 + ulp), 1.0 + ulp);
+        assert_eq!(round_tf32(1.0 + ulp / 2.0), 1.0, "a tie goes to the even neighbour");
+        assert_eq!(round_tf32(1.0 + 1.5 * ulp), 1.0 + 2.0 * ulp, "a tie goes to the even neighbour");
+        assert_eq!(round_tf32(1.0 + 0.75 * ulp), 1.0 + ulp);
+        assert_eq!(round_tf32(-3.0e-3), -round_tf32(3.0e-3));
+        assert!(round_tf32(f32::NAN).is_nan());
+        assert_eq!(round_tf32(f32::INFINITY), f32::INFINITY);
     }
 
     /// A part of an arena is the arena's bytes from its offset; a freed buffer is reused for the

@@ -42,12 +42,15 @@ pub struct RunnerOptions {
     pub fuse: bool,
     pub kernels: Arc<KernelCache>,
     pub profile: Option<crate::exec::KernelTimes>,
+    /// `precision = tf32`: f32 products and convolutions may round their operands to TF32 on
+    /// the GPU's tensor cores (the CPU has no TF32 arithmetic and computes in f32).
+    pub tf32: bool,
 }
 
 impl RunnerOptions {
     /// With a kernel cache of its own (`jit`: Cranelift's native code for every fused region).
     pub fn new(seed: u64, fuse: bool, jit: bool) -> RunnerOptions {
-        RunnerOptions { seed, fuse, kernels: Arc::new(KernelCache::new(jit)), profile: None }
+        RunnerOptions { seed, fuse, kernels: Arc::new(KernelCache::new(jit)), profile: None, tf32: false }
     }
 }
 
@@ -73,12 +76,12 @@ const DEVICES: &[Entry] = &[
                 driver: 0,
             }))
         },
-        open: |o| Ok(Box::new(DeviceExecutor::new(emulated::Emulated::new()).with_profile(o.profile.clone()))),
+        open: |o| Ok(Box::new(DeviceExecutor::new(emulated::Emulated::new().with_tf32(o.tf32)).with_profile(o.profile.clone()))),
     },
     Entry {
         kind: DeviceKind::Cuda,
         probe: || dlc_jit::cuda::probe().map(Some),
-        open: |o| Ok(Box::new(DeviceExecutor::new(cuda::Cuda::open()?).with_profile(o.profile.clone()))),
+        open: |o| Ok(Box::new(DeviceExecutor::new(cuda::Cuda::open()?.with_tf32(o.tf32)).with_profile(o.profile.clone()))),
     },
 ];
 

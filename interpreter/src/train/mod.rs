@@ -299,8 +299,13 @@ impl<'s> Trainer<'s> {
         } else {
             crate::exec::fused::KernelCache::new(opts.jit)
         });
-        let runner_opts =
-            crate::runner::RunnerOptions { seed: opts.seed, fuse: opts.fuse, kernels: kernels.clone(), profile: opts.profile.clone() };
+        let runner_opts = crate::runner::RunnerOptions {
+            seed: opts.seed,
+            fuse: opts.fuse,
+            kernels: kernels.clone(),
+            profile: opts.profile.clone(),
+            tf32: spec.precision == dlc_language::eval::spec::Precision::TF32,
+        };
         let runner = crate::runner::open(opts.device, &runner_opts)
             .map_err(|e| RuntimeError::Device(format!("the {} device could not be used: {e}", opts.device.name())))?;
         let scaler = (spec.precision.low() == Some(DType::F16)).then(precision::LossScaler::default);
@@ -447,7 +452,7 @@ impl<'s> Trainer<'s> {
 
     /// Recipe fields this trainer accepts but does not act on yet, to be said out loud.
     pub fn ignored_fields(&self) -> Vec<String> {
-        ignored_fields(&self.info)
+        ignored_fields(&self.info, self.opts.device.is_gpu())
     }
 
     /// The batch shapes the recipe's data yield, when the element type fixes them: known sizes,
@@ -546,14 +551,15 @@ impl<'s> Trainer<'s> {
     }
 }
 
-/// Fields of a `train`, `evaluate` or `infer` recipe that are accepted but not acted on yet, to
-/// be said out loud (`precision = tf32`: the CPU has no tf32 arithmetic).
-pub fn ignored_fields(info: &RecipeInfo) -> Vec<String> {
+/// Fields of a `train`, `evaluate` or `infer` recipe that are accepted but not acted on on this
+/// device, to be said out loud (`precision = tf32` on the CPU, which has no tf32 arithmetic; a
+/// GPU rounds f32 products' and convolutions' operands to TF32).
+pub fn ignored_fields(info: &RecipeInfo, on_gpu: bool) -> Vec<String> {
     let mut out = vec![];
     for (k, v) in &info.fields {
         let ignored = match (k.as_str(), v) {
             ("precision", Value::DType(DType::F32 | DType::BF16 | DType::F16)) => false,
-            ("precision", _) => true,
+            ("precision", _) => !on_gpu,
             _ => false,
         };
         if ignored {

@@ -20,6 +20,8 @@ pub struct Cuda {
     modules: Vec<Vec<CudaFunction>>,
     /// cuBLAS on the same stream, created on the first product.
     blas: Option<CudaBlas>,
+    /// cuBLAS's workspace (see `CUBLAS_WORKSPACE`), kept as long as the handle.
+    blas_workspace: Option<CudaBuf>,
     /// cuDNN on the same stream, opened on the first convolution (or why it could not be).
     convs: Option<Result<super::cudnn_conv::Convolutions, String>>,
     /// Page-locked staging buffers for uploads, each with the upload it last served.
@@ -39,13 +41,14 @@ pub struct Cuda {
     next_event: EventId,
 }
 
-/// Uploads this large go through page-locked staging (smaller ones are not worth a buffer).
 /// A device buffer: an allocation of its own, or a part of a plan's arena (a window into the
 /// arena's allocation that keeps it alive and frees nothing). Kernels, products and
 /// convolutions write their outputs through a shared reference, as on the device; the handle
 /// sits in a cell for the cudarc calls that take it mutably.
 pub struct CudaBuf {
     slice: std::cell::UnsafeCell<std::mem::ManuallyDrop<CudaSlice<u8>>>,
+    /// Its device address, read once (cudarc's `device_ptr` records an event each time).
+    addr: u64,
     arena: Option<std::rc::Rc<CudaBuf>>,
     /// A result's buffer (`alloc_for`): kept for the next value of its tag when dropped.
     home: Option<(Cache, u64)>,
@@ -55,8 +58,15 @@ pub struct CudaBuf {
 type Cache = std::rc::Rc<std::cell::RefCell<std::collections::HashMap<(u64, usize), Vec<CudaSlice<u8>>>>>;
 
 impl CudaBuf {
-    fn own(slice: CudaSlice<u8>) -> CudaBuf {
-        CudaBuf { slice: std::cell::UnsafeCell::new(std::mem::ManuallyDrop::new(slice)), arena: None, home: None }
+    fn new(
+        slice: CudaSlice<u8>,
+        stream: &cudarc::driver::CudaStream,
+        arena: Option<std::rc::Rc<CudaBuf>>,
+        home: Option<(Cache, u64)>,
+    ) -> CudaBuf {
+        use cudarc::driver::DevicePtr;
+        let addr = slice.device_ptr(stream).0;
+        CudaBuf { slice: std::cell::UnsafeCell::new(std::mem::ManuallyDrop::new(slice)), addr, arena, home }
     }
 
     /// The handle, to write the buffer through.
@@ -94,7 +104,10 @@ impl Drop for CudaBuf {
     }
 }
 
+/// Uploads this large go through page-locked staging (smaller ones are not worth a buffer).
 const STAGED_FROM: usize = 64 << 10;
+/// cuBLAS's workspace (what PyTorch gives it on Hopper: `CUBLAS_WORKSPACE_CONFIG=:4096:8`, 32 MiB).
+const CUBLAS_WORKSPACE: usize = 32 << 20;
 /// At most this many staging buffers are kept (the least recently used one is replaced).
 const STAGING_BUFFERS: usize = 8;
 
@@ -115,6 +128,7 @@ impl Cuda {
             uploads: 0,
             graphs: vec![],
             results: Default::default(),
+            blas_workspace: None,
             tf32: false,
             copy_stream: None,
             events: Default::default(),
@@ -223,20 +237,19 @@ impl Driver for Cuda {
     fn alloc(&mut self, bytes: usize) -> Result<CudaBuf, String> {
         // SAFETY: every output buffer is written whole by its kernel before anything reads it.
         unsafe { self.dev.stream.alloc::<u8>(bytes.max(1)) }
-            .map(CudaBuf::own)
+            .map(|b| CudaBuf::new(b, &self.dev.stream, None, None))
             .map_err(|e| format!("allocating {bytes} bytes on the GPU: {e:?}"))
     }
 
     fn part(&mut self, arena: &std::rc::Rc<CudaBuf>, offset: usize, bytes: usize) -> Result<CudaBuf, String> {
-        use cudarc::driver::DevicePtr;
         if offset + bytes > arena.len() {
             return Err(format!("{bytes} bytes at {offset} are beyond an arena of {} bytes", arena.len()));
         }
-        let (base, _read) = (**arena).device_ptr(&self.dev.stream);
+        let base = arena.addr;
         // SAFETY: a window inside the arena's allocation, which the part keeps alive (`arena`)
         // and never frees (`Drop` leaks the window).
         let window = unsafe { self.dev.stream.upgrade_device_ptr::<u8>(base + offset as u64, bytes.max(1).min(arena.len() - offset)) };
-        Ok(CudaBuf { slice: std::cell::UnsafeCell::new(std::mem::ManuallyDrop::new(window)), arena: Some(arena.clone()), home: None })
+        Ok(CudaBuf::new(window, &self.dev.stream, Some(arena.clone()), None))
     }
 
     /// A large upload (a batch) is copied into a page-locked buffer and sent from there
@@ -246,7 +259,7 @@ impl Driver for Cuda {
     /// a buffer's last copy before handing it out for writing).
     fn upload(&mut self, bytes: &[u8]) -> Result<CudaBuf, String> {
         if bytes.len() < STAGED_FROM {
-            return self.dev.upload(bytes).map(CudaBuf::own);
+            return self.dev.upload(bytes).map(|b| CudaBuf::new(b, &self.dev.stream, None, None));
         }
         let dst = self.alloc(bytes.len())?;
         self.write(&dst, bytes)?;
@@ -309,11 +322,7 @@ impl Driver for Cuda {
             // SAFETY: every output buffer is written whole by its kernel before anything reads it.
             None => unsafe { self.dev.stream.alloc::<u8>(len) }.map_err(|e| format!("allocating {len} bytes on the GPU: {e:?}"))?,
         };
-        Ok(CudaBuf {
-            slice: std::cell::UnsafeCell::new(std::mem::ManuallyDrop::new(slice)),
-            arena: None,
-            home: Some((self.results.clone(), tag)),
-        })
+        Ok(CudaBuf::new(slice, &self.dev.stream, None, Some((self.results.clone(), tag))))
     }
 
     fn download(&mut self, buf: &CudaBuf, bytes: usize) -> Result<Vec<u8>, String> {
@@ -335,6 +344,20 @@ impl Driver for Cuda {
                     return Err(format!("cuBLAS refused TF32 math: {status:?}"));
                 }
             }
+            // A workspace of its own, so that cuBLAS allocates nothing while a step is captured
+            // as a graph (as PyTorch sets one for the same reason).
+            // SAFETY: cuBLAS's scratch space; nothing else reads or writes it.
+            let ws = unsafe { self.dev.stream.alloc::<u8>(CUBLAS_WORKSPACE) }.map_err(|e| format!("a cuBLAS workspace: {e:?}"))?;
+            let ws_at = CudaBuf::new(ws, &self.dev.stream, None, None);
+            {
+                use cudarc::cublas::sys;
+                // SAFETY: a live handle and a buffer of that size kept as long as the handle.
+                let status = unsafe { sys::cublasSetWorkspace_v2(*blas.handle(), ws_at.addr as *mut std::ffi::c_void, CUBLAS_WORKSPACE) };
+                if status != sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+                    return Err(format!("cuBLAS refused its workspace: {status:?}"));
+                }
+            }
+            self.blas_workspace = Some(ws_at);
             self.blas = Some(blas);
         }
         let blas = self.blas.as_ref().expect("created above");
@@ -368,9 +391,7 @@ impl Driver for Cuda {
     }
 
     fn address(&self, b: &CudaBuf) -> usize {
-        use cudarc::driver::DevicePtr;
-        let (at, _read) = (**b).device_ptr(&self.dev.stream);
-        at as usize
+        b.addr as usize
     }
 
     /// Stream capture of the calls (nothing runs), instantiated as an executable graph. The

@@ -1,8 +1,10 @@
 //! Runs a kernel plan on a device: every value a device buffer, the plan's generated kernels
 //! (fused regions, optimiser groups, row kernels, sums over axes) compiled once per plan as one
-//! module and launched in plan order, each value freed after its last reader as the memory plan
-//! says, and what stays resident between steps (parameters, optimiser state, gradient sums)
-//! kept in slots that a step's results are moved into without a copy.
+//! module and launched in plan order, each intermediate value at its offset in the plan's arena
+//! (arena.rs) and each result in a buffer of its own, and what stays resident between steps
+//! (parameters, optimiser state, gradient sums) kept in slots that a step's results are moved
+//! into without a copy. A step's calls repeated on the same addresses are replayed as a graph
+//! (graphs.rs), and the next batch is uploaded on the copy stream while a step runs (ahead.rs).
 //!
 //! Matrix products run on the device through the driver's gemm (cuBLAS), a transpose left as a
 //! view read through the call's transpose flag; convolutions through the driver's convolution

@@ -13,13 +13,14 @@
 //! atomics, so two runs from one seed could differ; they are never candidates (PyTorch's
 //! `use_deterministic_algorithms` leaves out the same ones).
 //!
-//! Not yet: the workspace from the memory plan, bf16/f16, channels-last, TF32 under
-//! `precision = tf32` (docs/gpu.md).
+//! bf16 and f16 convolutions keep their data in that storage and sum in f32, with tensor-op
+//! math. Not yet: the workspace from the memory plan, channels-last (docs/gpu.md).
 
 use super::driver::{Conv, ConvDir};
 use crate::exec::tune_store::{Pick, TuneStore};
 use cudarc::cudnn::{sys, ConvBackwardData, ConvBackwardFilter, ConvDescriptor, ConvForward, Cudnn, FilterDescriptor, TensorDescriptor};
 use cudarc::driver::{CudaSlice, CudaStream};
+use dlc_jit::kir::Ty;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -86,20 +87,47 @@ impl Algo {
     }
 }
 
-/// A convolution shape's descriptors and chosen algorithm.
-struct Planned {
-    x: TensorDescriptor<f32>,
-    y: TensorDescriptor<f32>,
-    w: FilterDescriptor<f32>,
+/// A convolution shape's descriptors (data in storage `X`, sums in f32) and chosen algorithm.
+struct Planned<X: Storage> {
+    x: TensorDescriptor<X>,
+    y: TensorDescriptor<X>,
+    w: FilterDescriptor<X>,
     conv: ConvDescriptor<f32>,
     algo: Algo,
+}
+
+/// A storage type cuDNN convolves in here: f32, bf16, f16 (always with f32 sums).
+trait Storage: cudarc::cudnn::CudnnDataType + Copy + 'static {
+    const ONE: Self;
+    const ZERO: Self;
+    /// Whether it is f32 (FMA math, or TF32 under `tf32`); bf16 and f16 use tensor-op math.
+    const F32: bool;
+}
+
+impl Storage for f32 {
+    const ONE: f32 = 1.0;
+    const ZERO: f32 = 0.0;
+    const F32: bool = true;
+}
+
+impl Storage for half::bf16 {
+    const ONE: half::bf16 = half::bf16::ONE;
+    const ZERO: half::bf16 = half::bf16::ZERO;
+    const F32: bool = false;
+}
+
+impl Storage for half::f16 {
+    const ONE: half::f16 = half::f16::ONE;
+    const ZERO: half::f16 = half::f16::ZERO;
+    const F32: bool = false;
 }
 
 /// cuDNN on the driver's stream, with every convolution shape planned so far.
 pub struct Convolutions {
     cudnn: Arc<Cudnn>,
     stream: Arc<CudaStream>,
-    plans: HashMap<String, Planned>,
+    /// `Planned<X>` by key (the key names the storage type).
+    plans: HashMap<String, std::rc::Rc<dyn std::any::Any>>,
     /// The largest workspace a chosen algorithm needs, shared by every call on the stream, and
     /// the smaller ones it replaced: kept, because a captured graph's convolutions still use
     /// the address they were captured with (device_executor/graphs.rs).
@@ -153,19 +181,38 @@ impl Convolutions {
 
     /// Queue `c` on cuDNN's stream: `a` and `b` as `Driver::conv` says, into `out`.
     pub fn run(&mut self, c: &Conv, a: &CudaSlice<u8>, b: &CudaSlice<u8>, out: &mut CudaSlice<u8>) -> Result<(), String> {
-        let math = if self.tf32 { " tf32" } else { "" };
-        let key = format!("conv {:?} x={:?} w={:?} y={:?} {:?}{math}", c.dir, c.x, c.w, c.y, c.attrs);
-        if !self.plans.contains_key(&key) {
-            let planned = self.plan(&key, c, a, b, out)?;
-            self.plans.insert(key.clone(), planned);
+        match c.ty {
+            Ty::F32 => self.run_as::<f32>(c, a, b, out),
+            Ty::BF16 => self.run_as::<half::bf16>(c, a, b, out),
+            Ty::F16 => self.run_as::<half::f16>(c, a, b, out),
+            other => Err(format!("no cuDNN convolution in {other:?}")),
         }
-        let p = &self.plans[&key];
-        launch(p, p.algo, self.workspace.as_mut(), c, a, b, out)
+    }
+
+    fn run_as<X: Storage>(&mut self, c: &Conv, a: &CudaSlice<u8>, b: &CudaSlice<u8>, out: &mut CudaSlice<u8>) -> Result<(), String> {
+        let math = if self.tf32 && X::F32 { " tf32" } else { "" };
+        let key = format!("conv {:?} x={:?} w={:?} y={:?} {:?} {:?}{math}", c.dir, c.x, c.w, c.y, c.attrs, c.ty);
+        let planned = match self.plans.get(&key).cloned().map(|p| p.downcast::<Planned<X>>()) {
+            Some(Ok(p)) => p,
+            _ => {
+                let p = std::rc::Rc::new(self.plan::<X>(&key, c, a, b, out)?);
+                self.plans.insert(key, p.clone());
+                p
+            }
+        };
+        launch(&planned, planned.algo, self.workspace.as_mut(), c, a, b, out)
     }
 
     /// Descriptors for `c`, and its algorithm: from the tuning file, else measured on these
     /// operands (and stored).
-    fn plan(&mut self, key: &str, c: &Conv, a: &CudaSlice<u8>, b: &CudaSlice<u8>, out: &mut CudaSlice<u8>) -> Result<Planned, String> {
+    fn plan<X: Storage>(
+        &mut self,
+        key: &str,
+        c: &Conv,
+        a: &CudaSlice<u8>,
+        b: &CudaSlice<u8>,
+        out: &mut CudaSlice<u8>,
+    ) -> Result<Planned<X>, String> {
         let nchw = sys::cudnnTensorFormat_t::CUDNN_TENSOR_NCHW;
         let a32 = |v: (i64, i64)| [v.0 as i32, v.1 as i32];
         let mut conv = self
@@ -177,13 +224,13 @@ impl Convolutions {
                 sys::cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
             )
             .map_err(e("convolution descriptor"))?;
-        let math = if self.tf32 { sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH } else { sys::cudnnMathType_t::CUDNN_FMA_MATH };
+        let math = if self.tf32 || !X::F32 { sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH } else { sys::cudnnMathType_t::CUDNN_FMA_MATH };
         conv.set_math_type(math).map_err(e("math type"))?;
         conv.set_group_count(c.attrs.groups as i32).map_err(e("groups"))?;
         let mut p = Planned {
-            x: self.cudnn.create_4d_tensor::<f32>(nchw, dims(c.x)?).map_err(e("x descriptor"))?,
-            y: self.cudnn.create_4d_tensor::<f32>(nchw, dims(c.y)?).map_err(e("y descriptor"))?,
-            w: self.cudnn.create_4d_filter::<f32>(nchw, dims(c.w)?).map_err(e("filter descriptor"))?,
+            x: self.cudnn.create_4d_tensor::<X>(nchw, dims(c.x)?).map_err(e("x descriptor"))?,
+            y: self.cudnn.create_4d_tensor::<X>(nchw, dims(c.y)?).map_err(e("y descriptor"))?,
+            w: self.cudnn.create_4d_filter::<X>(nchw, dims(c.w)?).map_err(e("filter descriptor"))?,
             conv,
             algo: Algo::candidates(c.dir)[0],
         };
@@ -242,7 +289,7 @@ impl Convolutions {
     }
 }
 
-fn workspace_size(p: &Planned, algo: Algo) -> Result<usize, String> {
+fn workspace_size<X: Storage>(p: &Planned<X>, algo: Algo) -> Result<usize, String> {
     match algo {
         Algo::Forward(a) => ConvForward { conv: &p.conv, x: &p.x, w: &p.w, y: &p.y }.get_workspace_size(a),
         Algo::Data(a) => ConvBackwardData { conv: &p.conv, dx: &p.x, w: &p.w, dy: &p.y }.get_workspace_size(a),
@@ -252,8 +299,8 @@ fn workspace_size(p: &Planned, algo: Algo) -> Result<usize, String> {
 }
 
 /// Queue `algo` for `c` on `p`'s descriptors.
-fn launch(
-    p: &Planned,
+fn launch<X: Storage>(
+    p: &Planned<X>,
     algo: Algo,
     ws: Option<&mut CudaSlice<u8>>,
     c: &Conv,
@@ -263,22 +310,22 @@ fn launch(
 ) -> Result<(), String> {
     let too_small = || "a convolution's buffer is smaller than its shape".to_string();
     let [sa, sb, so] = c.operands().map(|d| d.iter().product::<usize>());
-    // SAFETY: the views hold the descriptors' element counts of f32 (checked by `transmute`'s
+    // SAFETY: the views hold the descriptors' element counts of `X` (checked by `transmute`'s
     // lengths), in the NCHW / OIHW layouts the descriptors state; each launch below reads and
     // writes them as `Conv::operands` orders them; the workspace is at least the size cuDNN
     // asked for this algorithm (`grow_workspace`).
     unsafe {
-        let (av, bv) = (a.transmute::<f32>(sa).ok_or_else(too_small)?, b.transmute::<f32>(sb).ok_or_else(too_small)?);
-        let mut ov = out.transmute_mut::<f32>(so).ok_or_else(too_small)?;
+        let (av, bv) = (a.transmute::<X>(sa).ok_or_else(too_small)?, b.transmute::<X>(sb).ok_or_else(too_small)?);
+        let mut ov = out.transmute_mut::<X>(so).ok_or_else(too_small)?;
         match algo {
-            Algo::Forward(al) => {
-                ConvForward { conv: &p.conv, x: &p.x, w: &p.w, y: &p.y }.launch(al, ws, (1.0, 0.0), &av, &bv, &mut ov).map_err(e("forward"))
-            }
+            Algo::Forward(al) => ConvForward { conv: &p.conv, x: &p.x, w: &p.w, y: &p.y }
+                .launch(al, ws, (X::ONE, X::ZERO), &av, &bv, &mut ov)
+                .map_err(e("forward")),
             Algo::Data(al) => ConvBackwardData { conv: &p.conv, dx: &p.x, w: &p.w, dy: &p.y }
-                .launch(al, ws, (1.0, 0.0), &mut ov, &bv, &av)
+                .launch(al, ws, (X::ONE, X::ZERO), &mut ov, &bv, &av)
                 .map_err(e("data gradient")),
             Algo::Weight(al) => ConvBackwardFilter { conv: &p.conv, x: &p.x, dw: &p.w, dy: &p.y }
-                .launch(al, ws, (1.0, 0.0), &av, &mut ov, &bv)
+                .launch(al, ws, (X::ONE, X::ZERO), &av, &mut ov, &bv)
                 .map_err(e("weight gradient")),
         }
     }

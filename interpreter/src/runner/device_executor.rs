@@ -121,7 +121,7 @@ pub struct DeviceExecutor<D: Driver> {
     plans: HashMap<(Vec<NodeId>, usize), Compiled>,
     report: Report,
     /// The driver could not run a convolution (no cuDNN): the rest go through the host.
-    conv_unavailable: bool,
+    conv_unavailable: std::collections::HashSet<Ty>,
     /// When set (`dlc bench --profile`), each kernel is waited for and its time added here,
     /// by kind and output shape.
     profile: Option<crate::exec::KernelTimes>,
@@ -166,7 +166,7 @@ impl<D: Driver> DeviceExecutor<D> {
             constants: HashMap::new(),
             plans: HashMap::new(),
             report,
-            conv_unavailable: false,
+            conv_unavailable: Default::default(),
             profile: None,
             flags: HashMap::new(),
             queued: false,

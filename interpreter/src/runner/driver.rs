@@ -31,7 +31,7 @@ pub trait Driver {
     /// Queue the matrix product `p` of `a` and `b` into `c` (cuBLAS on the GPU). `c` is
     /// written through a shared reference, as a kernel writes its output parameters.
     fn gemm(&mut self, p: &Product, a: &Self::Buf, b: &Self::Buf, c: &Self::Buf) -> Result<(), String>;
-    /// Queue the f32 convolution `c` (cuDNN on the GPU) of `a` and `b` into `out`, operands as
+    /// Queue the convolution `c` (cuDNN on the GPU) of `a` and `b` into `out`, operands as
     /// `Conv::operands` orders them.
     fn conv(&mut self, c: &Conv, a: &Self::Buf, b: &Self::Buf, out: &Self::Buf) -> Result<(), String>;
     /// Wait for the work queued so far (`dlc bench --profile` times each kernel to its end).
@@ -119,7 +119,7 @@ pub enum ConvDir {
     Weight,
 }
 
-/// A 2-d convolution in f32: x `[n, c, h, w]` (NCHW), w `[o, c / groups, kh, kw]` (OIHW),
+/// A 2-d convolution in storage `ty`: x `[n, c, h, w]` (NCHW), w `[o, c / groups, kh, kw]` (OIHW),
 /// y `[n, o, oh, ow]`, and the graph's attributes (stride, padding, dilation, groups).
 #[derive(Clone, Debug, PartialEq, Hash)]
 pub struct Conv {
@@ -128,6 +128,8 @@ pub struct Conv {
     pub w: [usize; 4],
     pub y: [usize; 4],
     pub attrs: dlc_language::types::rules::Conv2dAttrs,
+    /// The operands' and output's storage (f32, bf16, f16); the sums run in f32.
+    pub ty: Ty,
 }
 
 impl Conv {
@@ -142,13 +144,13 @@ impl Conv {
     }
 
     /// The convolution whose operands (`[a, b, out]`, as `operands` orders them) have these shapes.
-    pub fn from_operands(dir: ConvDir, [a, b, out]: [[usize; 4]; 3], attrs: dlc_language::types::rules::Conv2dAttrs) -> Conv {
+    pub fn from_operands(dir: ConvDir, [a, b, out]: [[usize; 4]; 3], attrs: dlc_language::types::rules::Conv2dAttrs, ty: Ty) -> Conv {
         let (x, w, y) = match dir {
             ConvDir::Forward => (a, b, out),
             ConvDir::Data => (out, b, a),
             ConvDir::Weight => (a, out, b),
         };
-        Conv { dir, x, w, y, attrs }
+        Conv { dir, x, w, y, attrs, ty }
     }
 }
 

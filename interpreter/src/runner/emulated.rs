@@ -319,13 +319,20 @@ impl Driver for Emulated {
     fn conv(&mut self, c: &Conv, a: &HostBuf, b: &HostBuf, out: &HostBuf) -> Result<(), String> {
         self.no_copy_pending(&[a, b, out])?;
         use crate::exec::conv;
+        // Operands widened from their storage to f32, the output rounded back to it.
+        let ty = c.ty;
         let tensor = |buf: &HostBuf, shape: [usize; 4]| {
             // SAFETY: nothing writes the operands during the convolution.
             let v = unsafe { buf.bytes() };
-            super::storage::from_bytes(dlc_language::types::DType::F32, shape.to_vec(), Ty::F32, &v[..shape.iter().product::<usize>() * 4])
+            super::storage::from_bytes(
+                dlc_language::types::DType::F32,
+                shape.to_vec(),
+                ty,
+                &v[..shape.iter().product::<usize>() * ty.bytes()],
+            )
         };
         let [sa, sb, so] = c.operands();
-        let tf32 = self.tf32;
+        let tf32 = self.tf32 && ty == Ty::F32;
         let operand = |buf: &HostBuf, shape: [usize; 4]| {
             let t = tensor(buf, shape);
             if !tf32 {
@@ -340,7 +347,7 @@ impl Driver for Emulated {
             ConvDir::Data => conv::conv2d_grad_input(&self.gemm, &a, &b, &c.attrs, shape),
             ConvDir::Weight => conv::conv2d_grad_weight(&self.gemm, &a, &b, &c.attrs, shape),
         };
-        let bytes = super::storage::to_bytes(&t, Ty::F32);
+        let bytes = super::storage::to_bytes(&t, ty);
         // SAFETY: the output overlaps none of the operands, already read above.
         let o = unsafe { out.bytes_mut() };
         if o.len() < bytes.len() {

@@ -288,7 +288,17 @@ impl Driver for Cuda {
         if let Some(ev) = after.and_then(|a| self.events.get(&a)) {
             copy.wait(ev).map_err(|e| format!("ordering the copy stream: {e:?}"))?;
         }
-        let dst = self.alloc_for(tag, bytes.len())?;
+        // A buffer kept for this tag, else one allocated on the copy stream itself, so that the
+        // copy is ordered after its allocation (the compute stream reads it only after the
+        // copy's event).
+        let len = bytes.len().max(1);
+        let kept = self.results.borrow_mut().get_mut(&(tag, len)).and_then(|l| l.pop());
+        let slice = match kept {
+            Some(s) => s,
+            // SAFETY: written whole by the copy queued next, before anything reads it.
+            None => unsafe { copy.alloc::<u8>(len) }.map_err(|e| format!("allocating {len} bytes on the GPU: {e:?}"))?,
+        };
+        let dst = CudaBuf::new(slice, &copy, None, Some((self.results.clone(), tag)));
         self.write_on(&copy, &dst, bytes)?;
         let ev = copy.record_event(None).map_err(|e| format!("an event on the copy stream: {e:?}"))?;
         self.next_event += 1;

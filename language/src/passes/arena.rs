@@ -14,9 +14,9 @@
 //! Runtime's arena planners, within a few percent of the peak of live bytes on training steps.
 
 use super::fusion::{Kernel, Plan};
-use super::memory::MemoryPlan;
-use crate::ir::{Graph, NodeId, Op};
-use std::collections::{HashMap, HashSet};
+use super::memory::{owns_nothing, views, MemoryPlan};
+use crate::ir::{Graph, NodeId};
+use std::collections::HashMap;
 
 /// Offsets and the arena's size, in bytes.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -45,7 +45,7 @@ impl Span {
 /// Place the intermediates of `plan` (with its memory plan `memory`), each taking `bytes(n)`
 /// bytes, at offsets that are multiples of `align`.
 pub fn plan_arena(g: &Graph, plan: &Plan, memory: &MemoryPlan, bytes: &dyn Fn(NodeId) -> usize, align: usize) -> Arena {
-    let views: HashSet<NodeId> = plan.kernels.iter().filter_map(|k| if let Kernel::View(n) = k { Some(*n) } else { None }).collect();
+    let views = views(plan);
     let mut first: HashMap<NodeId, usize> = HashMap::new();
     for (i, k) in plan.kernels.iter().enumerate() {
         if matches!(k, Kernel::View(_) | Kernel::Free(_)) {
@@ -96,14 +96,10 @@ fn live_peak(placed: &[(Span, usize)]) -> usize {
     (0..end).map(|k| placed.iter().filter(|(s, _)| s.first <= k && k <= s.last).map(|(s, _)| s.bytes).sum()).max().unwrap_or(0)
 }
 
-fn owns_nothing(op: &Op) -> bool {
-    matches!(op, Op::Param(_) | Op::Input(_) | Op::Reshape | Op::Detach | Op::Recompute | Op::Const(_) | Op::Literal(_))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Node, UnaryOp};
+    use crate::ir::{Node, Op, UnaryOp};
     use crate::span::Span as SrcSpan;
     use crate::types::{DType, Dim};
 

@@ -42,13 +42,18 @@ fn chain(g: &Graph, views: &HashSet<NodeId>, mut n: NodeId) -> Vec<NodeId> {
 }
 
 /// Values that own no memory worth counting (held elsewhere, views, constants).
-fn owns_nothing(op: &Op) -> bool {
+pub(super) fn owns_nothing(op: &Op) -> bool {
     matches!(op, Op::Param(_) | Op::Input(_) | Op::Reshape | Op::Detach | Op::Recompute | Op::Const(_) | Op::Literal(_))
+}
+
+/// The values of `plan` that are views (`Kernel::View`): they own no memory.
+pub(super) fn views(plan: &Plan) -> HashSet<NodeId> {
+    plan.kernels.iter().filter_map(|k| if let Kernel::View(n) = k { Some(*n) } else { None }).collect()
 }
 
 /// Liveness over `plan`: which kernel frees what, and the peak.
 pub fn plan_memory(g: &Graph, plan: &Plan) -> MemoryPlan {
-    let views: HashSet<NodeId> = plan.kernels.iter().filter_map(|k| if let Kernel::View(n) = k { Some(*n) } else { None }).collect();
+    let views = views(plan);
     // What each kernel reads and writes.
     let mut reads: Vec<Vec<NodeId>> = vec![];
     let mut writes: Vec<Vec<NodeId>> = vec![];

@@ -138,12 +138,21 @@ pub struct DeviceExecutor<D: Driver> {
     /// before the current run (what an upload into a reused buffer waits for).
     ahead: HashMap<Slot, ahead::Ahead<D::Buf>>,
     fence: Option<super::driver::EventId>,
-    /// The plan being run (its results' buffers are tagged with it).
-    arena_key: (Vec<NodeId>, usize),
+    /// The tag of the plan being run (its results' buffers are tagged with it).
+    plan_tag: u64,
     /// The calls of the run in progress, when they are recorded to be replayed as a graph (see
     /// graphs.rs), and the graphs of each plan.
     trace: graphs::Trace<D::Buf>,
     graphs: graphs::Graphs,
+}
+
+/// A buffer tag (`Driver::alloc_for`) for what `of` names: a plan's result, a slot's batch.
+fn tag(of: impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    of.hash(&mut h);
+    // (Tag 0 is a plain allocation's.)
+    h.finish() | 1
 }
 
 fn fail(e: impl std::fmt::Display) -> RuntimeError {
@@ -173,7 +182,7 @@ impl<D: Driver> DeviceExecutor<D> {
             unread_flags: Default::default(),
             arena_bufs: HashMap::new(),
             arena: None,
-            arena_key: Default::default(),
+            plan_tag: 0,
             ahead: HashMap::new(),
             fence: None,
             trace: Default::default(),
@@ -211,21 +220,13 @@ impl<D: Driver> DeviceExecutor<D> {
     }
 
     fn upload(&mut self, t: &Tensor) -> Result<Value<D::Buf>, RuntimeError> {
-        let t = t.clone().widened();
-        let place = match storage::device_type(t.dtype) {
-            Some(ty) => {
-                let converted;
-                let bytes = match storage::as_bytes(&t, ty) {
-                    Some(own) => own,
-                    None => {
-                        converted = storage::to_bytes(&t, ty);
-                        &converted
-                    }
-                };
-                self.report.bytes_up += bytes.len() as u64;
-                Place::Device(Rc::new(self.driver.upload(bytes).map_err(fail)?), ty)
-            }
-            None => Place::Host(t.clone()),
+        let uploaded = storage::with_device_bytes(t, |bytes, ty| {
+            self.report.bytes_up += bytes.len() as u64;
+            self.driver.upload(bytes).map(|b| Place::Device(Rc::new(b), ty))
+        });
+        let place = match uploaded {
+            Some(p) => p.map_err(fail)?,
+            None => Place::Host(t.clone().widened()),
         };
         Ok(Value { dtype: t.dtype, shape: t.shape.clone(), place })
     }

@@ -122,6 +122,12 @@ pub trait Runner {
     fn unpin_all(&mut self);
 }
 
+/// Whether the environment turns a device feature off (`DLC_ARENA=0`, `DLC_CUDA_GRAPHS=0`,
+/// `DLC_UPLOAD_AHEAD=0`, to compare with it on).
+pub(crate) fn switched_off(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| v == "0")
+}
+
 /// Whether `DLC_EMULATE_GPU=1` asks for the emulated device (tests and CI, without a GPU).
 pub fn emulation_requested() -> bool {
     std::env::var("DLC_EMULATE_GPU").is_ok_and(|v| v == "1")

@@ -26,6 +26,18 @@ pub fn as_bytes(t: &Tensor, ty: Ty) -> Option<&[u8]> {
     }
 }
 
+/// `f` on the bytes `t` is stored as on the device, and that storage: the tensor's own memory
+/// where it already is that storage (`as_bytes`), a converted copy otherwise (u8 data widened
+/// first); `None`, without calling `f`, for a dtype that stays on the host.
+pub fn with_device_bytes<R>(t: &Tensor, f: impl FnOnce(&[u8], Ty) -> R) -> Option<R> {
+    let ty = device_type(t.dtype)?;
+    let t = t.clone().widened();
+    Some(match as_bytes(&t, ty) {
+        Some(own) => f(own, ty),
+        None => f(&to_bytes(&t, ty), ty),
+    })
+}
+
 /// `t` in storage `ty`.
 pub fn to_bytes(t: &Tensor, ty: Ty) -> Vec<u8> {
     match (&t.data, ty) {

@@ -15,7 +15,6 @@ use crate::runner::driver::{Driver, EventId};
 use crate::runner::{storage, Slot};
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
-use dlc_jit::kir::Ty;
 use std::rc::Rc;
 
 /// A batch's values on the device, or on their way.
@@ -40,40 +39,22 @@ fn same_values(a: &Tensor, b: &Tensor) -> bool {
         (Data::U8(x), Data::U8(y)) => std::sync::Arc::ptr_eq(x, y),
         _ => false,
     };
-    shared || device_bytes(a).map(|x| x.0) == device_bytes(b).map(|y| y.0)
-}
-
-fn wanted() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("DLC_UPLOAD_AHEAD").map(|v| v != "0").unwrap_or(true))
-}
-
-/// `t` as the device stores it, and that storage.
-fn device_bytes(t: &Tensor) -> Option<(Vec<u8>, Ty)> {
-    let ty = storage::device_type(t.dtype)?;
-    let t = t.clone().widened();
-    let bytes = match storage::as_bytes(&t, ty) {
-        Some(b) => b.to_vec(),
-        None => storage::to_bytes(&t, ty),
-    };
-    Some((bytes, ty))
+    shared || storage::with_device_bytes(a, |x, _| storage::with_device_bytes(b, |y, _| x == y)) == Some(Some(true))
 }
 
 impl<D: Driver> DeviceExecutor<D> {
     /// Upload `t` for the next `put` of `slot` on the copy stream.
     pub(super) fn upload_ahead(&mut self, slot: Slot, t: &Tensor) -> Result<(), RuntimeError> {
-        if !wanted() {
+        if crate::runner::switched_off("DLC_UPLOAD_AHEAD") {
             return Ok(());
         }
-        let Some((bytes, ty)) = device_bytes(t) else { return Ok(()) };
-        let tag = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            ("ahead", slot).hash(&mut h);
-            h.finish() | 1
-        };
-        let (buf, event) = self.driver.upload_ahead(tag, &bytes, self.fence).map_err(fail)?;
-        self.report.bytes_up += bytes.len() as u64;
+        let (tag, after) = (super::tag(("ahead", slot)), self.fence);
+        let sent = storage::with_device_bytes(t, |bytes, ty| {
+            self.report.bytes_up += bytes.len() as u64;
+            self.driver.upload_ahead(tag, bytes, after).map(|(buf, event)| (buf, event, ty))
+        });
+        let Some(sent) = sent else { return Ok(()) };
+        let (buf, event, ty) = sent.map_err(fail)?;
         let value = Value { dtype: t.dtype, shape: t.shape.clone(), place: Place::Device(Rc::new(buf), ty) };
         self.ahead.insert(slot, Ahead { source: t.clone(), value, event });
         Ok(())

@@ -23,11 +23,6 @@ pub(super) struct Current<B> {
     pub buf: Rc<B>,
 }
 
-fn wanted() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("DLC_ARENA").map(|v| v != "0").unwrap_or(true))
-}
-
 /// Bytes `n` takes on the device (0 for a value kept on the host).
 pub(super) fn device_bytes(g: &Graph, n: NodeId) -> usize {
     let node = g.node(n);
@@ -36,7 +31,7 @@ pub(super) fn device_bytes(g: &Graph, n: NodeId) -> usize {
 
 /// The arena of `plan` (`None` when there is nothing to place, or with `DLC_ARENA=0`).
 pub(super) fn plan(g: &Graph, plan: &Plan, memory: &MemoryPlan) -> Option<Arena> {
-    if !wanted() || memory.release.len() != plan.kernels.len() {
+    if crate::runner::switched_off("DLC_ARENA") || memory.release.len() != plan.kernels.len() {
         return None;
     }
     let a = plan_arena(g, plan, memory, &|n| device_bytes(g, n), ALIGN);
@@ -47,7 +42,7 @@ impl<D: Driver> DeviceExecutor<D> {
     /// Make the arena of the compiled plan `key` the current one, allocating it on first use.
     pub(super) fn enter_arena(&mut self, key: &(Vec<NodeId>, usize)) -> Result<(), RuntimeError> {
         self.arena = None;
-        self.arena_key = key.clone();
+        self.plan_tag = super::tag(key);
         let Some(offsets) = self.plans.get(key).and_then(|c| c.arena.clone()) else { return Ok(()) };
         let buf = match self.arena_bufs.get(key) {
             Some(b) => b.clone(),
@@ -78,12 +73,6 @@ impl<D: Driver> DeviceExecutor<D> {
         }
         self.report.allocated_outputs += 1;
         // A result: a buffer of its own, reused from the same result of an earlier run.
-        let tag = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            (&self.arena_key, n).hash(&mut h);
-            h.finish() | 1
-        };
-        self.driver.alloc_for(tag, bytes).map_err(fail)
+        self.driver.alloc_for(super::tag((self.plan_tag, n)), bytes).map_err(fail)
     }
 }

@@ -67,7 +67,7 @@ pub(super) struct Graphs {
 
 impl Graphs {
     fn off(&mut self) -> bool {
-        *self.off.get_or_insert_with(|| std::env::var("DLC_CUDA_GRAPHS").is_ok_and(|v| v == "0"))
+        *self.off.get_or_insert_with(|| crate::runner::switched_off("DLC_CUDA_GRAPHS"))
     }
 }
 
@@ -149,18 +149,12 @@ impl<D: Driver> DeviceExecutor<D> {
         {
             return Ok(false);
         }
-        let (buf, ty) = (buf.clone(), *ty);
-        let t = t.clone().widened();
-        let converted;
-        let bytes = match crate::runner::storage::as_bytes(&t, ty) {
-            Some(own) => own,
-            None => {
-                converted = crate::runner::storage::to_bytes(&t, ty);
-                &converted
-            }
-        };
-        self.report.bytes_up += bytes.len() as u64;
-        self.driver.write(&buf, bytes).map_err(fail)?;
+        let buf = buf.clone();
+        let written = crate::runner::storage::with_device_bytes(t, |bytes, _| {
+            self.report.bytes_up += bytes.len() as u64;
+            self.driver.write(&buf, bytes)
+        });
+        written.expect("a device type, checked above").map_err(fail)?;
         Ok(true)
     }
 

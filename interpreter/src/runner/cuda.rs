@@ -31,11 +31,11 @@ pub struct Cuda {
     graphs: Vec<cudarc::driver::CudaGraph>,
     /// Results' buffers kept for reuse (`alloc_for`).
     results: Cache,
-    /// The copy stream (made on the first upload ahead) and the events recorded on either
-    /// stream, by id.
     /// `precision = tf32`: cuBLAS's TF32 tensor-core math for f32 products, cuDNN's tensor-op
     /// math for f32 convolutions (otherwise both are held to f32 FMA math).
     tf32: bool,
+    /// The copy stream (made on the first upload ahead) and the events recorded on either
+    /// stream, by id.
     copy_stream: Option<std::sync::Arc<cudarc::driver::CudaStream>>,
     events: std::collections::BTreeMap<EventId, cudarc::driver::CudaEvent>,
     next_event: EventId,
@@ -134,6 +134,44 @@ impl Cuda {
             events: Default::default(),
             next_event: 0,
         })
+    }
+
+    /// cuBLAS on the stream: TF32 math under `precision = tf32`, and a workspace of its own, so
+    /// that it allocates nothing while a step is captured as a graph (PyTorch sets one for the
+    /// same reason).
+    fn start_blas(&mut self) -> Result<(), String> {
+        use cudarc::cublas::sys;
+        let ok = |status: sys::cublasStatus_t, what: &str| match status {
+            sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS => Ok(()),
+            other => Err(format!("cuBLAS refused {what}: {other:?}")),
+        };
+        let blas = CudaBlas::new(self.dev.stream.clone()).map_err(|e| format!("cuBLAS could not start: {e:?}"))?;
+        if self.tf32 {
+            // SAFETY: a live handle; the call only sets the handle's math mode.
+            ok(unsafe { sys::cublasSetMathMode(*blas.handle(), sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH) }, "TF32 math")?;
+        }
+        // SAFETY: cuBLAS's scratch space; nothing else reads or writes it.
+        let ws = unsafe { self.dev.stream.alloc::<u8>(CUBLAS_WORKSPACE) }.map_err(|e| format!("a cuBLAS workspace: {e:?}"))?;
+        let ws = CudaBuf::new(ws, &self.dev.stream, None, None);
+        // SAFETY: a live handle, and a buffer of that size kept as long as the handle.
+        ok(unsafe { sys::cublasSetWorkspace_v2(*blas.handle(), ws.addr as *mut std::ffi::c_void, CUBLAS_WORKSPACE) }, "its workspace")?;
+        self.blas_workspace = Some(ws);
+        self.blas = Some(blas);
+        Ok(())
+    }
+
+    /// A buffer of `bytes` for `tag`: one a dropped value of that tag and size left in the
+    /// results cache, else a new one allocated on `stream` (in its order).
+    fn kept_or_new(&mut self, tag: u64, bytes: usize, stream: &std::sync::Arc<cudarc::driver::CudaStream>) -> Result<CudaBuf, String> {
+        let len = bytes.max(1);
+        let kept = self.results.borrow_mut().get_mut(&(tag, len)).and_then(|l| l.pop());
+        let slice = match kept {
+            Some(s) => s,
+            // SAFETY: every such buffer is written whole (by a kernel or a copy) before anything
+            // reads it.
+            None => unsafe { stream.alloc::<u8>(len) }.map_err(|e| format!("allocating {len} bytes on the GPU: {e:?}"))?,
+        };
+        Ok(CudaBuf::new(slice, stream, None, Some((self.results.clone(), tag))))
     }
 
     /// Copy `bytes` from the host into `buf` on `stream`: large copies through page-locked
@@ -291,14 +329,7 @@ impl Driver for Cuda {
         // A buffer kept for this tag, else one allocated on the copy stream itself, so that the
         // copy is ordered after its allocation (the compute stream reads it only after the
         // copy's event).
-        let len = bytes.len().max(1);
-        let kept = self.results.borrow_mut().get_mut(&(tag, len)).and_then(|l| l.pop());
-        let slice = match kept {
-            Some(s) => s,
-            // SAFETY: written whole by the copy queued next, before anything reads it.
-            None => unsafe { copy.alloc::<u8>(len) }.map_err(|e| format!("allocating {len} bytes on the GPU: {e:?}"))?,
-        };
-        let dst = CudaBuf::new(slice, &copy, None, Some((self.results.clone(), tag)));
+        let dst = self.kept_or_new(tag, bytes.len(), &copy)?;
         self.write_on(&copy, &dst, bytes)?;
         let ev = copy.record_event(None).map_err(|e| format!("an event on the copy stream: {e:?}"))?;
         self.next_event += 1;
@@ -325,14 +356,8 @@ impl Driver for Cuda {
     }
 
     fn alloc_for(&mut self, tag: u64, bytes: usize) -> Result<CudaBuf, String> {
-        let len = bytes.max(1);
-        let kept = self.results.borrow_mut().get_mut(&(tag, len)).and_then(|l| l.pop());
-        let slice = match kept {
-            Some(s) => s,
-            // SAFETY: every output buffer is written whole by its kernel before anything reads it.
-            None => unsafe { self.dev.stream.alloc::<u8>(len) }.map_err(|e| format!("allocating {len} bytes on the GPU: {e:?}"))?,
-        };
-        Ok(CudaBuf::new(slice, &self.dev.stream, None, Some((self.results.clone(), tag))))
+        let stream = self.dev.stream.clone();
+        self.kept_or_new(tag, bytes, &stream)
     }
 
     fn download(&mut self, buf: &CudaBuf, bytes: usize) -> Result<Vec<u8>, String> {
@@ -345,30 +370,7 @@ impl Driver for Cuda {
         // SAFETY: the output is a buffer apart from the operands, written by this call alone.
         let c = unsafe { c.out() };
         if self.blas.is_none() {
-            let blas = CudaBlas::new(self.dev.stream.clone()).map_err(|e| format!("cuBLAS could not start: {e:?}"))?;
-            if self.tf32 {
-                use cudarc::cublas::sys;
-                // SAFETY: a live handle; the call only sets the handle's math mode.
-                let status = unsafe { sys::cublasSetMathMode(*blas.handle(), sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH) };
-                if status != sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-                    return Err(format!("cuBLAS refused TF32 math: {status:?}"));
-                }
-            }
-            // A workspace of its own, so that cuBLAS allocates nothing while a step is captured
-            // as a graph (as PyTorch sets one for the same reason).
-            // SAFETY: cuBLAS's scratch space; nothing else reads or writes it.
-            let ws = unsafe { self.dev.stream.alloc::<u8>(CUBLAS_WORKSPACE) }.map_err(|e| format!("a cuBLAS workspace: {e:?}"))?;
-            let ws_at = CudaBuf::new(ws, &self.dev.stream, None, None);
-            {
-                use cudarc::cublas::sys;
-                // SAFETY: a live handle and a buffer of that size kept as long as the handle.
-                let status = unsafe { sys::cublasSetWorkspace_v2(*blas.handle(), ws_at.addr as *mut std::ffi::c_void, CUBLAS_WORKSPACE) };
-                if status != sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-                    return Err(format!("cuBLAS refused its workspace: {status:?}"));
-                }
-            }
-            self.blas_workspace = Some(ws_at);
-            self.blas = Some(blas);
+            self.start_blas()?;
         }
         let blas = self.blas.as_ref().expect("created above");
         match p.ty {

@@ -13,7 +13,8 @@ use dlc_jit::render::Launch;
 use std::cell::UnsafeCell;
 use std::path::PathBuf;
 
-/// Freed buffers by size, reused last-freed first, as a GPU's caching allocator reuses them:
+/// Freed buffers by tag (`Driver::alloc_for`; 0 for a plain allocation) and size, reused
+/// last-freed first, as a GPU's caching allocator reuses them:
 /// a steady-state step then gets the same addresses as the step before the last, which lets its
 /// calls repeat and a graph of them be replayed.
 type FreeList = std::rc::Rc<std::cell::RefCell<std::collections::HashMap<(u64, usize), Vec<Vec<u8>>>>>;
@@ -191,8 +192,7 @@ impl Driver for Emulated {
 
     fn upload(&mut self, bytes: &[u8]) -> Result<HostBuf, String> {
         let b = self.alloc(bytes.len())?;
-        // SAFETY: a buffer just allocated, referenced nowhere else.
-        unsafe { b.bytes_mut()[..bytes.len()].copy_from_slice(bytes) };
+        self.write(&b, bytes)?;
         Ok(b)
     }
 

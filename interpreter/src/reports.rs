@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 pub const MEMORY_REASON: &str =
     "buffers by liveness: each value is freed after its last reader and its memory reused, so the peak is known before the run";
 
-fn mib(b: usize) -> f64 {
+/// Bytes in MiB, to two decimals.
+pub fn mib(b: usize) -> f64 {
     (b as f64 / (1 << 20) as f64 * 100.0).round() / 100.0
 }
 

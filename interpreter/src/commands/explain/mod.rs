@@ -431,7 +431,7 @@ fn device_plan(g: &Graph, plan: &Plan) -> report::DevicePlan {
 
 const PARALLEL_REASON: &str = "data parallel (DDP): the step runs in two halves; after each bucket's last gradient is written its all-reduce starts while the rest of backward runs, and the optimiser's update reads the averages";
 
-const DEVICE_REASON: &str = "on a GPU each generated kernel is one launch on device-resident buffers and each matrix product one cuBLAS call, each f32 convolution (and gradient) one cuDNN call; an op with no device kernel yet is computed by the interpreter, its inputs copied to the host and its output back; the plan's intermediate values sit at offsets planned before the run in one allocation made once (two values share bytes only when one is dead before the other is written), so a step allocates only its results and every value has the same address in every step";
+const DEVICE_REASON: &str = "on a GPU each generated kernel is one launch on device-resident buffers and each matrix product one cuBLAS call, each convolution (and gradient, in f32, bf16 or f16) one cuDNN call; an op with no device kernel yet is computed by the interpreter, its inputs copied to the host and its output back; the plan's intermediate values sit at offsets planned before the run in one allocation made once (two values share bytes only when one is dead before the other is written), so a step allocates only its results and every value has the same address in every step";
 
 /// `file:line` of a span, when it points into a source file.
 fn span_line(p: &Program, span: dlc_language::span::Span) -> Option<String> {

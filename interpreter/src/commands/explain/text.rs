@@ -91,8 +91,8 @@ fn placement(item: &Item) {
         if d.placement.arena_bytes > 0 {
             println!(
                 "    intermediates in one arena of {:.2} MiB, allocated once; their values hold at most {:.2} MiB at once",
-                d.placement.arena_bytes as f64 / (1 << 20) as f64,
-                d.placement.arena_live_peak as f64 / (1 << 20) as f64
+                crate::reports::mib(d.placement.arena_bytes),
+                crate::reports::mib(d.placement.arena_live_peak)
             );
         }
         println!("      why: {}", d.reason);

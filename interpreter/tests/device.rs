@@ -69,6 +69,15 @@ const MLP: &str = "use std.nn\nuse std.data\nuse std.optim\n\
     train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = adamw(lr: 1e-2)\n  epochs = 2\n  PRECISION\n  \
     evaluate d every epoch { (acc: accuracy(model(x), y), ce: cross_entropy(model(x), y)) }\n  log every 1 steps\n}\n";
 
+/// The MLP with each `(from, to)` edit made, in order; each must apply (a variant whose edit
+/// stopped matching would silently test the MLP itself).
+fn mlp_with(edits: &[(&str, &str)]) -> String {
+    edits.iter().fold(MLP.to_string(), |src, (from, to)| {
+        assert!(src.contains(from), "the MLP changed: `{from}` is gone; update the variant");
+        src.replace(from, to)
+    })
+}
+
 /// An MLP with GELU, layer norm and cross-entropy under AdamW: elementwise regions, row kernels
 /// (layer norm, log-softmax and their gradients), the optimiser's group over every parameter,
 /// sums over the batch for the biases' gradients, products through the device's gemm; 10 steps
@@ -109,11 +118,8 @@ fn an_mlp_trains_on_the_device_as_on_the_cpu() {
 /// follows the CPU as closely as without dropout.
 #[test]
 fn a_step_with_dropout_never_goes_through_the_host() {
-    let src = MLP
-        .replace("PRECISION", "")
-        .replace("model M() {\n", "model M() {\n  drop = Dropout(0.2)\n")
-        .replace("|> gelu |>", "|> gelu |> drop |>");
-    assert!(src.contains("|> drop |>"), "the MLP changed: update the variant");
+    let src =
+        mlp_with(&[("PRECISION", ""), ("model M() {\n", "model M() {\n  drop = Dropout(0.2)\n"), ("|> gelu |>", "|> gelu |> drop |>")]);
     let cpu = train(&src, Target::Cpu, |_| {});
     let gpu = train(&src, Target::EmulatedCuda, |_| {});
     assert_close(&cpu, &gpu, 1e-4);
@@ -251,9 +257,8 @@ fn a_conv_bn_net_with_accumulation_trains_on_the_device_as_on_the_cpu() {
 fn a_checkpoint_from_the_device_resumes_on_the_cpu() {
     let dir = std::env::temp_dir().join(format!("dlc-device-ck-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let src = MLP
-        .replace("PRECISION", "")
-        .replace("log every 1 steps", &format!("log every 1 steps\n  checkpoint \"{}\" every 1 epochs", dir.display()));
+    let checkpoint = format!("log every 1 steps\n  checkpoint \"{}\" every 1 epochs", dir.display());
+    let src = mlp_with(&[("PRECISION", ""), ("log every 1 steps", &checkpoint)]);
     let one_epoch = src.replace("epochs = 2", "epochs = 1");
     train(&one_epoch, Target::EmulatedCuda, |_| {});
     let resumed = train(&src, Target::Cpu, |o| o.resume = Some(dir.clone()));
@@ -271,16 +276,13 @@ fn a_checkpoint_from_the_device_resumes_on_the_cpu() {
 /// CPU's, and the host waits about once per log step and once per evaluation.
 #[test]
 fn logged_values_are_read_at_log_steps_only() {
-    let src = MLP
-        .replace("PRECISION", "")
-        .replace("log every 1 steps", "log every 5 steps")
-        .replace("epochs = 2", "epochs = 1")
-        .replace("[80, 24]", "[160, 24]")
-        .replace("[80]", "[160]");
-    assert!(
-        src.contains("log every 5 steps") && src.contains("[160, 24]") && src.contains("epochs = 1"),
-        "the MLP changed: update the variant"
-    );
+    let src = mlp_with(&[
+        ("PRECISION", ""),
+        ("log every 1 steps", "log every 5 steps"),
+        ("epochs = 2", "epochs = 1"),
+        ("[80, 24]", "[160, 24]"),
+        ("[80]", "[160]"),
+    ]);
     let cpu = train(&src, Target::Cpu, |_| {});
     let gpu = train(&src, Target::EmulatedCuda, |_| {});
     // One epoch of 10 steps: the log steps 5 and 10 and the epoch's mean.
@@ -303,13 +305,13 @@ fn logged_values_are_read_at_log_steps_only() {
 /// as the CPU does.
 #[test]
 fn a_nan_in_a_put_off_step_names_its_step() {
-    let src = MLP
-        .replace("PRECISION", "")
-        .replace("log every 1 steps", "log every 50 steps")
-        .replace("adamw(lr: 1e-2)", "sgd(lr: 1e9)")
-        .replace("[80, 24]", "[320, 24]")
-        .replace("[80]", "[320]");
-    assert!(src.contains("sgd(lr: 1e9)"), "the MLP changed: update the variant");
+    let src = mlp_with(&[
+        ("PRECISION", ""),
+        ("log every 1 steps", "log every 50 steps"),
+        ("adamw(lr: 1e-2)", "sgd(lr: 1e9)"),
+        ("[80, 24]", "[320, 24]"),
+        ("[80]", "[320]"),
+    ]);
     let error = |target: Target| training_error(&src, target).unwrap_or_default();
     let cpu = error(Target::Cpu);
     assert!(cpu.contains("became NaN at step") || cpu.contains("became inf at step"), "the CPU's run diverges: {cpu:?}");

@@ -40,20 +40,18 @@ train {
 }
 "#;
 
-/// Train NET on the emulated GPU with the arena and graphs on or off; the checkpoint's two files
-/// and what the run printed.
-fn train(arena: bool) -> (Vec<u8>, Vec<u8>, String) {
-    let dir = scratch(if arena { "arena-on" } else { "arena-off" });
+/// Train NET on the emulated GPU with the arena, graphs and uploads ahead all on or all off;
+/// the checkpoint's two files and what the run printed.
+fn train(on: bool) -> (Vec<u8>, Vec<u8>, String) {
+    let dir = scratch(if on { "arena-on" } else { "arena-off" });
     let digits = std::path::Path::new(ROOT).join("examples/data/sklearn/digits.csv.gz");
     std::fs::write(dir.join("net.dl"), NET.replace("DIGITS", digits.to_str().expect("utf-8 path"))).expect("write net.dl");
-    let o = command(&dir)
-        .args(["run", "net.dl", "--device", "cuda"])
-        .env("DLC_EMULATE_GPU", "1")
-        .env("DLC_ARENA", if arena { "1" } else { "0" })
-        .env("DLC_CUDA_GRAPHS", if arena { "1" } else { "0" })
-        .env("DLC_UPLOAD_AHEAD", if arena { "1" } else { "0" })
-        .output()
-        .expect("run dlc");
+    let mut run = command(&dir);
+    run.args(["run", "net.dl", "--device", "cuda"]).env("DLC_EMULATE_GPU", "1");
+    for feature in ["DLC_ARENA", "DLC_CUDA_GRAPHS", "DLC_UPLOAD_AHEAD"] {
+        run.env(feature, if on { "1" } else { "0" });
+    }
+    let o = run.output().expect("run dlc");
     assert!(o.status.success(), "{}", text(&o.stderr));
     let step = dir.join("run/step-00000012");
     let read = |f: &str| std::fs::read(step.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));

@@ -228,7 +228,10 @@ impl Run<'_> {
         };
         let session = &mut self.p.session;
         let result = if info.field("generate").is_some() {
-            dlc::train::infer::generate(session, info, &root, opts.fuse, runner.as_mut()).map(|text| println!("infer: sample\n{text}"))
+            dlc::train::generate::generate(session, info, &root, opts.fuse, runner.as_mut()).map(|s| {
+                println!("infer: sample\n{}", s.text);
+                eprintln!("infer: {}", s.summary());
+            })
         } else {
             dlc::train::infer::run(session, info, &root, opts.fuse, runner.as_mut()).map(|y| match info.field("output") {
                 Some(dlc_language::eval::Value::Str(path)) => {

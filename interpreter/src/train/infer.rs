@@ -15,8 +15,7 @@ use dlc_language::eval::value::{Ctx, Func};
 use dlc_language::eval::{Session, Value};
 use dlc_language::ir::{NodeId, Op};
 use dlc_language::passes::driver;
-use dlc_language::types::{DType, Dim, TensorTy};
-use std::collections::HashMap;
+use dlc_language::types::{DType, TensorTy};
 use std::path::Path;
 
 fn err(msg: impl Into<String>) -> RuntimeError {
@@ -171,82 +170,6 @@ pub fn run(session: &mut Session, info: &RecipeInfo, root: &Path, fuse: bool, ru
         }
     }
     Ok(y)
-}
-
-/// `infer { generate = N, input = "prompt", vocab = FILE, context = T }`: sample N characters
-/// from a character-level language model (logits [1, T, V]), one at a time, each from the
-/// softmax of the last position's logits divided by `temperature` (default 1), the window being
-/// the last `context` characters. Returns the prompt followed by the sample. Each window length
-/// is compiled once, as any block is, and run on the runner.
-pub fn generate(
-    session: &mut Session,
-    info: &RecipeInfo,
-    root: &Path,
-    fuse: bool,
-    runner: &mut dyn Runner,
-) -> Result<String, RuntimeError> {
-    let model = info.field("model").cloned().ok_or_else(|| err("the infer block has no model"))?;
-    let Some(Value::Str(prompt)) = info.field("input").cloned() else { return Err(err("with `generate`, `input` is a text prompt")) };
-    let Some(Value::Str(vocab_file)) = info.field("vocab").cloned() else { return Err(err("`generate` needs `vocab`")) };
-    let n = info.field("generate").and_then(|v| v.as_int()).unwrap_or(0).max(0) as usize;
-    let context = info.field("context").and_then(|v| v.as_int()).unwrap_or(1).max(1) as usize;
-    let temperature = info.field("temperature").and_then(|v| v.as_float()).unwrap_or(1.0).max(1e-6);
-    let seed = info.field("seed").and_then(|v| v.as_int()).unwrap_or(0) as u64;
-    let vocab = crate::runtime::data::text::read(&crate::paths::in_program(root, &vocab_file), false)
-        .map_err(|e| RuntimeError::Data { message: e.to_string(), span: info.recipe.span })?
-        .vocab;
-    let mut ids: Vec<usize> = vec![];
-    for c in prompt.chars() {
-        ids.push(
-            vocab
-                .iter()
-                .position(|v| *v == c)
-                .ok_or_else(|| err(format!("the prompt's character {c:?} is not in the vocabulary of {vocab_file}")))?,
-        );
-    }
-    if ids.is_empty() {
-        return Err(err("the prompt is empty: give at least one character"));
-    }
-    load(session, info, root, runner)?;
-    // One compiled graph per window length (1..=context), each built on first use.
-    let mut compiled: HashMap<usize, Compiled> = HashMap::new();
-    for i in 0..n {
-        let window: Vec<usize> = ids[ids.len().saturating_sub(context)..].to_vec();
-        let len = window.len();
-        if let std::collections::hash_map::Entry::Vacant(e) = compiled.entry(len) {
-            let ty = TensorTy::new(DType::I64, vec![Dim::known(1), Dim::known(len as i64)]);
-            e.insert(compile_model(session, info, &model, ty, fuse)?);
-        }
-        let c = &compiled[&len];
-        let id = c.input_id;
-        runner.put(Slot::Input(id), &Tensor::from_f64(DType::I64, vec![1, len], window.iter().map(|&w| w as f64)))?;
-        runner.read_input_from(id, Slot::Input(id));
-        let logits = execute(session, c, runner)?;
-        let pick = sample_last(&logits, len, temperature, seed, i)?;
-        ids.push(pick.min(vocab.len().saturating_sub(1)));
-    }
-    Ok(ids.iter().map(|&i| vocab[i]).collect())
-}
-
-/// A class drawn from the softmax of the last position's logits over `temperature`.
-fn sample_last(logits: &Tensor, len: usize, temperature: f64, seed: u64, i: usize) -> Result<usize, RuntimeError> {
-    let v = logits.to_f64();
-    let classes = *logits.shape.last().unwrap_or(&1);
-    if logits.numel() != len * classes {
-        return Err(err(format!("`generate` needs logits [1, T, vocab], the model returned {:?}", logits.shape)));
-    }
-    let last = &v[(len - 1) * classes..];
-    let max = last.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-    let weights: Vec<f64> = last.iter().map(|l| ((l - max) / temperature).exp()).collect();
-    let total: f64 = weights.iter().sum();
-    let mut u = crate::runtime::rng::uniform(seed, i as u64) * total;
-    for (k, w) in weights.iter().enumerate() {
-        if u < *w {
-            return Ok(k);
-        }
-        u -= w;
-    }
-    Ok(classes - 1)
 }
 
 /// NumPy's .npy format, version 1.0: magic, header dict padded to 64 bytes, little-endian data.

@@ -6,6 +6,7 @@
 pub mod checkpoint;
 mod evaluate;
 mod groups;
+pub mod generate;
 pub mod infer;
 pub mod manifest;
 mod metric_names;

@@ -165,3 +165,19 @@ pub fn products_line(tuning: &serde_json::Value) -> String {
         if shapes.is_empty() { "none run".to_string() } else { shapes.join(", ") }
     )
 }
+
+/// A step's traffic with the device: `copied 402444 B up (the batch 402432 B and 12 B
+/// besides: the step's scalars), 4 B down; 1.00 graph launches and 0.0 calls issued one by one;
+/// 1.00 waits for the device`. The scalars are the step and draw counts and each group's
+/// learning rate, written into the graph's input buffers.
+pub fn traffic_line(d: &dlc::runner::PerStep, batch_bytes: usize) -> String {
+    format!(
+        "copied {:.0} B up (the batch {batch_bytes} B and {:.0} B besides: the step's scalars), {:.0} B down; {:.2} graph launches and {:.1} calls issued one by one; {:.2} waits for the device",
+        d.bytes_up,
+        d.bytes_up - batch_bytes as f64,
+        d.bytes_down,
+        d.graph_launches,
+        d.calls_issued,
+        d.waits
+    )
+}

@@ -88,4 +88,38 @@ fn steps_in_an_arena_and_replayed_as_graphs_train_as_steps_issued_one_call_at_a_
     assert!(ahead >= 2 * 11, "{ahead} batches uploaded ahead: {printed}");
     assert!(!printed_off.contains("uploaded ahead"), "{printed_off}");
     assert!(!printed_off.contains("plan arenas"), "{printed_off}");
+    // A steady step (the 9 after the first 3) copies its batch up (x f32[64, 64] and y i64[64])
+    // and its three scalars (the step and draw counts, the learning rate), and is one graph
+    // launch with nothing issued beside it.
+    let steady = printed.lines().find(|l| l.starts_with("device: a steady step (9 after")).unwrap_or_else(|| panic!("{printed}"));
+    let figure = |what: &str| -> f64 {
+        steady.split(what).next().and_then(|s| s.trim_end().rsplit(' ').next()).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{what}: {steady}"))
+    };
+    assert_eq!(figure(" B and "), (64 * 64 * 4 + 64 * 8) as f64, "{steady}");
+    assert!(figure(" B up") - figure(" B and ") <= 12.0, "{steady}");
+    assert_eq!((figure(" graph launches"), figure(" calls issued")), (1.0, 0.0), "{steady}");
+    let steady_off = printed_off.lines().find(|l| l.starts_with("device: a steady step")).unwrap_or_else(|| panic!("{printed_off}"));
+    assert!(steady_off.contains("0.00 graph launches"), "{steady_off}");
+}
+
+/// `dlc bench` on the emulated GPU reports a timed step's traffic: the batch and the step's
+/// scalars up, the loss (read every timed step) down, one graph launch.
+#[test]
+fn bench_reports_what_a_timed_step_copies_and_launches_on_the_emulated_gpu() {
+    let dir = scratch("arena-bench");
+    let digits = std::path::Path::new(ROOT).join("examples/data/sklearn/digits.csv.gz");
+    std::fs::write(dir.join("net.dl"), NET.replace("DIGITS", digits.to_str().expect("utf-8 path"))).expect("write net.dl");
+    let o = command(&dir)
+        .args(["bench", "net.dl", "--device", "cuda", "--json", "--steps", "4", "--warmup", "3"])
+        .env("DLC_EMULATE_GPU", "1")
+        .output()
+        .expect("run dlc");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let d = &report["device_per_step"];
+    assert_eq!(report["batch_bytes"], serde_json::json!(64 * 64 * 4 + 64 * 8), "{report}");
+    let up = d["bytes_up"].as_f64().expect("bytes up") - 16896.0;
+    assert!((0.0..=12.0).contains(&up), "{d}");
+    assert_eq!((d["bytes_down"].as_f64(), d["graph_launches"].as_f64(), d["calls_issued"].as_f64()), (Some(4.0), Some(1.0), Some(0.0)), "{d}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -268,6 +268,10 @@ impl Run<'_> {
             // Each rank's runner did the same work; rank 0 says it once.
             if device.is_gpu() && root_rank {
                 eprintln!("device: {}", runner_summary(&t.runner_report()));
+                if let Some((d, n)) = t.steady_traffic() {
+                    let batch = t.batch_shapes().map_or(0, |s| dlc::train::shapes_bytes(&s));
+                    eprintln!("device: a steady step ({n} after the first 3): {}", crate::reports::traffic_line(&d, batch));
+                }
             }
             r
         });

@@ -446,6 +446,10 @@ fn gemm_type(g: &Graph, n: NodeId) -> Option<Ty> {
 }
 
 impl<D: Driver> Runner for DeviceExecutor<D> {
+    fn counters(&self) -> super::Counters {
+        self.report.counters()
+    }
+
     fn report(&self) -> Report {
         self.report.clone()
     }

@@ -86,6 +86,70 @@ pub struct Report {
     /// Batches uploaded on the copy stream while the step before them ran.
     #[serde(default)]
     pub uploads_ahead: usize,
+    /// Of `launches`, the calls made by replaying graphs (the rest were issued one by one).
+    #[serde(default)]
+    pub calls_in_graphs: usize,
+}
+
+/// A runner's running totals at one moment: `bench` takes their difference over its timed steps
+/// (what a steady-state step copies, launches and waits for).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Counters {
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    /// Calls issued one by one (kernels, products, convolutions), and graphs launched.
+    pub calls_issued: usize,
+    pub graph_launches: usize,
+    /// Times the host waited for the device.
+    pub waits: usize,
+}
+
+impl Report {
+    pub fn counters(&self) -> Counters {
+        Counters {
+            bytes_up: self.bytes_up,
+            bytes_down: self.bytes_down,
+            calls_issued: self.launches - self.calls_in_graphs.min(self.launches),
+            graph_launches: self.graph_replays,
+            waits: self.waits,
+        }
+    }
+}
+
+impl Counters {
+    /// What happened between `earlier` and these, per step over `steps` steps.
+    pub fn per_step_since(&self, earlier: &Counters, steps: usize) -> PerStep {
+        let n = steps.max(1) as f64;
+        PerStep {
+            bytes_up: (self.bytes_up - earlier.bytes_up) as f64 / n,
+            bytes_down: (self.bytes_down - earlier.bytes_down) as f64 / n,
+            calls_issued: (self.calls_issued - earlier.calls_issued) as f64 / n,
+            graph_launches: (self.graph_launches - earlier.graph_launches) as f64 / n,
+            waits: (self.waits - earlier.waits) as f64 / n,
+        }
+    }
+}
+
+/// A steady-state step's traffic with the device, averaged over the timed steps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PerStep {
+    pub bytes_up: f64,
+    pub bytes_down: f64,
+    pub calls_issued: f64,
+    pub graph_launches: f64,
+    pub waits: f64,
+}
+
+impl PerStep {
+    pub fn scaled(&self, by: f64) -> PerStep {
+        PerStep {
+            bytes_up: self.bytes_up * by,
+            bytes_down: self.bytes_down * by,
+            calls_issued: self.calls_issued * by,
+            graph_launches: self.graph_launches * by,
+            waits: self.waits * by,
+        }
+    }
 }
 
 /// What `Runner::run_observed` calls after each kernel: its position, and a way to read values.
@@ -93,6 +157,10 @@ pub type AfterKernel<'a> = &'a mut dyn FnMut(usize, &mut dyn FnMut(NodeId) -> Re
 
 pub trait Runner {
     fn report(&self) -> Report;
+    /// The report's running totals, without copying the rest of it (read after every step).
+    fn counters(&self) -> Counters {
+        self.report().counters()
+    }
     /// Upload `t` into `slot` (replacing what was there).
     fn put(&mut self, slot: Slot, t: &Tensor) -> Result<(), RuntimeError>;
     /// Upload `t` for the next `put` of `slot`, now, beside the work in flight (a GPU's copy

@@ -56,6 +56,9 @@ pub struct StepEvent {
     pub logged: Vec<(String, f64)>,
     /// The learning rate of each optimiser group, after the schedule.
     pub lr: Vec<f64>,
+    /// The runner's running totals after the step (bytes copied, calls, graphs, waits): zero
+    /// on the CPU, where nothing is copied.
+    pub device: crate::runner::Counters,
 }
 
 /// An embedder's per-step callback (`TrainOptions::on_step`).
@@ -63,6 +66,11 @@ pub type OnStep = Box<dyn FnMut(&StepEvent) -> Control>;
 
 /// The batch shapes of a step or an evaluation: (dtype, shape) per tensor of the data element.
 pub type Shapes = Vec<(DType, Vec<usize>)>;
+
+/// The bytes of a batch of these shapes, as the data give it.
+pub fn shapes_bytes(shapes: &Shapes) -> usize {
+    shapes.iter().map(|(dtype, shape)| shape.iter().product::<usize>() * dtype.size_bytes()).sum()
+}
 
 /// An `evaluate` clause compiled: its data's name, and its batch shapes and graph (or why not).
 pub type CompiledEvaluation<E> = (String, Result<(Shapes, EvalGraph), E>);
@@ -251,6 +259,9 @@ pub struct Trainer<'s> {
     /// Their losses (first logged values) once read, by the next step that reads its own, for
     /// the run loop's epoch mean.
     read_late: Vec<f64>,
+    /// What the steps after the first `WARM_STEPS` copied, issued and waited for, summed, and
+    /// how many: a steady-state step's traffic with the device (`steady_traffic`).
+    steady: (crate::runner::PerStep, usize),
     /// The metrics file, while a run is going (rank 0).
     metrics: metrics::Metrics,
     /// The ranks of a data-parallel job (one, without a launcher).
@@ -333,6 +344,7 @@ impl<'s> Trainer<'s> {
             host_stale: false,
             put_off: vec![],
             read_late: vec![],
+            steady: Default::default(),
             kernels,
             opts,
         };

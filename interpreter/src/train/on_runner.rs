@@ -27,6 +27,10 @@ fn mean(t: &Tensor) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
+/// Steps before a run's steady state: the first compiles and uploads, the second records the
+/// calls, the third captures them as a graph.
+const WARM_STEPS: usize = 3;
+
 impl<'s> Trainer<'s> {
     /// Upload parameters, buffers, optimiser state and gradient sums to the runner unless it
     /// holds them already.
@@ -74,6 +78,29 @@ impl<'s> Trainer<'s> {
     /// What the runner did (its device, kernels compiled and launched, what ran on the host).
     pub fn runner_report(&self) -> crate::runner::Report {
         self.runner.report()
+    }
+
+    /// Add the `n`th step of this run (counted from 1) to the steady-state figures when the
+    /// warm-up is behind it: its plans compiled, its arena allocated and its graphs captured.
+    pub(super) fn count_steady(&mut self, n: usize, before: &crate::runner::Counters) {
+        if n <= WARM_STEPS {
+            return;
+        }
+        let d = self.runner.counters().per_step_since(before, 1);
+        let (sum, count) = &mut self.steady;
+        sum.bytes_up += d.bytes_up;
+        sum.bytes_down += d.bytes_down;
+        sum.calls_issued += d.calls_issued;
+        sum.graph_launches += d.graph_launches;
+        sum.waits += d.waits;
+        *count += 1;
+    }
+
+    /// A steady-state step's traffic with the device, averaged over the steps after the first
+    /// `WARM_STEPS` (none when there were none): its evaluations and checkpoints not included.
+    pub fn steady_traffic(&self) -> Option<(crate::runner::PerStep, usize)> {
+        let (sum, n) = self.steady;
+        (n > 0).then(|| (sum.scaled(1.0 / n as f64), n))
     }
 
     /// Run one batch through its compiled step, as `how` says. `ahead` runs once the step is queued

@@ -243,6 +243,7 @@ impl Trainer<'_> {
         p.step += 1;
         let step = p.step;
         let put_off = self.may_put_off(h, p, step);
+        let before = self.runner.counters();
         let rates: Vec<f64> = h.base_lrs.iter().map(|lr| schedule::lr_at(h.schedule.as_ref(), *lr, step, h.total, h.per_epoch)).collect();
         // The logged values of a step are the means over its micro-batches.
         let mut logged: Vec<(String, f64)> = vec![];
@@ -258,6 +259,7 @@ impl Trainer<'_> {
                 // Put off (one micro-batch): the progress line shows the last values read.
                 let last = p.last_logged.clone();
                 self.progress(h, p, epoch, &last);
+                self.count_steady(step - p.first_step, &before);
                 return Ok((vec![], false));
             };
             if logged.is_empty() {
@@ -269,6 +271,7 @@ impl Trainer<'_> {
         // Across ranks: the logged values are the job's means, and a Ctrl-C on any rank stops
         // every rank after this same step.
         let interrupted = self.agree(&mut logged, self.asked_to_stop());
+        self.count_steady(step - p.first_step, &before);
         let loss = logged[0].1;
         let mut losses = std::mem::take(&mut self.read_late);
         losses.push(loss);
@@ -284,7 +287,7 @@ impl Trainer<'_> {
         self.progress(h, p, epoch, &logged);
         let mut stop = h.max_steps == Some(step);
         if let Some(cb) = self.opts.on_step.as_mut() {
-            let ev = StepEvent { step, epoch: epoch + 1, logged: logged.clone(), lr: rates.clone() };
+            let ev = StepEvent { step, epoch: epoch + 1, logged: logged.clone(), lr: rates.clone(), device: self.runner.counters() };
             stop |= cb(&ev) == Control::Stop;
         }
         if h.log_every.is_some_and(|n| step % n == 0) || stop {

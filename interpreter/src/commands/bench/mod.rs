@@ -155,6 +155,9 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
     // Page faults at the end of each step.
     let faults: Rc<RefCell<Vec<u64>>> = Rc::default();
     let faults_seen = faults.clone();
+    // The runner's totals at the end of each step (a GPU's copies, calls and waits).
+    let counters: Rc<RefCell<Vec<dlc::runner::Counters>>> = Rc::default();
+    let counters_seen = counters.clone();
     let mut last = Instant::now();
     let mut opts = TrainOptions::new(root.to_path_buf(), 0);
     opts.fuse = fuse;
@@ -174,12 +177,13 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
     // The profile covers the timed steps only: warm-up's first launches carry one-off costs
     // (cuBLAS and cuDNN starting, kernels loaded), which would swamp a step's own.
     let prof_warm = prof.clone();
-    opts.on_step = Some(Box::new(move |_| {
+    opts.on_step = Some(Box::new(move |ev| {
         seen.borrow_mut().push(last.elapsed().as_secs_f64() * 1e3);
         if seen.borrow().len() == warmup.max(1) {
             prof_warm.lock().expect("profile lock").clear();
         }
         faults_seen.borrow_mut().push(page_faults());
+        counters_seen.borrow_mut().push(ev.device);
         last = Instant::now();
         Control::Continue
     }));
@@ -198,6 +202,12 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
         (Some(a), Some(b)) if f.len() > warmup.max(1) => (b - a) as f64 / (f.len() - warmup.max(1)) as f64,
         _ => 0.0,
     };
+    let c = counters.borrow().clone();
+    let device_per_step = match (c.get(warmup.max(1) - 1), c.last()) {
+        (Some(a), Some(b)) if choice.device.is_gpu() && c.len() > warmup.max(1) => Some(b.per_step_since(a, c.len() - warmup.max(1))),
+        _ => None,
+    };
+    let batch_bytes = dlc::train::shapes_bytes(&shapes);
     let mut by_kind: Vec<(String, (usize, f64))> = prof.lock().map(|p| p.clone().into_iter().collect()).unwrap_or_default();
     by_kind.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
     let steps_run = timed_steps.len().max(1) as f64;
@@ -220,6 +230,8 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
         rank: world.rank(),
         allreduce_ms_per_step: world.traffic().gradient_s * 1e3 / all.len().max(1) as f64,
         allreduce_share: world.traffic().gradient_s / (all.iter().sum::<f64>() / 1e3).max(1e-12),
+        device_per_step,
+        batch_bytes,
     });
     let mut report = timed("train", &timed_steps, warmup, batch, compile_s, &plan, detail);
     report.device = choice.device.name();

@@ -53,6 +53,10 @@ pub struct Train {
     pub rank: usize,
     pub allreduce_ms_per_step: f64,
     pub allreduce_share: f64,
+    /// On a GPU: what a timed step copied, issued and waited for, on average, and the bytes of
+    /// one batch as the data gives it (what a step has to upload).
+    pub device_per_step: Option<dlc::runner::PerStep>,
+    pub batch_bytes: usize,
 }
 
 #[derive(Serialize)]
@@ -102,6 +106,9 @@ impl Bench {
             if t.tuning["products"].is_object() {
                 println!("  {}", crate::reports::products_line(&t.tuning));
             }
+            if let Some(d) = &t.device_per_step {
+                println!("  a timed step on the device: {}", crate::reports::traffic_line(d, t.batch_bytes));
+            }
             if t.ranks > 1 {
                 println!(
                     "  {} ranks: gradient all-reduce {:.3} ms a step, {:.1}% of the step",
@@ -113,3 +120,4 @@ impl Bench {
         }
     }
 }
+

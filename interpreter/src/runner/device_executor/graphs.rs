@@ -116,6 +116,7 @@ impl<D: Driver> DeviceExecutor<D> {
         if let Some((_, id)) = p.graphs.iter().find(|(k, _)| *k == keys) {
             let id = *id;
             self.report.graph_replays += 1;
+            self.report.calls_in_graphs += trace.calls.len();
             return self.driver.replay(id, &trace.calls).map_err(fail);
         }
         if p.recent.contains(&keys) && p.graphs.len() < GRAPHS_PER_PLAN {
@@ -124,6 +125,7 @@ impl<D: Driver> DeviceExecutor<D> {
                     p.graphs.push((keys, id));
                     self.report.graphs_captured += 1;
                     self.report.graph_replays += 1;
+                    self.report.calls_in_graphs += trace.calls.len();
                     return self.driver.replay(id, &trace.calls).map_err(fail);
                 }
                 Err(e) => {

@@ -33,6 +33,8 @@ Environment:
                        captured graph of the steps that repeat
   DLC_UPLOAD_AHEAD=0   on a GPU, upload each batch when its step starts instead of on the copy
                        stream while the step before runs
+  DLC_DEVICE_COLLECTIVES=0  data parallel on GPUs: average the gradients through the host
+                       (MPI) instead of on the device (NCCL)
   DLC_CACHE_DIR=DIR    where compiled GPU kernels and tune.json are kept
                        (default: $XDG_CACHE_HOME/dlc, else ~/.cache/dlc)
   DLC_HISTORY=FILE     the REPL's history file (default: ~/.dlc_history)

@@ -75,6 +75,7 @@ pub fn runner_summary(r: &dlc::runner::Report) -> String {
     ) + &arena_summary(r)
         + &if r.graph_replays > 0 { format!("; {} runs replayed as {} graphs", r.graph_replays, r.graphs_captured) } else { String::new() }
         + &if r.uploads_ahead > 0 { format!("; {} batches uploaded ahead on the copy stream", r.uploads_ahead) } else { String::new() }
+        + &if r.device_allreduces > 0 { format!("; {} gradient buckets all-reduced on the device", r.device_allreduces) } else { String::new() }
 }
 
 /// The plans' arenas: their size against the most their values hold at once, and how many

@@ -143,16 +143,19 @@ fn two_ranks_train_as_one_process_with_twice_the_batch() {
 }
 
 /// The same on the emulated GPU (`DLC_EMULATE_GPU=1`, `device = cuda`): each rank's device
-/// executor runs the step's backward half, each bucket's gradients leave the device as soon as
-/// the kernel writing its last one has run, the ranks all-reduce them over MPI (NCCL's place on
-/// real GPUs, not built yet), and the averaged update runs on the device. Two ranks of batch 64
-/// against one process of batch 128, 20 steps of a smaller MLP (the emulation is slow).
+/// executor runs the step's backward half, packs each bucket's gradients into a buffer of the
+/// device as soon as the kernel writing its last one has run and starts its all-reduce there
+/// (NCCL on real GPUs; the emulated driver all-reduces its memory over MPI, and fails any call
+/// that touches a bucket before the all-reduce is waited for), and the update reads the averages
+/// where they are. Two ranks of batch 64 against one process of batch 128, 20 steps of a smaller
+/// MLP (the emulation is slow); and against the same two ranks averaging through the host
+/// (`DLC_DEVICE_COLLECTIVES=0`), bit for bit.
 #[test]
 fn two_ranks_on_the_emulated_gpu_train_as_one_process_with_twice_the_batch() {
     if mpirun().is_none() {
         return;
     }
-    let on_gpu = |tag: &str, ranks: usize, batch: usize| {
+    let on_gpu = |tag: &str, ranks: usize, batch: usize, collectives: &str| {
         let dir = std::env::temp_dir().join(format!("dlc-ddp-gpu-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let f = program(&dir, batch, 20, 1, SGD);
@@ -173,6 +176,7 @@ fn two_ranks_on_the_emulated_gpu_train_as_one_process_with_twice_the_batch() {
             .args(["--metrics", metrics.to_str().expect("utf-8 path")])
             .env("NO_COLOR", "1")
             .env("DLC_EMULATE_GPU", "1")
+            .env("DLC_DEVICE_COLLECTIVES", collectives)
             .env("DLC_CACHE_DIR", std::env::temp_dir().join("dlc-parallel-tests"))
             .output()
             .expect("run the job");
@@ -181,12 +185,17 @@ fn two_ranks_on_the_emulated_gpu_train_as_one_process_with_twice_the_batch() {
         let _ = std::fs::remove_dir_all(&dir);
         run
     };
-    let one = on_gpu("one", 1, 128);
-    let two = on_gpu("two", 2, 64);
+    let one = on_gpu("one", 1, 128, "1");
+    let two = on_gpu("two", 2, 64, "1");
     assert_eq!(one.losses.len(), 20, "{}", text(&one.out.stderr));
     assert_same_run(&one, &two, 1e-5);
     let err = text(&two.out.stderr);
     assert!(err.contains("parallel: 20 gradient all-reduces"), "{err}");
+    assert!(err.contains("; 20 gradient buckets all-reduced on the device"), "{err}");
+    let through_host = on_gpu("host", 2, 64, "0");
+    assert!(!text(&through_host.out.stderr).contains("all-reduced on the device"), "{}", text(&through_host.out.stderr));
+    assert_eq!(two.params, through_host.params, "the device's averages are the host's");
+    assert_eq!(two.losses, through_host.losses);
     assert_eq!(
         err.matches("round trips through the host: nothing").count(),
         1,

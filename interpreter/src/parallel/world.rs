@@ -132,6 +132,19 @@ impl World {
         Ok(recvs)
     }
 
+    /// Count an all-reduce of `bytes` of gradients made on the device by NCCL (queued: its time
+    /// is what the step waits for it, `add_gradient_wait`).
+    pub fn count_device_allreduce(&self, bytes: u64) {
+        let mut t = self.traffic.borrow_mut();
+        t.gradient_allreduces += 1;
+        t.gradient_bytes += bytes;
+    }
+
+    /// Seconds a step waited for gradient all-reduces queued on the device.
+    pub fn add_gradient_wait(&self, s: f64) {
+        self.traffic.borrow_mut().gradient_s += s;
+    }
+
     /// Rank 0's `v` on every rank (the lengths must agree).
     pub fn broadcast_f32(&self, v: &mut [f32]) {
         if let Some(m) = &self.mpi {

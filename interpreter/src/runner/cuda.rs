@@ -39,6 +39,8 @@ pub struct Cuda {
     copy_stream: Option<std::sync::Arc<cudarc::driver::CudaStream>>,
     events: std::collections::BTreeMap<EventId, cudarc::driver::CudaEvent>,
     next_event: EventId,
+    /// NCCL's communicator for data parallel (nccl.rs), once the ranks are joined.
+    ranks: Option<super::nccl::Ranks>,
 }
 
 /// A device buffer: an allocation of its own, or a part of a plan's arena (a window into the
@@ -131,6 +133,7 @@ impl Cuda {
             blas_workspace: None,
             tf32: false,
             copy_stream: None,
+            ranks: None,
             events: Default::default(),
             next_event: 0,
         })
@@ -420,6 +423,28 @@ impl Driver for Cuda {
         let graph = graph.map_err(|e| format!("capturing a graph: {e:?}"))?.ok_or("the capture recorded nothing")?;
         self.graphs.push(graph);
         Ok(self.graphs.len() - 1)
+    }
+
+    fn join_ranks(&mut self, world: &std::rc::Rc<crate::parallel::World>) -> Result<(), String> {
+        // SAFETY: from here on the streams are ordered by the executor's and nccl.rs's events,
+        // as with the copy stream.
+        unsafe { self.dev.ctx.disable_event_tracking() };
+        self.ranks = Some(super::nccl::Ranks::join(&self.dev.ctx, world)?);
+        Ok(())
+    }
+
+    fn all_reduce_mean(&mut self, buf: &CudaBuf, n: usize) -> Result<(), String> {
+        // SAFETY: the bucket's buffer is written by this all-reduce alone until `wait_collectives`.
+        let slice = unsafe { buf.out() };
+        let ranks = self.ranks.as_mut().ok_or("all-reduces before the ranks were joined")?;
+        ranks.all_reduce_mean(&self.dev.stream, slice, n)
+    }
+
+    fn wait_collectives(&mut self) -> Result<(), String> {
+        match self.ranks.as_mut() {
+            Some(r) => r.wait(&self.dev.stream),
+            None => Ok(()),
+        }
     }
 
     fn replay(&mut self, id: GraphId, _calls: &[Call<CudaBuf>]) -> Result<(), String> {

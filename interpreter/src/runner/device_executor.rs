@@ -24,6 +24,7 @@
 
 mod ahead;
 mod arena;
+mod collectives;
 mod conv;
 mod graphs;
 mod placement;
@@ -144,6 +145,12 @@ pub struct DeviceExecutor<D: Driver> {
     /// graphs.rs), and the graphs of each plan.
     trace: graphs::Trace<D::Buf>,
     graphs: graphs::Graphs,
+    /// Data parallel on the device (collectives.rs): whether the driver joined the ranks, the
+    /// world, the buckets of the run in progress, and each bucket's buffer with its bytes.
+    joined: collectives::Joined,
+    world: Option<Rc<crate::parallel::World>>,
+    pending: Option<collectives::Pending>,
+    bucket_bufs: Vec<(Rc<D::Buf>, usize)>,
 }
 
 /// A buffer tag (`Driver::alloc_for`) for what `of` names: a plan's result, a slot's batch.
@@ -187,6 +194,10 @@ impl<D: Driver> DeviceExecutor<D> {
             fence: None,
             trace: Default::default(),
             graphs: Default::default(),
+            joined: Default::default(),
+            world: None,
+            pending: None,
+            bucket_bufs: vec![],
         }
     }
 
@@ -533,13 +544,19 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
                 self.download(&v)
             };
             after(i, &mut fetch)?;
+            self.start_ready_buckets(g, i)?;
             if let Some(dead) = memory.release.get(i) {
                 for n in dead {
                     self.values.remove(n);
                 }
             }
         }
+        self.finish_buckets(g)?;
         self.end_trace(&key)
+    }
+
+    fn average_on_device(&mut self, world: &Rc<crate::parallel::World>, buckets: Vec<super::DeviceBucket>) -> Result<bool, RuntimeError> {
+        self.average_buckets(world, buckets)
     }
 
     fn fetch(&mut self, _g: &Graph, node: NodeId) -> Result<Tensor, RuntimeError> {

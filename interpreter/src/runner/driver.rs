@@ -65,6 +65,15 @@ pub trait Driver {
     /// Run graph `id`; `calls` are the calls it recorded, on the same addresses (the executor
     /// replays a graph only then), holding the buffers alive.
     fn replay(&mut self, id: GraphId, calls: &[Call<Self::Buf>]) -> Result<(), String>;
+    /// Join the ranks of `world` for all-reduces on the device (NCCL: the unique id made on rank
+    /// 0 and broadcast over MPI), or say why not.
+    fn join_ranks(&mut self, world: &std::rc::Rc<crate::parallel::World>) -> Result<(), String>;
+    /// Queue the mean over the ranks of the first `n` f32 values of `buf`, in place (the sum,
+    /// divided by the rank count and rounded once), after the work queued so far; it may run
+    /// beside the work queued after it, which must not touch `buf` before `wait_collectives`.
+    fn all_reduce_mean(&mut self, buf: &Self::Buf, n: usize) -> Result<(), String>;
+    /// Make the work queued next wait for every all-reduce queued so far.
+    fn wait_collectives(&mut self) -> Result<(), String>;
 }
 
 /// A captured graph, by the order of capture.

@@ -85,6 +85,12 @@ pub struct Emulated {
     /// `precision = tf32`: f32 products and convolutions round their operands to TF32 first,
     /// as tensor cores do (accumulating in f32).
     tf32: bool,
+    /// Data parallel: the ranks (all-reduces go through MPI, NCCL's place), and the all-reduces
+    /// queued and not yet waited for, each with the values it was queued on. They land at
+    /// `wait_collectives`, in order on every rank; a call that touches such a buffer before
+    /// then is an error, as a kernel racing NCCL's communication stream would be on a GPU.
+    ranks: Option<std::rc::Rc<crate::parallel::World>>,
+    reducing: Vec<(HostBuf, Vec<f32>)>,
 }
 
 impl Emulated {
@@ -102,6 +108,8 @@ impl Emulated {
             copies: vec![],
             events: 0,
             tf32: false,
+            ranks: None,
+            reducing: vec![],
         }
     }
 }
@@ -131,6 +139,12 @@ impl Emulated {
             let (start, end) = (dst.ptr() as usize, dst.ptr() as usize + dst.len);
             if bufs.iter().any(|b| (b.ptr() as usize) < end && start < b.ptr() as usize + b.len) {
                 return Err(format!("a call read a buffer before waiting for the copy into it (event {ev} of the copy stream)"));
+            }
+        }
+        for (dst, _) in &self.reducing {
+            let (start, end) = (dst.ptr() as usize, dst.ptr() as usize + dst.len);
+            if bufs.iter().any(|b| (b.ptr() as usize) < end && start < b.ptr() as usize + b.len) {
+                return Err("a call touched a gradient bucket before waiting for its all-reduce".into());
             }
         }
         Ok(())
@@ -216,6 +230,34 @@ impl Driver for Emulated {
         for (_, dst, bytes) in done {
             // SAFETY: no kernel runs during the copy.
             unsafe { dst.bytes_mut()[..bytes.len()].copy_from_slice(&bytes) };
+        }
+        Ok(())
+    }
+
+    fn join_ranks(&mut self, world: &std::rc::Rc<crate::parallel::World>) -> Result<(), String> {
+        self.ranks = Some(world.clone());
+        Ok(())
+    }
+
+    fn all_reduce_mean(&mut self, buf: &HostBuf, n: usize) -> Result<(), String> {
+        self.no_copy_pending(&[buf])?;
+        if n * 4 > buf.len {
+            return Err(format!("an all-reduce of {n} values in a buffer of {} bytes", buf.len));
+        }
+        // SAFETY: no kernel runs while the values are read.
+        let values = unsafe { buf.bytes() }[..n * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        self.reducing.push((HostBuf { mem: buf.mem.clone(), offset: buf.offset, len: n * 4 }, values));
+        Ok(())
+    }
+
+    fn wait_collectives(&mut self) -> Result<(), String> {
+        let world = self.ranks.clone().ok_or("all-reduces before the ranks were joined")?;
+        let w = world.size() as f64;
+        for (dst, mut values) in std::mem::take(&mut self.reducing) {
+            world.sum_gradients(&mut values);
+            let bytes: Vec<u8> = values.iter().flat_map(|v| ((*v as f64 / w) as f32).to_le_bytes()).collect();
+            // SAFETY: no kernel runs while the means are written.
+            unsafe { dst.bytes_mut().copy_from_slice(&bytes) };
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ pub mod emulated;
 pub mod emulation;
 pub mod host;
 pub mod host_lib;
+mod nccl;
 pub mod registry;
 pub mod storage;
 
@@ -89,6 +90,19 @@ pub struct Report {
     /// Of `launches`, the calls made by replaying graphs (the rest were issued one by one).
     #[serde(default)]
     pub calls_in_graphs: usize,
+    /// Gradient buckets all-reduced on the device (data parallel: NCCL, or MPI on the emulated
+    /// GPU's memory), not through the host.
+    #[serde(default)]
+    pub device_allreduces: usize,
+}
+
+/// A data-parallel step's gradient bucket, for `Runner::average_on_device`: its all-reduce can
+/// start after kernel `ready_after` of the backward plan; `grads` are (gradient node of that
+/// plan, the input of the update plan that reads its average), in the bucket's order.
+#[derive(Clone, Debug)]
+pub struct DeviceBucket {
+    pub ready_after: usize,
+    pub grads: Vec<(NodeId, u32)>,
 }
 
 /// A runner's running totals at one moment: `bench` takes their difference over its timed steps
@@ -157,6 +171,14 @@ pub type AfterKernel<'a> = &'a mut dyn FnMut(usize, &mut dyn FnMut(NodeId) -> Re
 
 pub trait Runner {
     fn report(&self) -> Report;
+    /// Data parallel: average `buckets` across the ranks of `world` on the device during the
+    /// next `run` (each bucket's all-reduce started once its gradients are written), and bind
+    /// the averages to the update's inputs at the run's end. False where the runner cannot (the
+    /// CPU, no NCCL): the trainer then averages through the host.
+    fn average_on_device(&mut self, world: &std::rc::Rc<crate::parallel::World>, buckets: Vec<DeviceBucket>) -> Result<bool, RuntimeError> {
+        let _ = (world, buckets);
+        Ok(false)
+    }
     /// The report's running totals, without copying the rest of it (read after every step).
     fn counters(&self) -> Counters {
         self.report().counters()

@@ -148,8 +148,14 @@ impl<'s> Trainer<'s> {
         // The whole step runs even for the first N-1 micro-batches of `accumulate = N`, whose
         // updates are then dropped: one compiled plan, no second one without the optimiser.
         // Data parallel: its backward half, each bucket's all-reduce started as it is written.
+        // On a GPU the buckets are averaged on the device (NCCL); otherwise through the host.
         let averaged = if st.update.is_some() && update {
-            Some(replicas::run_and_sum(&self.world, run, graph, st)?)
+            if run.average_on_device(&self.world, replicas::device_buckets(st))? {
+                run.run(graph, &st.plan, &st.memory)?;
+                Some(None)
+            } else {
+                Some(Some(replicas::run_and_sum(&self.world, run, graph, st)?))
+            }
         } else {
             run.run(graph, &st.plan, &st.memory)?;
             None
@@ -191,7 +197,9 @@ impl<'s> Trainer<'s> {
         if st.update.is_some() {
             // Data parallel: the gradients averaged across ranks, then the update from them;
             // running statistics are rank 0's, as DDP broadcasts buffers.
-            self.bind_averages(&key, averaged.unwrap_or_default())?;
+            if let Some(Some(sums)) = averaged {
+                self.bind_averages(&key, sums)?;
+            }
             self.broadcast_buffers()?;
             let st = &self.steps[&key];
             let (plan, memory) = st.update.as_ref().expect("checked above");

@@ -83,6 +83,15 @@ pub(super) fn run_and_sum(
     })
 }
 
+/// The step's buckets as the device executor averages them: each gradient of the backward
+/// plan with the update plan's input for its average.
+pub(super) fn device_buckets(st: &super::step::Step) -> Vec<crate::runner::DeviceBucket> {
+    st.buckets
+        .iter()
+        .map(|b| crate::runner::DeviceBucket { ready_after: b.ready_after, grads: b.grads.iter().map(|&i| st.reduce[i]).collect() })
+        .collect()
+}
+
 /// An evaluation's share: every batch goes to one rank (none dropped), round robin.
 pub(super) fn eval_share(batches: Vec<Element>, rank: usize, size: usize) -> Vec<Element> {
     batches.into_iter().enumerate().filter(|(i, _)| i % size == rank).map(|(_, b)| b).collect()

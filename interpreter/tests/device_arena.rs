@@ -93,7 +93,12 @@ fn steps_in_an_arena_and_replayed_as_graphs_train_as_steps_issued_one_call_at_a_
     // launch with nothing issued beside it.
     let steady = printed.lines().find(|l| l.starts_with("device: a steady step (9 after")).unwrap_or_else(|| panic!("{printed}"));
     let figure = |what: &str| -> f64 {
-        steady.split(what).next().and_then(|s| s.trim_end().rsplit(' ').next()).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{what}: {steady}"))
+        steady
+            .split(what)
+            .next()
+            .and_then(|s| s.trim_end().rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{what}: {steady}"))
     };
     assert_eq!(figure(" B and "), (64 * 64 * 4 + 64 * 8) as f64, "{steady}");
     assert!(figure(" B up") - figure(" B and ") <= 12.0, "{steady}");
@@ -120,6 +125,10 @@ fn bench_reports_what_a_timed_step_copies_and_launches_on_the_emulated_gpu() {
     assert_eq!(report["batch_bytes"], serde_json::json!(64 * 64 * 4 + 64 * 8), "{report}");
     let up = d["bytes_up"].as_f64().expect("bytes up") - 16896.0;
     assert!((0.0..=12.0).contains(&up), "{d}");
-    assert_eq!((d["bytes_down"].as_f64(), d["graph_launches"].as_f64(), d["calls_issued"].as_f64()), (Some(4.0), Some(1.0), Some(0.0)), "{d}");
+    assert_eq!(
+        (d["bytes_down"].as_f64(), d["graph_launches"].as_f64(), d["calls_issued"].as_f64()),
+        (Some(4.0), Some(1.0), Some(0.0)),
+        "{d}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

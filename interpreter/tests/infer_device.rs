@@ -86,6 +86,12 @@ fn generate_pads_short_windows_of_a_causal_model_and_not_of_one_that_looks_ahead
     assert_eq!(sample.chars().count(), 4 + 24, "{sample:?}");
     // Windows of 4, 5, 6 and 7 characters each have their plan, and the context's (8) its own.
     assert!(summary.contains("with 5 compiled plans, one per window length"), "{summary}");
+    // `dlc bench` times the full window's sampler a token at a time.
+    let o = common::dlc_in(&dir, &["bench", "causal.dl", "--json", "--steps", "5", "--warmup", "1"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!((&report["what"], &report["steps"]), (&serde_json::json!("generate"), &serde_json::json!(5)), "{report}");
+    assert!(report["median_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{report}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -102,7 +108,8 @@ fn generate_on_the_emulated_gpu_samples_what_the_cpu_samples_without_round_trips
     let err = text(&out.stderr);
     let device = err.lines().find(|l| l.contains("kernel launches from")).unwrap_or_else(|| panic!("a device line:\n{err}"));
     assert!(device.contains("from 2 compiled plans") && device.contains("round trips through the host: nothing"), "{device}");
-    let replayed = device.split("; ").find_map(|p| p.strip_suffix(" graphs")).and_then(|p| p.split_whitespace().next()?.parse::<u32>().ok());
+    let replayed =
+        device.split("; ").find_map(|p| p.strip_suffix(" graphs")).and_then(|p| p.split_whitespace().next()?.parse::<u32>().ok());
     assert!(replayed.is_some_and(|r| r >= 20), "most of 24 tokens replayed: {device}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -88,7 +88,7 @@ struct Sampler {
 /// What the sampler needs to know about the block.
 struct Setting<'a> {
     info: &'a RecipeInfo,
-    model: &'a Value,
+    model: Value,
     classes: usize,
     temperature: f64,
     seed: u64,
@@ -107,7 +107,7 @@ impl Setting<'_> {
         let (window, window_node) = input(t, "generate window", DType::I64, vec![1, len]);
         let (pick, pick_node) = input(t, "generate pick", DType::Bool, vec![1, len, 1]);
         let (noise, noise_node) = input(t, "generate noise", DType::F32, vec![self.classes]);
-        let logits = apply(session, self.info, self.model, Value::Tensor(window_node))?;
+        let logits = apply(session, self.info, &self.model, Value::Tensor(window_node))?;
         let t = &mut session.t;
         let ty = t.ty(logits);
         let want: Vec<Dim> = [1, len, self.classes].iter().map(|&d| Dim::known(d as i64)).collect();
@@ -128,7 +128,8 @@ impl Setting<'_> {
             let token = t.reduce(ReduceOp::ArgMax, scores, Some(&[1]), false, span)?;
             Ok((token, last))
         })();
-        let (token, last) = traced.map_err(|_: dlc_language::eval::Reported| err("the sampler could not be built on the model's logits"))?;
+        let (token, last) =
+            traced.map_err(|_: dlc_language::eval::Reported| err("the sampler could not be built on the model's logits"))?;
         let data = [window_node, pick_node, noise_node];
         let opts = driver_options(self.info, self.fuse);
         let forward = driver::inference_forward(&mut session.t.graph, &[token, last], &data, &opts)?;
@@ -190,24 +191,78 @@ fn relative_difference(a: &Tensor, b: &Tensor) -> f64 {
     d / scale
 }
 
-pub fn generate(session: &mut Session, info: &RecipeInfo, root: &Path, fuse: bool, runner: &mut dyn Runner) -> Result<Sampled, RuntimeError> {
+/// The block read: its sampler's setting, the vocabulary, the prompt's ids, `context` and the
+/// number of characters to sample.
+struct Block<'a> {
+    setting: Setting<'a>,
+    vocab: Vec<char>,
+    ids: Vec<usize>,
+    context: usize,
+    n: usize,
+}
+
+fn read_block<'a>(info: &'a RecipeInfo, root: &Path, fuse: bool) -> Result<Block<'a>, RuntimeError> {
     let model = info.field("model").cloned().ok_or_else(|| err("the infer block has no model"))?;
     let Some(Value::Str(prompt)) = info.field("input").cloned() else { return Err(err("with `generate`, `input` is a text prompt")) };
     let Some(Value::Str(vocab_file)) = info.field("vocab").cloned() else { return Err(err("`generate` needs `vocab`")) };
-    let n = info.field("generate").and_then(|v| v.as_int()).unwrap_or(0).max(0) as usize;
-    let context = info.field("context").and_then(|v| v.as_int()).unwrap_or(1).max(1) as usize;
     let vocab = crate::runtime::data::text::read(&crate::paths::in_program(root, &vocab_file), false)
         .map_err(|e| RuntimeError::Data { message: e.to_string(), span: info.recipe.span })?
         .vocab;
-    let mut ids = prompt_ids(&prompt, &vocab, &vocab_file)?;
+    let ids = prompt_ids(&prompt, &vocab, &vocab_file)?;
     let setting = Setting {
         info,
-        model: &model,
+        model,
         classes: vocab.len(),
         temperature: info.field("temperature").and_then(|v| v.as_float()).unwrap_or(1.0).max(1e-6),
         seed: info.field("seed").and_then(|v| v.as_int()).unwrap_or(0) as u64,
         fuse,
     };
+    Ok(Block {
+        setting,
+        vocab,
+        ids,
+        context: info.field("context").and_then(|v| v.as_int()).unwrap_or(1).max(1) as usize,
+        n: info.field("generate").and_then(|v| v.as_int()).unwrap_or(0).max(0) as usize,
+    })
+}
+
+/// `dlc bench` on a `generate` block: the sampler of a full window compiled once, then
+/// `warmup + steps` tokens, each a run and its token's read. Returns the timed tokens'
+/// milliseconds, the seconds compiling took and the plan.
+pub fn time_tokens(
+    session: &mut Session,
+    info: &RecipeInfo,
+    root: &Path,
+    fuse: bool,
+    runner: &mut dyn Runner,
+    (warmup, steps): (usize, usize),
+) -> Result<(Vec<f64>, f64, dlc_language::passes::fusion::Plan), RuntimeError> {
+    let b = read_block(info, root, fuse)?;
+    let started = std::time::Instant::now();
+    let s = b.setting.compile(session, b.context)?;
+    let compile_s = started.elapsed().as_secs_f64();
+    load(session, info, root, runner)?;
+    let window: Vec<usize> = b.ids[b.ids.len().saturating_sub(b.context)..].to_vec();
+    let mut times = vec![];
+    for i in 0..warmup + steps {
+        let t0 = std::time::Instant::now();
+        b.setting.run(session, &s, &window, i, runner)?;
+        std::hint::black_box(b.setting.token(session, &s, runner)?);
+        if i >= warmup {
+            times.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    Ok((times, compile_s, s.planned.plan))
+}
+
+pub fn generate(
+    session: &mut Session,
+    info: &RecipeInfo,
+    root: &Path,
+    fuse: bool,
+    runner: &mut dyn Runner,
+) -> Result<Sampled, RuntimeError> {
+    let Block { setting, vocab, mut ids, context, n } = read_block(info, root, fuse)?;
     load(session, info, root, runner)?;
     let mut plans: HashMap<usize, Sampler> = HashMap::new();
     let mut windows = Windows::Full;
@@ -257,7 +312,10 @@ mod tests {
         let frequencies = |noise: &dyn Fn(u64) -> f64| {
             let mut counts = [0u64; 4];
             for i in 0..draws {
-                let best = (0..4).map(|k| (k, logits[k] + noise(i * 4 + k as u64))).fold((0, f64::NEG_INFINITY), |b, c| if c.1 > b.1 { c } else { b });
+                let best =
+                    (0..4)
+                        .map(|k| (k, logits[k] + noise(i * 4 + k as u64)))
+                        .fold((0, f64::NEG_INFINITY), |b, c| if c.1 > b.1 { c } else { b });
                 counts[best.0] += 1;
             }
             counts.map(|c| c as f64 / draws as f64)

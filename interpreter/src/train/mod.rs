@@ -5,8 +5,8 @@
 
 pub mod checkpoint;
 mod evaluate;
-mod groups;
 pub mod generate;
+mod groups;
 pub mod infer;
 pub mod manifest;
 mod metric_names;

@@ -72,7 +72,11 @@ pub fn main(file: &Path, o: Options) -> i32 {
     let result = if let Some(info) = named(RecipeKind::Train) {
         bench_train(&mut p, info, &root, &o)
     } else if let Some(info) = named(RecipeKind::Infer) {
-        bench_infer(&mut p, &info, &root, &o)
+        if info.field("generate").is_some() {
+            bench_generate(&mut p, &info, &root, &o)
+        } else {
+            bench_infer(&mut p, &info, &root, &o)
+        }
     } else if let Some(want) = &recipe {
         let names: Vec<String> = recipes
             .iter()
@@ -274,6 +278,21 @@ fn bench_infer(p: &mut Program, info: &dlc_language::eval::recipe::RecipeInfo, r
         folded_batch_norms: c.folds.len(),
     });
     let mut report = timed("infer", &times, warmup, batch, compile_s, &c.planned.plan, detail);
+    report.device = choice.device.name();
+    report.device_report = choice.device.is_gpu().then(|| runner.report());
+    Ok(report)
+}
+
+/// Time a `generate` block a token at a time (batch 1: samples/s is tokens/s): the full
+/// window's sampler, as `dlc run` runs it once the window is full.
+fn bench_generate(p: &mut Program, info: &dlc_language::eval::recipe::RecipeInfo, root: &Path, o: &Options) -> Result<Bench, String> {
+    let Options { steps, warmup, fuse, jit, .. } = *o;
+    let choice = dlc::device::for_recipe(info, o.device).map(|c| c.0)?;
+    let mut runner = dlc::runner::open(choice.device, &dlc::runner::RunnerOptions::new(0, fuse, jit))?;
+    let (times, compile_s, plan) =
+        dlc::train::generate::time_tokens(&mut p.session, info, root, fuse, runner.as_mut(), (warmup, steps)).map_err(|e| e.to_string())?;
+    let detail = Detail::Infer(report::Infer { elements: 1, gb_per_s: 0.0, folded_batch_norms: 0 });
+    let mut report = timed("generate", &times, warmup, 1, compile_s, &plan, detail);
     report.device = choice.device.name();
     report.device_report = choice.device.is_gpu().then(|| runner.report());
     Ok(report)

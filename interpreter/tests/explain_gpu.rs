@@ -55,6 +55,32 @@ fn no_example_or_bench_program_goes_through_the_host_on_a_gpu() {
     assert!(arenas >= 30, "only {arenas} plans have an arena");
 }
 
+/// A large embedding's gradient (50,000 rows, 2,048 indices a step: 10^8 rows x indices, past
+/// what a thread an output element could scan) is a device kernel too, not a round trip.
+#[test]
+fn a_large_embeddings_gradient_runs_on_the_device() {
+    let dir = common::scratch("explain-embedding");
+    let data = std::path::Path::new(common::ROOT).join("examples/data/tinyshakespeare/input.txt");
+    let program = format!(
+        "use std.nn\nuse std.data\nuse std.optim\n\
+         model E(vocab: int = 50000, dim: int = 16) {{\n  tok = Embedding(vocab, dim)\n  head = Linear(dim, 65)\n  \
+         forward(idx: i64[B, T]) -> f32[B, T, 65] = head(tok(idx))\n}}\n\
+         data d = text(\"{}\", block: 64, level: \"char\") |> batch(32, drop_last: true)\n\
+         train {{\n  model = E()\n  data = d\n  loss = cross_entropy(reshape(model(x), (-1, 65)), flatten(y))\n  \
+         optimizer = sgd(lr: 0.1)\n  steps = 1\n}}\n",
+        data.display()
+    );
+    std::fs::write(dir.join("e.dl"), program).expect("written");
+    let o = common::command(&dir).args(["explain", "e.dl", "--json"]).env("DLC_EMULATE_GPU", "1").output().expect("run dlc");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let items = report["items"].as_array().or(report.as_array()).expect("items").clone();
+    let step = items.iter().find(|i| !i["device_plan"].is_null()).expect("a step placed on the device");
+    assert_eq!(step["device_plan"]["host"], serde_json::json!({}), "{}", step["device_plan"]);
+    assert_eq!(step["device_plan"]["generated"]["take_grad"], serde_json::json!(1), "{}", step["device_plan"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `dlc explain --gpu` estimates a plan on paper. The model is checked against the tuning
 /// guide's measurement on a Quadro RTX 8000: the GELU of about a million values took 65 µs as
 /// five eager kernels and 16 µs fused; the estimate for bench/gelu_1m.dl (2^20 values) must be

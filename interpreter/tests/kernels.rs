@@ -263,6 +263,19 @@ fn the_cuda_c_emulated_on_the_cpu_computes_what_the_interpreter_computes() {
         .replace("context     = 64", "context     = 16");
     assert!(small.contains("dim: int = 32") && small.contains("b1(x)"), "char_lm.dl changed: update the variant");
     programs.push(("char_lm_small.dl".into(), small, workspace().join("examples")));
+    // An embedding gradient over several chunks of indices (600: three of 256) and columns (300:
+    // two tiles of 256), the block-per-row form's loops and partial ends.
+    programs.push((
+        "embedding_grad.dl".into(),
+        "use std.nn\nuse std.data\nuse std.optim\n\
+         model E(vocab: int = 65, dim: int = 300) {\n  tok = Embedding(vocab, dim)\n  head = Linear(dim, vocab)\n  \
+         forward(idx: i64[B, T]) -> f32[B, T, vocab] = head(tok(idx))\n}\n\
+         data d = text(\"data/tinyshakespeare/input.txt\", block: 300, level: \"char\") |> take(8) |> batch(2, drop_last: true)\n\
+         train {\n  model = E()\n  data = d\n  loss = cross_entropy(reshape(model(x), (-1, 65)), flatten(y))\n  \
+         optimizer = sgd(lr: 0.1)\n  steps = 1\n}\n"
+            .into(),
+        workspace().join("examples"),
+    ));
     let dir = std::env::temp_dir().join(format!("dlc-emu-check-{}", std::process::id()));
     let mut kinds = std::collections::BTreeMap::new();
     for (name, text, root) in programs {

@@ -148,14 +148,8 @@ impl<'s> Trainer<'s> {
         // The whole step runs even for the first N-1 micro-batches of `accumulate = N`, whose
         // updates are then dropped: one compiled plan, no second one without the optimiser.
         // Data parallel: its backward half, each bucket's all-reduce started as it is written.
-        // On a GPU the buckets are averaged on the device (NCCL); otherwise through the host.
         let averaged = if st.update.is_some() && update {
-            if run.average_on_device(&self.world, replicas::device_buckets(st))? {
-                run.run(graph, &st.plan, &st.memory)?;
-                Some(None)
-            } else {
-                Some(Some(replicas::run_and_sum(&self.world, run, graph, st)?))
-            }
+            Some(replicas::run_and_average(&self.world, run, graph, st)?)
         } else {
             run.run(graph, &st.plan, &st.memory)?;
             None

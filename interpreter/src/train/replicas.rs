@@ -43,10 +43,26 @@ pub(super) fn shard(batches: Batches, rank: usize, size: usize) -> Batches {
     }
 }
 
+/// Run the backward half of a data-parallel step with its gradients averaged across ranks: on
+/// the device where the runner can (NCCL; `None`, the averages bound already), otherwise
+/// through the host (the buckets' sums, for `bind_averages`).
+pub(super) fn run_and_average(
+    world: &std::rc::Rc<crate::parallel::World>,
+    runner: &mut dyn crate::runner::Runner,
+    graph: &dlc_language::ir::Graph,
+    st: &super::step::Step,
+) -> Result<Option<Vec<Vec<f32>>>, RuntimeError> {
+    if runner.average_on_device(world, device_buckets(st))? {
+        runner.run(graph, &st.plan, &st.memory)?;
+        return Ok(None);
+    }
+    run_and_sum(world, runner, graph, st).map(Some)
+}
+
 /// Run the backward half of a data-parallel step, starting each bucket's all-reduce as soon as
 /// the kernel that writes its last gradient has run (`Bucket::ready_after`); returns the
 /// buckets' sums once every all-reduce is done.
-pub(super) fn run_and_sum(
+fn run_and_sum(
     world: &crate::parallel::World,
     runner: &mut dyn crate::runner::Runner,
     graph: &dlc_language::ir::Graph,
@@ -85,7 +101,7 @@ pub(super) fn run_and_sum(
 
 /// The step's buckets as the device executor averages them: each gradient of the backward
 /// plan with the update plan's input for its average.
-pub(super) fn device_buckets(st: &super::step::Step) -> Vec<crate::runner::DeviceBucket> {
+fn device_buckets(st: &super::step::Step) -> Vec<crate::runner::DeviceBucket> {
     st.buckets
         .iter()
         .map(|b| crate::runner::DeviceBucket { ready_after: b.ready_after, grads: b.grads.iter().map(|&i| st.reduce[i]).collect() })

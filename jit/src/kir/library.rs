@@ -91,9 +91,7 @@ pub fn lower_library(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
         {
             let (rows, row) = (shape[0], shape[1..].iter().product::<usize>());
             let n: usize = concrete(g, node.src[0]).iter().product();
-            // Each output element scans every index: small tables only (an embedding of 65
-            // characters, not 50,000 tokens).
-            (rows.saturating_mul(n) <= TAKE_GRAD_MAX && concrete(g, node.src[1]).iter().product::<usize>() == n * row)
+            (concrete(g, node.src[1]).iter().product::<usize>() == n * row)
                 .then(|| (Kernel::TakeGrad(TakeGrad { rows, row, n }), node.src.clone()))
         }
         Op::Rand { dist, seed } if node.dtype == DType::F32 && node.src.len() <= 1 => {
@@ -104,9 +102,6 @@ pub fn lower_library(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
         _ => None,
     })
 }
-
-/// The most (table rows x indices) an embedding gradient is gathered for on the device.
-const TAKE_GRAD_MAX: usize = 1 << 22;
 
 /// A library op's result: the kernel and the nodes its input parameters read.
 type Lowered = Option<(Kernel, Vec<NodeId>)>;

@@ -212,9 +212,11 @@ pub struct IndexCheck {
 }
 
 /// The embedding's gradient: rows of `dy` (f32, `n` rows of `row`) added into zeros of `rows`
-/// rows at the rows the i64 indices name (negative ones from the end), gathered a thread an
-/// output element over the indices in order, summing in f64 as the interpreter scatters. Its
-/// work is rows x n x row, so it is only made for small tables (library.rs).
+/// rows at the rows the i64 indices name (negative ones from the end), each output row gathering
+/// the rows of its index in index order, summing in f64 as the interpreter scatters (so bit for
+/// bit, with no atomics). On the GPU a block per output row (and tile of 256 columns) scans the
+/// indices a chunk at a time and adds only the rows that match: rows x n index reads, not
+/// rows x n x row.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TakeGrad {
     pub rows: usize,

@@ -84,8 +84,13 @@ fn arena_summary(r: &dlc::runner::Report) -> String {
     if r.arena_bytes == 0 {
         return String::new();
     }
+    let workspace = if r.conv_workspace_bytes > 0 {
+        format!(", and {} MiB of convolution workspace", mib(r.conv_workspace_bytes))
+    } else {
+        String::new()
+    };
     format!(
-        "; intermediates in plan arenas of {} MiB (their values at most {} MiB at once): {} outputs placed, {} allocated (results)",
+        "; intermediates in plan arenas of {} MiB (their values at most {} MiB at once{workspace}): {} outputs placed, {} allocated (results)",
         mib(r.arena_bytes),
         mib(r.arena_live_peak),
         r.arena_outputs,

@@ -384,15 +384,20 @@ impl Driver for Cuda {
         }
     }
 
-    fn conv(&mut self, c: &Conv, a: &CudaBuf, b: &CudaBuf, out: &CudaBuf) -> Result<(), String> {
-        // SAFETY: the output is a buffer apart from the operands, written by this call alone.
-        let out = unsafe { out.out() };
+    fn conv(&mut self, c: &Conv, a: &CudaBuf, b: &CudaBuf, out: &CudaBuf, ws: Option<&CudaBuf>) -> Result<(), String> {
+        // SAFETY: the output is a buffer apart from the operands, written by this call alone;
+        // so is the workspace (a part of the plan's arena that no value holds during it).
+        let (out, ws) = unsafe { (out.out(), ws.map(|w| w.out())) };
         let (stream, gpu) = (&self.dev.stream, self.dev.gpu.to_string());
         let tf32 = self.tf32;
         match self.convs.get_or_insert_with(|| super::cudnn_conv::Convolutions::open(stream, &gpu, tf32)) {
-            Ok(convs) => convs.run(c, a, b, out),
+            Ok(convs) => convs.run(c, a, b, out, ws),
             Err(why) => Err(why.clone()),
         }
+    }
+
+    fn conv_workspace(&self, c: &Conv) -> Option<usize> {
+        self.convs.as_ref()?.as_ref().ok()?.workspace_of(c)
     }
 
     fn synchronize(&mut self) -> Result<(), String> {

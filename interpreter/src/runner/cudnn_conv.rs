@@ -7,14 +7,16 @@
 //! measurement — every deterministic algorithm cuDNN accepts for the shape, timed on the real
 //! operands, the fastest kept (the tuning guide's `cudnn.benchmark`). The choice is stored in
 //! the tuning file under this GPU, cuDNN version and build, so later runs take it without
-//! measuring. One workspace, the largest a chosen algorithm needs, serves every call.
+//! measuring. A plan's convolutions use a workspace in the plan's arena from its second run
+//! on (device_executor/arena.rs); before that, one workspace of this module's, the largest a
+//! chosen algorithm needs.
 //!
 //! Deterministic only: cuDNN's data-gradient ALGO_0 and weight-gradient ALGO_0 / ALGO_3 add with
 //! atomics, so two runs from one seed could differ; they are never candidates (PyTorch's
 //! `use_deterministic_algorithms` leaves out the same ones).
 //!
 //! bf16 and f16 convolutions keep their data in that storage and sum in f32, with tensor-op
-//! math. Not yet: the workspace from the memory plan, channels-last (docs/gpu.md).
+//! math. Not yet: channels-last (docs/gpu.md).
 
 use super::driver::{Conv, ConvDir};
 use crate::exec::tune_store::{Pick, TuneStore};
@@ -179,19 +181,54 @@ impl Convolutions {
         })
     }
 
-    /// Queue `c` on cuDNN's stream: `a` and `b` as `Driver::conv` says, into `out`.
-    pub fn run(&mut self, c: &Conv, a: &CudaSlice<u8>, b: &CudaSlice<u8>, out: &mut CudaSlice<u8>) -> Result<(), String> {
+    /// Queue `c` on cuDNN's stream: `a` and `b` as `Driver::conv` says, into `out`, with `ws`
+    /// as its workspace (the plan's), or the shared one.
+    pub fn run(
+        &mut self,
+        c: &Conv,
+        a: &CudaSlice<u8>,
+        b: &CudaSlice<u8>,
+        out: &mut CudaSlice<u8>,
+        ws: Option<&mut CudaSlice<u8>>,
+    ) -> Result<(), String> {
         match c.ty {
-            Ty::F32 => self.run_as::<f32>(c, a, b, out),
-            Ty::BF16 => self.run_as::<half::bf16>(c, a, b, out),
-            Ty::F16 => self.run_as::<half::f16>(c, a, b, out),
+            Ty::F32 => self.run_as::<f32>(c, a, b, out, ws),
+            Ty::BF16 => self.run_as::<half::bf16>(c, a, b, out, ws),
+            Ty::F16 => self.run_as::<half::f16>(c, a, b, out, ws),
             other => Err(format!("no cuDNN convolution in {other:?}")),
         }
     }
 
-    fn run_as<X: Storage>(&mut self, c: &Conv, a: &CudaSlice<u8>, b: &CudaSlice<u8>, out: &mut CudaSlice<u8>) -> Result<(), String> {
-        let math = if self.tf32 && X::F32 { " tf32" } else { "" };
-        let key = format!("conv {:?} x={:?} w={:?} y={:?} {:?} {:?}{math}", c.dir, c.x, c.w, c.y, c.attrs, c.ty);
+    /// The workspace `c`'s chosen algorithm needs, once `c` is planned.
+    pub fn workspace_of(&self, c: &Conv) -> Option<usize> {
+        fn of<X: Storage>(me: &Convolutions, c: &Conv) -> Option<usize> {
+            let p = me.plans.get(&me.key(c, X::F32))?.clone().downcast::<Planned<X>>().ok()?;
+            workspace_size(&p, p.algo).ok()
+        }
+        match c.ty {
+            Ty::F32 => of::<f32>(self, c),
+            Ty::BF16 => of::<half::bf16>(self, c),
+            Ty::F16 => of::<half::f16>(self, c),
+            _ => None,
+        }
+    }
+
+    /// A convolution's plan and tuning key (`f32`: whether its storage is f32, which `tf32`
+    /// computes with tensor-op math).
+    fn key(&self, c: &Conv, f32: bool) -> String {
+        let math = if self.tf32 && f32 { " tf32" } else { "" };
+        format!("conv {:?} x={:?} w={:?} y={:?} {:?} {:?}{math}", c.dir, c.x, c.w, c.y, c.attrs, c.ty)
+    }
+
+    fn run_as<X: Storage>(
+        &mut self,
+        c: &Conv,
+        a: &CudaSlice<u8>,
+        b: &CudaSlice<u8>,
+        out: &mut CudaSlice<u8>,
+        ws: Option<&mut CudaSlice<u8>>,
+    ) -> Result<(), String> {
+        let key = self.key(c, X::F32);
         let planned = match self.plans.get(&key).cloned().map(|p| p.downcast::<Planned<X>>()) {
             Some(Ok(p)) => p,
             _ => {
@@ -200,7 +237,10 @@ impl Convolutions {
                 p
             }
         };
-        launch(&planned, planned.algo, self.workspace.as_mut(), c, a, b, out)
+        match ws {
+            Some(ws) => launch(&planned, planned.algo, Some(ws), c, a, b, out),
+            None => launch(&planned, planned.algo, self.workspace.as_mut(), c, a, b, out),
+        }
     }
 
     /// Descriptors for `c`, and its algorithm: from the tuning file, else measured on these

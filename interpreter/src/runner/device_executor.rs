@@ -133,7 +133,11 @@ pub struct DeviceExecutor<D: Driver> {
     /// Whether work was queued since the host last read a result (the next read waits for it).
     queued: bool,
     /// Each compiled plan's arena allocation, and the one of the plan being run.
-    arena_bufs: HashMap<(Vec<NodeId>, usize), Rc<D::Buf>>,
+    arena_bufs: HashMap<PlanKey, (Rc<D::Buf>, usize)>,
+    /// Each plan's convolution workspace in its arena, in bytes (known after its first run,
+    /// once the driver has chosen the algorithms), and the convolutions of the run in progress.
+    workspaces: HashMap<PlanKey, usize>,
+    run_convs: Vec<super::driver::Conv>,
     arena: Option<arena::Current<D::Buf>>,
     /// Batches uploaded ahead on the copy stream, by slot, and the event after the work queued
     /// before the current run (what an upload into a reused buffer waits for).
@@ -152,6 +156,9 @@ pub struct DeviceExecutor<D: Driver> {
     pending: Option<collectives::Pending>,
     bucket_bufs: Vec<(Rc<D::Buf>, usize)>,
 }
+
+/// A compiled plan, by its roots and length.
+type PlanKey = (Vec<NodeId>, usize);
 
 /// A buffer tag (`Driver::alloc_for`) for what `of` names: a plan's result, a slot's batch.
 fn tag(of: impl std::hash::Hash) -> u64 {
@@ -188,6 +195,8 @@ impl<D: Driver> DeviceExecutor<D> {
             queued: false,
             unread_flags: Default::default(),
             arena_bufs: HashMap::new(),
+            workspaces: HashMap::new(),
+            run_convs: vec![],
             arena: None,
             plan_tag: 0,
             ahead: HashMap::new(),
@@ -552,6 +561,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
             }
         }
         self.finish_buckets(g)?;
+        self.settle_workspace(&key);
         self.end_trace(&key)
     }
 

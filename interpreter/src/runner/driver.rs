@@ -32,8 +32,11 @@ pub trait Driver {
     /// written through a shared reference, as a kernel writes its output parameters.
     fn gemm(&mut self, p: &Product, a: &Self::Buf, b: &Self::Buf, c: &Self::Buf) -> Result<(), String>;
     /// Queue the convolution `c` (cuDNN on the GPU) of `a` and `b` into `out`, operands as
-    /// `Conv::operands` orders them.
-    fn conv(&mut self, c: &Conv, a: &Self::Buf, b: &Self::Buf, out: &Self::Buf) -> Result<(), String>;
+    /// `Conv::operands` orders them, using `ws` as its workspace (at least `conv_workspace(c)`
+    /// bytes: a part of the plan's arena), or without one a workspace of the driver's own.
+    fn conv(&mut self, c: &Conv, a: &Self::Buf, b: &Self::Buf, out: &Self::Buf, ws: Option<&Self::Buf>) -> Result<(), String>;
+    /// The workspace bytes `c`'s algorithm needs, once `c` has run (its algorithm chosen).
+    fn conv_workspace(&self, c: &Conv) -> Option<usize>;
     /// Wait for the work queued so far (`dlc bench --profile` times each kernel to its end).
     fn synchronize(&mut self) -> Result<(), String>;
     /// A buffer for the value `tag` names (a result of a plan): a buffer freed by an earlier
@@ -86,7 +89,7 @@ pub type EventId = u64;
 pub enum Call<B> {
     Launch { module: ModuleId, index: usize, launch: Launch, params: Vec<std::rc::Rc<B>> },
     Gemm { p: Product, a: std::rc::Rc<B>, b: std::rc::Rc<B>, c: std::rc::Rc<B> },
-    Conv { c: Conv, a: std::rc::Rc<B>, b: std::rc::Rc<B>, out: std::rc::Rc<B> },
+    Conv { c: Conv, a: std::rc::Rc<B>, b: std::rc::Rc<B>, out: std::rc::Rc<B>, ws: Option<std::rc::Rc<B>> },
 }
 
 impl<B> Call<B> {
@@ -98,7 +101,7 @@ impl<B> Call<B> {
                 d.launch(*module, *index, launch, &refs)
             }
             Call::Gemm { p, a, b, c } => d.gemm(p, a, b, c),
-            Call::Conv { c, a, b, out } => d.conv(c, a, b, out),
+            Call::Conv { c, a, b, out, ws } => d.conv(c, a, b, out, ws.as_deref()),
         }
     }
 
@@ -114,7 +117,9 @@ impl<B> Call<B> {
                 params.iter().for_each(|b| d.address(b).hash(&mut h));
             }
             Call::Gemm { p, a, b, c } => (1u8, p, d.address(a), d.address(b), d.address(c)).hash(&mut h),
-            Call::Conv { c, a, b, out } => (2u8, c, d.address(a), d.address(b), d.address(out)).hash(&mut h),
+            Call::Conv { c, a, b, out, ws } => {
+                (2u8, c, d.address(a), d.address(b), d.address(out), ws.as_ref().map(|w| d.address(w))).hash(&mut h)
+            }
         }
         h.finish()
     }
@@ -130,7 +135,7 @@ pub enum ConvDir {
 
 /// A 2-d convolution in storage `ty`: x `[n, c, h, w]` (NCHW), w `[o, c / groups, kh, kw]` (OIHW),
 /// y `[n, o, oh, ow]`, and the graph's attributes (stride, padding, dilation, groups).
-#[derive(Clone, Debug, PartialEq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Conv {
     pub dir: ConvDir,
     pub x: [usize; 4],

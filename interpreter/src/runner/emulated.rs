@@ -91,6 +91,16 @@ pub struct Emulated {
     /// then is an error, as a kernel racing NCCL's communication stream would be on a GPU.
     ranks: Option<std::rc::Rc<crate::parallel::World>>,
     reducing: Vec<(HostBuf, Vec<f32>)>,
+    /// Convolutions that have run, whose workspace size is then known (as cuDNN's is once an
+    /// algorithm is chosen).
+    planned_convs: std::collections::HashSet<Conv>,
+}
+
+/// The workspace the emulated GPU asks for a convolution: the bytes of its output (an
+/// im2col-like scratch whose size varies by shape and direction, so the executor's placement of
+/// workspaces is exercised).
+fn emulated_workspace(c: &Conv) -> usize {
+    c.operands()[2].iter().product::<usize>() * c.ty.bytes()
 }
 
 impl Emulated {
@@ -110,6 +120,7 @@ impl Emulated {
             tf32: false,
             ranks: None,
             reducing: vec![],
+            planned_convs: Default::default(),
         }
     }
 }
@@ -232,6 +243,10 @@ impl Driver for Emulated {
             unsafe { dst.bytes_mut()[..bytes.len()].copy_from_slice(&bytes) };
         }
         Ok(())
+    }
+
+    fn conv_workspace(&self, c: &Conv) -> Option<usize> {
+        self.planned_convs.contains(c).then(|| emulated_workspace(c))
     }
 
     fn join_ranks(&mut self, world: &std::rc::Rc<crate::parallel::World>) -> Result<(), String> {
@@ -358,8 +373,20 @@ impl Driver for Emulated {
 
     /// The CPU's convolution on the buffers' f32 values: what cuDNN computes, up to its order of
     /// summation, so the executor's use of the call (operands, shapes, attributes) is tested.
-    fn conv(&mut self, c: &Conv, a: &HostBuf, b: &HostBuf, out: &HostBuf) -> Result<(), String> {
+    fn conv(&mut self, c: &Conv, a: &HostBuf, b: &HostBuf, out: &HostBuf, ws: Option<&HostBuf>) -> Result<(), String> {
         self.no_copy_pending(&[a, b, out])?;
+        let need = emulated_workspace(c);
+        if let Some(ws) = ws {
+            self.no_copy_pending(&[ws])?;
+            if ws.len < need {
+                return Err(format!("a convolution's workspace of {} bytes, {need} needed", ws.len));
+            }
+            // cuDNN scribbles over its workspace: all ones (NaN as f32), so that a workspace
+            // placed over a value still alive changes that value ...
+            // SAFETY: nothing else reads or writes the workspace during the convolution.
+            unsafe { ws.bytes_mut().fill(0xff) };
+        }
+        self.planned_convs.insert(c.clone());
         use crate::exec::conv;
         // Operands widened from their storage to f32, the output rounded back to it.
         let ty = c.ty;
@@ -396,6 +423,12 @@ impl Driver for Emulated {
             return Err(format!("a convolution's output buffer holds {} bytes, not {}", o.len(), bytes.len()));
         }
         o[..bytes.len()].copy_from_slice(&bytes);
+        if let Some(ws) = ws {
+            // ... before and after the output is written: a workspace over an operand, the
+            // output or any value still alive corrupts it.
+            // SAFETY: as above.
+            unsafe { ws.bytes_mut().fill(0xff) };
+        }
         Ok(())
     }
 

@@ -94,6 +94,9 @@ pub struct Report {
     /// GPU's memory), not through the host.
     #[serde(default)]
     pub device_allreduces: usize,
+    /// Of `arena_bytes`, the plans' convolution workspaces.
+    #[serde(default)]
+    pub conv_workspace_bytes: usize,
 }
 
 /// A data-parallel step's gradient bucket, for `Runner::average_on_device`: its all-reduce can

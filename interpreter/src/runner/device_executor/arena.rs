@@ -3,6 +3,12 @@
 //! at the same device address in every step and a step allocates nothing but its results (the
 //! roots, which outlive it). `DLC_ARENA=0` allocates every output per launch instead (to
 //! compare).
+//!
+//! The arena also holds the plan's convolution workspace, after its values: the most bytes any
+//! of its convolutions' algorithms needs (the convolutions run one at a time). The algorithms
+//! are chosen by measurement when the plan first runs, so the first run's convolutions use the
+//! driver's own workspace and the arena grows by the workspace for the second run on; from then
+//! on the planned bytes are the allocated bytes.
 
 use super::{fail, shape_of, DeviceExecutor};
 use crate::runner::driver::Driver;
@@ -17,10 +23,17 @@ use std::rc::Rc;
 /// Offsets are multiples of this: `cuMemAlloc`'s alignment, more than any vector load needs.
 pub const ALIGN: usize = 256;
 
-/// The arena of the plan being run: its offsets and its allocation.
+/// The arena of the plan being run: its offsets, its allocation, and where its convolution
+/// workspace is (offset, bytes) once known.
 pub(super) struct Current<B> {
     pub offsets: Rc<Arena>,
     pub buf: Rc<B>,
+    pub workspace: Option<(usize, usize)>,
+}
+
+/// `n` rounded up to a multiple of `ALIGN`.
+fn aligned(n: usize) -> usize {
+    n.div_ceil(ALIGN) * ALIGN
 }
 
 /// Bytes `n` takes on the device (0 for a value kept on the host).
@@ -39,23 +52,54 @@ pub(super) fn plan(g: &Graph, plan: &Plan, memory: &MemoryPlan) -> Option<Arena>
 }
 
 impl<D: Driver> DeviceExecutor<D> {
-    /// Make the arena of the compiled plan `key` the current one, allocating it on first use.
+    /// Make the arena of the compiled plan `key` the current one, allocating it on first use
+    /// (and again, larger, once its convolutions' workspace is known).
     pub(super) fn enter_arena(&mut self, key: &(Vec<NodeId>, usize)) -> Result<(), RuntimeError> {
         self.arena = None;
+        self.run_convs.clear();
         self.plan_tag = super::tag(key);
         let Some(offsets) = self.plans.get(key).and_then(|c| c.arena.clone()) else { return Ok(()) };
+        let ws = self.workspaces.get(key).copied().filter(|b| *b > 0);
+        let size = ws.map_or(offsets.size, |b| aligned(offsets.size) + b);
         let buf = match self.arena_bufs.get(key) {
-            Some(b) => b.clone(),
-            None => {
-                let b = Rc::new(self.driver.alloc(offsets.size).map_err(fail)?);
-                self.report.arena_bytes += offsets.size;
-                self.report.arena_live_peak += offsets.live_peak;
-                self.arena_bufs.insert(key.clone(), b.clone());
+            Some((b, bytes)) if *bytes == size => b.clone(),
+            old => {
+                // The first allocation, or the first with the workspace (the values' part is
+                // counted once).
+                let b = Rc::new(self.driver.alloc(size).map_err(fail)?);
+                if old.is_none() {
+                    self.report.arena_live_peak += offsets.live_peak;
+                }
+                self.report.arena_bytes += size - old.map_or(0, |o| o.1);
+                self.report.conv_workspace_bytes += ws.unwrap_or(0);
+                self.arena_bufs.insert(key.clone(), (b.clone(), size));
                 b
             }
         };
-        self.arena = Some(Current { offsets, buf });
+        self.arena = Some(Current { offsets: offsets.clone(), buf, workspace: ws.map(|b| (aligned(offsets.size), b)) });
         Ok(())
+    }
+
+    /// After a plan's first run: its workspace is the most any of its convolutions needs.
+    pub(super) fn settle_workspace(&mut self, key: &(Vec<NodeId>, usize)) {
+        if self.workspaces.contains_key(key) || self.arena.is_none() {
+            return;
+        }
+        let most = self.run_convs.iter().filter_map(|c| self.driver.conv_workspace(c)).max().unwrap_or(0);
+        self.workspaces.insert(key.clone(), most);
+    }
+
+    /// The workspace for convolution `c` in the current arena, if it has one large enough.
+    pub(super) fn conv_workspace(&mut self, c: &crate::runner::driver::Conv) -> Result<Option<D::Buf>, RuntimeError> {
+        self.run_convs.push(c.clone());
+        let Some((at, bytes)) = self.arena.as_ref().and_then(|a| a.workspace) else { return Ok(None) };
+        match self.driver.conv_workspace(c) {
+            Some(need) if need > 0 && need <= bytes => {
+                let buf = self.arena.as_ref().map(|a| a.buf.clone()).expect("checked above");
+                self.driver.part(&buf, at, need).map(Some).map_err(fail)
+            }
+            _ => Ok(None),
+        }
     }
 
     /// The buffer kernel output `n` of `bytes` bytes is written into: its place in the current

@@ -57,7 +57,8 @@ impl<D: Driver> DeviceExecutor<D> {
         let out = four(shape_of(g, n));
         let c = Conv::from_operands(dir, [four(shape_of(g, node.src[0])), four(shape_of(g, node.src[1])), out], attrs, ty);
         let buf = Rc::new(self.output(g, n, out.iter().product::<usize>() * ty.bytes())?);
-        let call = Call::Conv { c, a: operands[0].clone(), b: operands[1].clone(), out: buf.clone() };
+        let ws = self.conv_workspace(&c)?.map(Rc::new);
+        let call = Call::Conv { c, a: operands[0].clone(), b: operands[1].clone(), out: buf.clone(), ws };
         if let Err(e) = self.issue(call) {
             // Said once; every convolution in this storage after it goes through the host.
             self.report.not_lowered.push(format!("{ty:?} convolutions on the device: {e}"));

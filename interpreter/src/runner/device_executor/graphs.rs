@@ -23,11 +23,10 @@ use crate::runner::driver::{Call, Driver, GraphId};
 use crate::runner::Slot;
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
-use dlc_language::ir::NodeId;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
-type PlanKey = (Vec<NodeId>, usize);
+use super::PlanKey;
 
 /// Graphs kept per plan (steps alternate between two sets of addresses; a few more for
 /// evaluation plans that run with other inputs).

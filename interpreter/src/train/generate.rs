@@ -255,6 +255,8 @@ pub fn time_tokens(
     Ok((times, compile_s, s.planned.plan))
 }
 
+/// Run a `generate` block on `runner`: the prompt followed by `generate` sampled characters,
+/// with the plans it took and how short windows ran (see the module's doc).
 pub fn generate(
     session: &mut Session,
     info: &RecipeInfo,

@@ -22,23 +22,45 @@ impl Ranks {
     /// Join the ranks of `world` on GPU context `ctx`. Every rank must call this at the same
     /// point (the id's broadcast and NCCL's initialisation are collective).
     pub fn join(ctx: &Arc<CudaContext>, world: &std::rc::Rc<crate::parallel::World>) -> Result<Ranks, String> {
-        // SAFETY: only tries to open libnccl by its usual names. Every rank takes the same
-        // branch only if every machine has it; a rank without it stops the job with its reason
-        // (the others would wait in the broadcast below).
-        if !unsafe { cudarc::nccl::sys::is_culib_present() } {
-            return Err("NCCL (libnccl.so.2) was not found on the library path".into());
+        // Every rank must take the same branch, or one would wait in a collective the others
+        // never join: the ranks first agree on whether each has NCCL.
+        // SAFETY: only tries to open libnccl by its usual names.
+        let present = unsafe { cudarc::nccl::sys::is_culib_present() };
+        let mut missing = [(!present) as u8 as f64];
+        world.sum_f64(&mut missing);
+        if missing[0] > 0.0 {
+            return Err(format!("NCCL (libnccl.so.2) was not found on the library path of {} of {} ranks", missing[0], world.size()));
         }
-        let id = if world.is_root() { Id::new().map_err(|e| format!("an NCCL id: {e:?}"))? } else { Id::uninit([0; 128]) };
-        let mut wide: Vec<i64> = id.internal().iter().map(|c| *c as i64).collect();
+        // Rank 0's id, or a marker that it could not make one, on every rank.
+        let made = if world.is_root() { Some(Id::new().map_err(|e| format!("an NCCL id: {e:?}"))) } else { None };
+        let mut wide: Vec<i64> = match &made {
+            Some(Ok(id)) => id.internal().iter().map(|c| *c as i64).collect(),
+            Some(Err(_)) => vec![i64::MIN; 128],
+            None => vec![0; 128],
+        };
         world.broadcast_i64(&mut wide);
+        if let Some(Err(why)) = made {
+            return Err(why);
+        }
+        if wide[0] == i64::MIN {
+            return Err("rank 0 could not make an NCCL id".into());
+        }
         let mut internal = [0 as std::ffi::c_char; 128];
         for (c, w) in internal.iter_mut().zip(&wide) {
             *c = *w as std::ffi::c_char;
         }
         let stream = ctx.new_stream().map_err(|e| format!("a communication stream: {e:?}"))?;
         let comm = Comm::from_rank(stream.clone(), world.rank(), world.size(), Id::uninit(internal))
-            .map_err(|e| format!("NCCL's communicator for rank {} of {}: {e:?}", world.rank(), world.size()))?;
-        Ok(Ranks { comm, stream, world: world.clone(), last: None })
+            .map_err(|e| format!("NCCL's communicator for rank {} of {}: {e:?}", world.rank(), world.size()));
+        // All ranks on the device path or none (a rank averaging through the host while the
+        // others wait in NCCL would hang the job).
+        let mut failed = [comm.is_err() as u8 as f64];
+        world.sum_f64(&mut failed);
+        match comm {
+            Ok(comm) if failed[0] == 0.0 => Ok(Ranks { comm, stream, world: world.clone(), last: None }),
+            Ok(_) => Err(format!("NCCL's communicator failed on {} of {} ranks", failed[0], world.size())),
+            Err(why) => Err(why),
+        }
     }
 
     /// Queue the mean of the first `n` f32 values of `buf` over the ranks (NCCL's `ncclAvg`),

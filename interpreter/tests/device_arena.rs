@@ -59,8 +59,8 @@ fn train(on: bool) -> (Vec<u8>, Vec<u8>, String) {
     (read("model.safetensors"), read("optimizer.safetensors"), text(&o.stdout) + &text(&o.stderr))
 }
 
-/// The number before `what` in the run's summary line.
-fn count_before(printed: &str, what: &str) -> usize {
+/// The number before `what` in `printed` (the run's summary line, or one line of it).
+fn number_before<T: std::str::FromStr>(printed: &str, what: &str) -> T {
     printed
         .split(what)
         .next()
@@ -75,21 +75,21 @@ fn steps_in_an_arena_and_replayed_as_graphs_train_as_steps_issued_one_call_at_a_
     let (model_off, optimizer_off, printed_off) = train(false);
     assert!(model == model_off, "the parameters differ with the arena");
     assert!(optimizer == optimizer_off, "the optimiser's state differs with the arena");
-    // Every step's intermediates went into the arena; only results were allocated. The first
-    // run issues its calls; the next two are recorded and, repeating the runs two before
-    // them from then on, captured as two graphs that the other runs replay.
     // The convolutions' workspace is in the arena too, after the values, from the second run
     // on (the emulated driver fills it with NaN before and after each convolution, so placed
     // over a live value it changes the checkpoint: with it at offset 0 the parameters differed).
     assert!(printed.contains("and 0.06 MiB of convolution workspace"), "{printed}");
-    let placed = count_before(&printed, "outputs placed");
+    // Every step's intermediates went into the arena; only results were allocated. The first
+    // run issues its calls; the next two are recorded and, repeating the runs two before
+    // them from then on, captured as two graphs that the other runs replay.
+    let placed = number_before::<usize>(&printed, "outputs placed");
     assert!(placed >= 12 * 40, "{placed} outputs placed in 12 steps: {printed}");
-    let replayed = count_before(&printed, "runs replayed as");
+    let replayed = number_before::<usize>(&printed, "runs replayed as");
     assert!(replayed >= 8, "{replayed} of 12 steps replayed: {printed}");
     assert!(!printed_off.contains("replayed"), "{printed_off}");
     // Each step's batch (x and y) after the first went up on the copy stream while the step
     // before ran; the emulated driver fails any call that reads it before its copy's event.
-    let ahead = count_before(&printed, "batches uploaded ahead");
+    let ahead = number_before::<usize>(&printed, "batches uploaded ahead");
     assert!(ahead >= 2 * 11, "{ahead} batches uploaded ahead: {printed}");
     assert!(!printed_off.contains("uploaded ahead"), "{printed_off}");
     assert!(!printed_off.contains("plan arenas"), "{printed_off}");
@@ -97,14 +97,7 @@ fn steps_in_an_arena_and_replayed_as_graphs_train_as_steps_issued_one_call_at_a_
     // and its three scalars (the step and draw counts, the learning rate), and is one graph
     // launch with nothing issued beside it.
     let steady = printed.lines().find(|l| l.starts_with("device: a steady step (9 after")).unwrap_or_else(|| panic!("{printed}"));
-    let figure = |what: &str| -> f64 {
-        steady
-            .split(what)
-            .next()
-            .and_then(|s| s.trim_end().rsplit(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{what}: {steady}"))
-    };
+    let figure = |what: &str| number_before::<f64>(steady, what);
     assert_eq!(figure(" B and "), (64 * 64 * 4 + 64 * 8) as f64, "{steady}");
     assert!(figure(" B up") - figure(" B and ") <= 12.0, "{steady}");
     assert_eq!((figure(" graph launches"), figure(" calls issued")), (1.0, 0.0), "{steady}");

@@ -553,7 +553,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
                 self.download(&v)
             };
             after(i, &mut fetch)?;
-            self.start_ready_buckets(g, i)?;
+            self.start_ready_buckets(i)?;
             if let Some(dead) = memory.release.get(i) {
                 for n in dead {
                     self.values.remove(n);

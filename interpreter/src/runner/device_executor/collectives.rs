@@ -59,28 +59,26 @@ impl<D: Driver> DeviceExecutor<D> {
     }
 
     /// After kernel `i`: start the all-reduce of every bucket whose gradients are all written.
-    pub(super) fn start_ready_buckets(&mut self, g: &Graph, i: usize) -> Result<(), RuntimeError> {
+    pub(super) fn start_ready_buckets(&mut self, i: usize) -> Result<(), RuntimeError> {
         loop {
             let Some(p) = &self.pending else { return Ok(()) };
             match p.buckets.get(p.started) {
-                Some(b) if b.ready_after <= i => self.start_bucket(g, p.started)?,
+                Some(b) if b.ready_after <= i => self.start_bucket(p.started)?,
                 _ => return Ok(()),
             }
         }
     }
 
     /// Pack bucket `k`'s gradients into its buffer and start its all-reduce.
-    fn start_bucket(&mut self, _g: &Graph, k: usize) -> Result<(), RuntimeError> {
+    fn start_bucket(&mut self, k: usize) -> Result<(), RuntimeError> {
         // The calls so far are issued now: an all-reduce is not part of a graph.
         self.flush()?;
         let grads = self.pending.as_ref().map(|p| p.buckets[k].grads.clone()).unwrap_or_default();
-        let mut parts = vec![];
-        let mut values = 0usize;
+        let mut parts: Vec<Value<D::Buf>> = vec![];
         for (node, _) in &grads {
-            let v = self.values.get(node).cloned().ok_or_else(|| fail(format!("the gradient {node:?} is not computed yet")))?;
-            parts.push(v);
-            values += parts.last().map_or(0, |v: &Value<D::Buf>| v.shape.iter().product::<usize>());
+            parts.push(self.values.get(node).cloned().ok_or_else(|| fail(format!("the gradient {node:?} is not computed yet")))?);
         }
+        let values: usize = parts.iter().map(|v| v.shape.iter().product::<usize>()).sum();
         let bytes = values * 4;
         let buf = match self.bucket_bufs.get(k) {
             Some(b) if b.1 == bytes => b.0.clone(),
@@ -122,7 +120,7 @@ impl<D: Driver> DeviceExecutor<D> {
         let Some(count) = self.pending.as_ref().map(|p| p.buckets.len()) else { return Ok(()) };
         let first = self.pending.as_ref().map_or(0, |p| p.started);
         for k in first..count {
-            self.start_bucket(g, k)?;
+            self.start_bucket(k)?;
         }
         let started = std::time::Instant::now();
         self.driver.wait_collectives().map_err(fail)?;

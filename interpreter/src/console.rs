@@ -60,10 +60,11 @@ impl Observer for Console {
                 let shown: Vec<String> = logged.iter().map(|(n, v)| format!("{n} {v:.4}")).collect();
                 println!("epoch {epoch} step {step}: {}, lr {lr:.3e}, {samples_per_s:.0} samples/s", shown.join(", "));
             }
-            Event::EpochDone { epoch, steps, loss_name, mean_loss, secs, data_s, loss_scale, .. } => {
+            Event::EpochDone { epoch, steps, loss_name, mean_loss, secs, data_s, wait_s, loss_scale, .. } => {
                 self.clear_progress();
+                let wait = 100.0 * wait_s / secs.max(1e-9);
                 println!(
-                    "epoch {epoch} done: mean {loss_name} {mean_loss:.4} over {steps} steps in {secs:.1} s (data prepared in {data_s:.2} s before){}",
+                    "epoch {epoch} done: mean {loss_name} {mean_loss:.4} over {steps} steps in {secs:.1} s (data prepared in {data_s:.2} s before; data wait {wait:.0}%){}",
                     loss_scale.map(|(s, k)| format!("; f16 loss scale {s}, {k} steps skipped so far")).unwrap_or_default()
                 );
             }

@@ -14,6 +14,14 @@ use dlc_language::types::{DType, Dim, TensorTy};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod feed;
+mod source;
+mod stream;
+
+pub use feed::{default_workers, Feed, DEFAULT_AHEAD};
+pub use source::Elements;
+pub use stream::EpochPlan;
+
 /// One element of the stream: its tensor leaves.
 pub type Element = Vec<Tensor>;
 
@@ -64,6 +72,15 @@ fn zip_rows(columns: &[Tensor]) -> Vec<Element> {
     let split: Vec<Vec<Tensor>> = columns.iter().map(rows).collect();
     let n = split.first().map(|c| c.len()).unwrap_or(0);
     (0..n).map(|i| split.iter().map(|c| c[i].clone()).collect()).collect()
+}
+
+/// An `npy` source's declared row and label row types (`f32[_]` and `i64[]` when not given).
+fn npy_types(src: &Stage) -> (TensorTy, TensorTy) {
+    let ty = |k: &str, d: TensorTy| match src.arg(k) {
+        Some(Value::Type(t)) => t.clone(),
+        _ => d,
+    };
+    (ty("row", TensorTy::new(DType::F32, vec![Dim::Any])), ty("label_row", TensorTy::new(DType::I64, vec![])))
 }
 
 /// Read a source's elements. `root` is the directory of the program (paths are relative to it);
@@ -130,15 +147,11 @@ pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor)
                 .collect())
         }
         "npy" => {
-            let ty = |k: &str, d: TensorTy| match src.arg(k) {
-                Some(Value::Type(t)) => t.clone(),
-                _ => d,
-            };
-            let x = npy::read(&path("path"), &ty("row", TensorTy::new(DType::F32, vec![Dim::Any]))).map_err(|e| data_err(e, src.span))?;
+            let (row, label_row) = npy_types(src);
+            let x = npy::read(&path("path"), &row).map_err(|e| data_err(e, src.span))?;
             let mut cols = vec![x];
             if str_arg(src, "labels").is_some() {
-                let y =
-                    npy::read(&path("labels"), &ty("label_row", TensorTy::new(DType::I64, vec![]))).map_err(|e| data_err(e, src.span))?;
+                let y = npy::read(&path("labels"), &label_row).map_err(|e| data_err(e, src.span))?;
                 if y.shape[0] != cols[0].shape[0] {
                     return Err(RuntimeError::Data {
                         message: format!(
@@ -267,32 +280,56 @@ pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> R
         // Worker threads and the bounded queue come with the trainer; the values are the same.
         "prefetch" => Ok(elems),
         "random_crop" | "random_flip" => {
-            let seed = int_arg(stage, "seed", 0) as u64;
-            // Each element's draw depends on (seed, epoch, position) only: reproducible, and
-            // a new crop every epoch.
-            let stream = seed.wrapping_mul(0xA24B_AED4_963E_E407) ^ epoch.wrapping_mul(0x9FB2_1C65_1E98_DF25) ^ (stage.kind.len() as u64);
-            let pad = int_arg(stage, "padding", 0).max(0) as usize;
-            let p = stage.arg("p").and_then(|v| v.as_float()).unwrap_or(0.5);
-            let crop = stage.kind == "random_crop";
-            Ok(elems
-                .into_iter()
-                .enumerate()
-                .map(|(i, mut e)| {
-                    let (a, b) = (rng::uniform(stream, 2 * i as u64), rng::uniform(stream, 2 * i as u64 + 1));
-                    if let Some(img) = e.first_mut() {
-                        *img = if crop {
-                            let span = 2 * pad + 1;
-                            shifted(img, (a * span as f64) as isize - pad as isize, (b * span as f64) as isize - pad as isize, false)
-                        } else {
-                            shifted(img, 0, 0, a < p)
-                        };
-                    }
-                    e
-                })
-                .collect())
+            let aug = Augment::of(stage, epoch);
+            Ok(elems.into_iter().enumerate().map(|(i, e)| aug.apply(i, e)).collect())
         }
         other => Err(RuntimeError::Unsupported(format!("the `{other}` stage cannot run yet"))),
     }
+}
+
+/// A `random_crop` or `random_flip` stage of one epoch, in plain values (so that worker
+/// threads can run it): its random stream and parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct Augment {
+    crop: bool,
+    stream: u64,
+    pad: usize,
+    p: f64,
+}
+
+impl Augment {
+    pub fn of(stage: &Stage, epoch: u64) -> Augment {
+        let seed = int_arg(stage, "seed", 0) as u64;
+        // Each element's draw depends on (seed, epoch, position) only: reproducible, and a new
+        // crop every epoch.
+        let stream = seed.wrapping_mul(0xA24B_AED4_963E_E407) ^ epoch.wrapping_mul(0x9FB2_1C65_1E98_DF25) ^ (stage.kind.len() as u64);
+        Augment {
+            crop: stage.kind == "random_crop",
+            stream,
+            pad: int_arg(stage, "padding", 0).max(0) as usize,
+            p: stage.arg("p").and_then(|v| v.as_float()).unwrap_or(0.5),
+        }
+    }
+
+    /// The element at position `i` of the stage's input, augmented.
+    pub fn apply(&self, i: usize, mut e: Element) -> Element {
+        let (a, b) = (rng::uniform(self.stream, 2 * i as u64), rng::uniform(self.stream, 2 * i as u64 + 1));
+        if let Some(img) = e.first_mut() {
+            *img = if self.crop {
+                let span = 2 * self.pad + 1;
+                let pad = self.pad as isize;
+                shifted(img, (a * span as f64) as isize - pad, (b * span as f64) as isize - pad, false)
+            } else {
+                shifted(img, 0, 0, a < self.p)
+            };
+        }
+        e
+    }
+}
+
+/// How many batches ahead the pipeline's `prefetch(n)` asks for, if it has one.
+pub fn prefetch_depth(p: &Pipeline) -> Option<usize> {
+    p.stages.iter().rev().find(|st| st.kind == "prefetch").map(|st| int_arg(st, "n", DEFAULT_AHEAD as i64).max(1) as usize)
 }
 
 /// An image ([.., H, W]) moved by (dy, dx) with zeros shifted in (a random crop of the
@@ -335,7 +372,9 @@ fn varies_by_epoch(kind: &str) -> bool {
 pub struct Prepared {
     /// How many stages the elements have been through.
     stages: usize,
-    elems: Vec<Element>,
+    elems: Elements,
+    /// The graph as the run started, shared with the workers that run `map` stages.
+    graph: Arc<Graph>,
 }
 
 /// One epoch's batches. When the pipeline ends in `batch` (then only `prefetch`), each batch is
@@ -347,6 +386,8 @@ pub enum Batches {
     Ready(Vec<Element>),
     /// The epoch's elements in order, stacked `size` at a time on demand.
     Lazy { elems: Vec<Element>, size: usize, count: usize },
+    /// Each batch made on demand from the prepared elements, on any thread (stream.rs).
+    Stream(Arc<EpochPlan>),
 }
 
 impl Batches {
@@ -354,6 +395,7 @@ impl Batches {
         match self {
             Batches::Ready(b) => b.len(),
             Batches::Lazy { count, .. } => *count,
+            Batches::Stream(plan) => plan.len(),
         }
     }
 
@@ -363,7 +405,7 @@ impl Batches {
 }
 
 impl IntoIterator for Batches {
-    type Item = Element;
+    type Item = Result<Element, RuntimeError>;
     type IntoIter = BatchIter;
     fn into_iter(self) -> BatchIter {
         BatchIter { batches: self, next: 0 }
@@ -377,20 +419,21 @@ pub struct BatchIter {
 }
 
 impl Iterator for BatchIter {
-    type Item = Element;
-    fn next(&mut self) -> Option<Element> {
+    type Item = Result<Element, RuntimeError>;
+    fn next(&mut self) -> Option<Self::Item> {
         let i = self.next;
         if i >= self.batches.len() {
             return None;
         }
         self.next += 1;
         Some(match &mut self.batches {
-            Batches::Ready(b) => std::mem::take(&mut b[i]),
-            Batches::Lazy { elems, size, .. } => stack(&elems[i * *size..((i + 1) * *size).min(elems.len())]),
+            Batches::Ready(b) => Ok(std::mem::take(&mut b[i])),
+            Batches::Lazy { elems, size, .. } => Ok(stack(&elems[i * *size..((i + 1) * *size).min(elems.len())])),
+            Batches::Stream(plan) => plan.batch(i),
         })
     }
 
-    fn nth(&mut self, n: usize) -> Option<Element> {
+    fn nth(&mut self, n: usize) -> Option<Self::Item> {
         self.next = self.next.saturating_add(n);
         self.next()
     }
@@ -405,19 +448,28 @@ impl Iterator for BatchIter {
 /// data are shared, not copied, between epochs, and a final `batch` stage is left to the
 /// consumer (`Batches::Lazy`).
 pub fn run_cached(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64, cache: &mut Option<Prepared>) -> Result<Batches, RuntimeError> {
+    if cache.is_none() && stream::streams(&p.stages) {
+        // A source read on demand streams all its stages, each epoch: nothing is held whole.
+        if let Some(elems) = source::on_demand(root, &p.source)? {
+            *cache = Some(Prepared { stages: 0, elems, graph: Arc::new(graph.clone()) });
+        }
+    }
     if cache.is_none() {
         let mut exec = Executor::new(0);
         let mut elems = read_source(root, &p.source, graph, &mut exec)?;
-        let mut stages = 0;
-        for st in p.stages.iter().take_while(|st| !varies_by_epoch(st.kind)) {
+        let stages = stream::prefix_len(&p.stages);
+        for st in &p.stages[..stages] {
             elems = apply(st, elems, graph, epoch)?;
-            stages += 1;
         }
-        *cache = Some(Prepared { stages, elems });
+        *cache = Some(Prepared { stages, elems: Elements::Memory(Arc::new(elems)), graph: Arc::new(graph.clone()) });
     }
     let prepared = cache.as_ref().expect("just filled");
-    let mut elems = prepared.elems.clone();
     let mut rest = &p.stages[prepared.stages..];
+    if stream::streams(rest) {
+        let plan = EpochPlan::new(rest, prepared.elems.clone(), prepared.graph.clone(), epoch)?;
+        return Ok(Batches::Stream(Arc::new(plan)));
+    }
+    let mut elems = prepared.elems.all()?;
     // `prefetch` changes no values (the trainer's queue does its work).
     while let [before @ .., last] = rest {
         if last.kind != "prefetch" {

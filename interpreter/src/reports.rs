@@ -187,3 +187,15 @@ pub fn traffic_line(d: &dlc::runner::PerStep, batch_bytes: usize) -> String {
         d.waits
     )
 }
+
+/// Peak resident memory of this process so far, in MiB (Linux; 0 elsewhere).
+pub fn peak_rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}

@@ -160,11 +160,16 @@ pub fn fused_work(g: &Graph, plan: &Plan) -> Vec<Work> {
                     let bytes = kernel.params().iter().map(|(p, _)| (p.len * p.ty.bytes()) as u64).sum();
                     out.push(Work { what: kernel.kind().to_string(), bytes, flops: 0, tensor: false });
                 }
-                _ => {
-                    if let Kernel::Library(n) = other {
-                        out.push(library(g, *n));
+                _ => match other {
+                    Kernel::Library(n) => out.push(library(g, *n)),
+                    // The product, reading the bias as it writes its rows.
+                    Kernel::Gemm(gk) => {
+                        let mut w = library(g, gk.product);
+                        w.bytes += bytes_of(g, gk.bias);
+                        out.push(w);
                     }
-                }
+                    _ => {}
+                },
             },
         }
     }
@@ -175,8 +180,11 @@ pub fn fused_work(g: &Graph, plan: &Plan) -> Vec<Work> {
 /// kernel (views free), a row group's reductions their own, library ops as dlc runs them.
 pub fn eager_work(g: &Graph, plan: &Plan) -> Vec<Work> {
     let mut out = vec![];
-    for r in plan.regions() {
-        for n in &r.nodes {
+    // Eager runs an epilogue's add and relu as elementwise kernels of their own, as it did
+    // when they were members of a region.
+    let epilogues = plan.kernels.iter().filter_map(|k| if let Kernel::Gemm(gk) = k { Some(&gk.epilogue[..]) } else { None });
+    for nodes in plan.regions().map(|r| &r.nodes[..]).chain(epilogues) {
+        for n in nodes {
             let node = g.node(*n);
             if is_view(&node.op) || matches!(node.op, Op::Const(_)) {
                 continue;
@@ -204,6 +212,7 @@ pub fn eager_work(g: &Graph, plan: &Plan) -> Vec<Work> {
                 tensor: false,
             }),
             Kernel::Library(n) if !g.node(*n).src.is_empty() => out.push(library(g, *n)),
+            Kernel::Gemm(gk) => out.push(library(g, gk.product)),
             _ => {}
         }
     }

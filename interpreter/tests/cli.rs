@@ -546,3 +546,51 @@ fn a_file_that_is_not_dl_gets_a_bounded_report() {
     let v: serde_json::Value = serde_json::from_slice(&j.stdout).expect("valid JSON");
     assert_eq!(v["diagnostics"].as_array().map(|a| a.len()), Some(3000));
 }
+
+/// A `.npy` file: a version-1 header for `descr` and `shape`, then `data`.
+fn npy_file(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    header.push_str(&" ".repeat((64 - (10 + header.len() + 1) % 64) % 64));
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    out.extend(data);
+    out
+}
+
+/// An epoch over a data set larger than the memory the run may use: a 128 MiB `.npy` file
+/// (32,768 rows of 1,024 f32) read a row at a time as the feed's workers ask for them,
+/// shuffled and batched; the whole run's peak resident memory stays below the file's size. Read
+/// whole, as before, the file was held twice (its values, then its rows).
+#[test]
+fn a_data_set_larger_than_the_runs_memory_streams_from_disk() {
+    let dir = std::env::temp_dir().join(format!("dlc-big-npy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (rows, width) = (32_768usize, 1024usize);
+    let x: Vec<u8> = (0..rows * width).flat_map(|i| (((i * 7919) % 1000) as f32 / 1000.0 - 0.5).to_le_bytes()).collect();
+    std::fs::write(dir.join("x.npy"), npy_file("<f4", &format!("({rows}, {width})"), &x)).unwrap();
+    drop(x);
+    let y: Vec<u8> = (0..rows).flat_map(|i| ((i % 4) as i64).to_le_bytes()).collect();
+    std::fs::write(dir.join("y.npy"), npy_file("<i8", &format!("({rows},)"), &y)).unwrap();
+    let program = dir.join("big.dl");
+    std::fs::write(
+        &program,
+        "use std.nn\nuse std.data\nuse std.optim\n\
+         model M() {\n  fc = Linear(1024, 4)\n  forward(x: f32[B, 1024]) -> f32[B, 4] = x |> fc\n}\n\
+         data d = npy(\"x.npy\", row: f32[1024], labels: \"y.npy\") |> shuffle(seed: 1) |> batch(256, drop_last: true)\n\
+         train {\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = sgd(lr: 0.01)\n  epochs = 1\n}\n",
+    )
+    .unwrap();
+    let o = dlc(&["run", program.to_str().unwrap()]);
+    let out = text(&o.stdout);
+    assert!(o.status.success() && out.contains("trained 128 steps"), "{out}{}", text(&o.stderr));
+    let peak: f64 = out
+        .split("peak memory ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("the run's peak memory: {out}"));
+    assert!(peak < 128.0, "the run held {peak} MiB for a 128 MiB data set:\n{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -210,6 +210,13 @@ fn a_run_writes_metrics_tensorboard_events_and_plots() {
         std::fs::read_to_string(&metrics).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let epochs: Vec<_> = lines.iter().filter(|l| l["kind"] == "epoch").collect();
     assert_eq!(epochs.len(), 3);
+    // Each epoch's time blocked on the data feed, within the epoch's time; and the console's
+    // percentage of it.
+    for e in &epochs {
+        let (wait, secs) = (e["data_wait_s"].as_f64().expect("data_wait_s"), e["epoch_s"].as_f64().unwrap());
+        assert!((0.0..=secs).contains(&wait), "{e}");
+    }
+    assert!(text(&o.stdout).lines().any(|l| l.starts_with("epoch 3 done:") && l.contains("; data wait ")), "{}", text(&o.stdout));
     let events = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()

@@ -105,9 +105,33 @@ fn an_mlp_trains_on_the_device_as_on_the_cpu() {
     // The matrix products (forward, and both gradients through transposed views) run on the
     // device's gemm, none on the host. Per step: two forward, two weight gradients, one input
     // gradient (x needs none); per evaluated batch, two.
-    assert_eq!(kinds.get("matmul").copied(), Some(10 * 5 + 2 * 5 * 2), "{kinds:?}");
+    // The first layer's bias add is its product's epilogue in the step (`matmul+bias`); in the
+    // evaluation the add, GELU and layer norm are one row kernel, which keeps the add.
+    assert_eq!(kinds.get("matmul").copied(), Some(10 * 4 + 2 * 5 * 2), "{kinds:?}");
+    assert_eq!(kinds.get("matmul+bias").copied(), Some(10), "{kinds:?}");
     assert!(!gpu.report.host_ops.contains_key("matmul"), "{:?}", gpu.report.host_ops);
     assert!(gpu.report.not_lowered.is_empty(), "{:?}", gpu.report.not_lowered);
+}
+
+/// A relu MLP's hidden products carry their bias and relu as cuBLASLt epilogues
+/// (`passes::epilogue`): on the emulated GPU the driver's product adds the bias and applies the
+/// relu as it writes each element, and training follows the CPU, whose plan has the same
+/// epilogue kernels. Without the epilogue pass (`--no-fuse`'s plan) nothing is launched so.
+#[test]
+fn a_relu_mlps_products_carry_bias_and_relu_on_the_device() {
+    let src = mlp_with(&[("PRECISION", ""), ("|> gelu |> n |>", "|> relu |>")]);
+    let cpu = train(&src, Target::Cpu, |_| {});
+    let gpu = train(&src, Target::EmulatedCuda, |_| {});
+    assert_close(&cpu, &gpu, 1e-4);
+    let kinds = &gpu.report.launches_by_kind;
+    // The hidden layer's product with bias and relu, per step and per evaluated batch; the
+    // output layer's with its bias per evaluated batch (in the step the loss's row kernel reads
+    // the logits and keeps the add).
+    assert_eq!(kinds.get("matmul+bias+relu").copied(), Some(10 + 2 * 5), "{kinds:?}");
+    assert_eq!(kinds.get("matmul+bias").copied(), Some(2 * 5), "{kinds:?}");
+    assert!(gpu.report.host_ops.is_empty(), "{:?}", gpu.report.host_ops);
+    let eager = train(&src, Target::EmulatedCuda, |o| o.fuse = false);
+    assert!(eager.report.launches_by_kind.keys().all(|k| !k.starts_with("matmul+")), "{:?}", eager.report.launches_by_kind);
 }
 
 /// Nothing in a step goes through the host: dropout's draws (the CPU's counter-based stream,

@@ -33,6 +33,13 @@ fn explain_dumps_the_ir_after_each_pass() {
     let step = out("autodiff", "examples/iris.dl");
     // Two layers: two products forward, three backward (both weights, the hidden input).
     assert_eq!(step.lines().filter(|l| l.contains(" = matmul ")).count(), 5, "forward and backward products:\n{step}");
+    // The hidden layer's bias and relu are its product's epilogue, in the step and in the
+    // evaluation; the output layer's bias too in the evaluation (in the step it stays in the
+    // loss's row kernel, which reads the logits row by row).
+    let epilogues = out("epilogue", "examples/iris.dl");
+    let with = |tail: &str| epilogues.lines().filter(|l| l.contains(" = matmul with epilogue {") && l.ends_with(tail)).count();
+    assert_eq!(with(" = where }"), 2, "{epilogues}");
+    assert_eq!(with(" = add }"), 1, "{epilogues}");
     let memory = out("memory", "examples/iris.dl");
     assert!(memory.contains("then frees [") && memory.contains("planned peak"), "{memory}");
     let fused = out("fusion", "examples/gelu.dl");
@@ -40,7 +47,7 @@ fn explain_dumps_the_ir_after_each_pass() {
     let o = dlc(&["explain", "examples/iris.dl", "--dump=nonsense"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains(
-        "possible values: trace, conv-bias, bn-fold, autocast, autodiff, remat, fusion, rows, prologue, invariant, memory, data-parallel"
+        "possible values: trace, conv-bias, bn-fold, autocast, autodiff, remat, fusion, rows, prologue, epilogue, invariant, memory, data-parallel"
     ));
 }
 

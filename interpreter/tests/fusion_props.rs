@@ -120,3 +120,40 @@ proptest! {
         prop_assert!(fused == eager, "fused and eager differ for\n{}", src);
     }
 }
+
+/// Products with a bias and a relu after them (`passes::epilogue` makes them one kernel, the
+/// bias and relu applied to the product's rows in place), 2-d and batched, with a transposed
+/// operand, and with the sum read elsewhere too (the relu then stays in its region).
+fn epilogue_program(a: usize, k: usize, n: usize, seed: u64) -> String {
+    format!(
+        "let x = randn(f32[{a}, {k}], seed: {seed})\n\
+         let w = randn(f32[{n}, {k}], seed: {s2})\n\
+         let b = randn(f32[{n}], seed: {s3})\n\
+         print(relu(x @ transpose(w, 0, 1) + b))\n\
+         let h = x @ transpose(w, 0, 1) + b * 2.0\n\
+         print(relu(h), h * 0.5)\n\
+         let x3 = randn(f32[2, {a}, {k}], seed: {s4})\n\
+         print(relu(x3 @ transpose(w, 0, 1) + b), x3 @ transpose(w, 0, 1) + b)\n",
+        s2 = seed + 1,
+        s3 = seed + 2,
+        s4 = seed + 3,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn product_epilogues_equal_eager(
+        a in prop::sample::select(vec![1usize, 7, 129]),
+        k in prop::sample::select(vec![1usize, 16, 300]),
+        n in prop::sample::select(vec![1usize, 5, 513]),
+        seed in 0u64..1000,
+    ) {
+        let src = epilogue_program(a, k, n, seed);
+        let fused = printed_bits(&src, ExecMode::Fused);
+        let eager = printed_bits(&src, ExecMode::Eager);
+        prop_assert_eq!(fused.len(), 3);
+        prop_assert!(fused == eager, "fused and eager differ for\n{}", src);
+    }
+}

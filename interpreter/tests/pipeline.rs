@@ -80,3 +80,41 @@ fn a_missing_data_file_is_a_clear_error() {
     let e = pipeline::run(&p, &examples(), &s.t.graph, 0).unwrap_err().to_string();
     assert!(e.contains("data/nowhere/train-images-idx3-ubyte") && e.contains("cannot read"), "{e}");
 }
+
+/// Every element of `batches` as bits, batch by batch (f32 values as f32 bits, the rest as f64).
+fn bits(batches: impl IntoIterator<Item = pipeline::Element>) -> Vec<Vec<Vec<u64>>> {
+    batches.into_iter().map(|b| b.iter().map(|t| t.to_f64().into_iter().map(f64::to_bits).collect()).collect()).collect()
+}
+
+/// A streaming epoch (each batch made on demand from the prepared elements, as the feed's
+/// workers make them) equals the whole-epoch application of the stages, bit for bit: the
+/// shuffle's order, each augmentation's draws by position, `map`s after them, take/skip, the
+/// final batch without `drop_last`; for two epochs, from a middle batch on (a resumed run), with
+/// the feed's worker threads, and dealt to two ranks.
+#[test]
+fn a_streamed_epoch_equals_the_whole_epoch_applied() {
+    let s = load(
+        "use std.data\nfn prepare(r) = (normalize(to_unit(r.image), mean: 0.5, std: 0.25), r.label)\n\
+         data d = cifar(\"data/cifar-10/test_batch_first800.bin\") |> take(300) |> random_crop(padding: 4, seed: 3) \
+         |> shuffle(seed: 9) |> random_flip(seed: 4) |> map(prepare) |> skip(7) |> batch(50) |> prefetch(3)\n",
+    );
+    let Some(Value::Pipeline(p)) = s.t.modules[s.main].items.get("d").cloned() else { panic!("no pipeline d") };
+    for e in 0..2 {
+        let whole = bits(pipeline::run(&p, &examples(), &s.t.graph, e).expect("pipeline runs"));
+        assert_eq!(whole.len(), 6, "293 elements in batches of 50, the last one short");
+        let mut cache = None;
+        let streamed = pipeline::run_cached(&p, &examples(), &s.t.graph, e, &mut cache).expect("streams");
+        assert!(matches!(streamed, pipeline::Batches::Stream(_)), "the epoch streams");
+        assert_eq!(bits(streamed.into_iter().map(|b| b.expect("batch"))), whole, "epoch {e}");
+        for workers in [1, 3] {
+            let again = pipeline::run_cached(&p, &examples(), &s.t.graph, e, &mut cache).expect("streams");
+            let fed = pipeline::Feed::start(again, 2, workers, 3, Default::default());
+            assert_eq!(bits(fed.map(|b| b.expect("batch"))), whole[2..], "epoch {e}, {workers} workers, from batch 2");
+        }
+    }
+    assert_ne!(
+        bits(pipeline::run(&p, &examples(), &s.t.graph, 0).unwrap()),
+        bits(pipeline::run(&p, &examples(), &s.t.graph, 1).unwrap()),
+        "each epoch draws anew"
+    );
+}

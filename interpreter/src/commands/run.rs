@@ -286,7 +286,7 @@ impl Run<'_> {
             }
             Ok(r) if world.is_root() => {
                 let ranks = if world.size() > 1 { format!(" on {} ranks", world.size()) } else { String::new() };
-                println!("trained {} steps{ranks}", r.steps);
+                println!("trained {} steps{ranks}; peak memory {:.0} MiB", r.steps, crate::reports::peak_rss_mb());
                 if world.size() > 1 {
                     let t = world.traffic();
                     eprintln!(

@@ -6,6 +6,7 @@ mod contract;
 pub(crate) mod conv;
 mod elem;
 mod elementwise;
+mod epilogue;
 mod exact_div;
 pub mod fused;
 mod gemm_kernels;
@@ -127,6 +128,13 @@ impl Executor {
                 }
                 Kernel::Fused(r) => self.run_regions(g, std::slice::from_ref(r))?,
                 Kernel::Group(rs) => self.run_regions(g, rs)?,
+                Kernel::Gemm(gk) => {
+                    if !self.cache.contains_key(&gk.output()) {
+                        let product = self.run_node(g, gk.product)?;
+                        let t = epilogue::apply(product, &self.cache[&gk.bias], gk.relu())?;
+                        self.cache.insert(gk.output(), t);
+                    }
+                }
                 Kernel::Reduce(rk) => {
                     let outputs = rk.outputs();
                     if !outputs.iter().all(|o| self.cache.contains_key(o)) {
@@ -150,6 +158,7 @@ impl Executor {
                     Kernel::Group(_) => "fused group".to_string(),
                     Kernel::Rows(_) => "fused rows".to_string(),
                     Kernel::Reduce(_) => "fused reduction".to_string(),
+                    Kernel::Gemm(_) => "matmul with epilogue".to_string(),
                     Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).op.kind_name(),
                 };
                 let mut p = p.lock().expect("profile lock");

@@ -7,7 +7,7 @@
 //! by measurement and kept in the tuning file. Ran on an H200 (2026-11-26,
 //! docs/gpu.md): launches, cuBLAS products, copies; every kernel bit for bit the interpreter's.
 
-use super::driver::{Call, Conv, Driver, EventId, GraphId, ModuleId, Product};
+use super::driver::{Call, Conv, Driver, Epilogue, EventId, GraphId, ModuleId, Product};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use dlc_jit::cuda::launch::Device;
@@ -22,6 +22,10 @@ pub struct Cuda {
     blas: Option<CudaBlas>,
     /// cuBLAS's workspace (see `CUBLAS_WORKSPACE`), kept as long as the handle.
     blas_workspace: Option<CudaBuf>,
+    /// cuBLASLt for products with an epilogue, created on the first, with its workspace
+    /// (dropped after the handle).
+    lt: Option<super::cublaslt::Lt>,
+    lt_workspace: Option<CudaBuf>,
     /// cuDNN on the same stream, opened on the first convolution (or why it could not be).
     convs: Option<Result<super::cudnn_conv::Convolutions, String>>,
     /// Page-locked staging buffers for uploads, each with the upload it last served.
@@ -131,6 +135,8 @@ impl Cuda {
             graphs: vec![],
             results: Default::default(),
             blas_workspace: None,
+            lt: None,
+            lt_workspace: None,
             tf32: false,
             copy_stream: None,
             ranks: None,
@@ -161,6 +167,23 @@ impl Cuda {
         self.blas_workspace = Some(ws);
         self.blas = Some(blas);
         Ok(())
+    }
+
+    /// A product with its epilogue through cuBLASLt (cublaslt.rs), started on the first.
+    fn gemm_lt(&mut self, p: &Product, addresses: [u64; 4]) -> Result<(), String> {
+        if p.ty != Ty::F32 {
+            return Err(format!("no cuBLASLt epilogue in {:?}", p.ty));
+        }
+        if self.lt.is_none() {
+            // SAFETY: cuBLASLt's scratch space; nothing else reads or writes it.
+            let ws =
+                unsafe { self.dev.stream.alloc::<u8>(super::cublaslt::WORKSPACE) }.map_err(|e| format!("a cuBLASLt workspace: {e:?}"))?;
+            let ws = CudaBuf::new(ws, &self.dev.stream, None, None);
+            self.lt = Some(super::cublaslt::Lt::open(ws.addr, self.tf32)?);
+            self.lt_workspace = Some(ws);
+        }
+        let stream = self.dev.stream.cu_stream() as cudarc::cublaslt::sys::cudaStream_t;
+        self.lt.as_mut().expect("opened above").run(stream, p, addresses)
     }
 
     /// A buffer of `bytes` for `tag`: one a dropped value of that tag and size left in the
@@ -369,7 +392,11 @@ impl Driver for Cuda {
         Ok(v)
     }
 
-    fn gemm(&mut self, p: &Product, a: &CudaBuf, b: &CudaBuf, c: &CudaBuf) -> Result<(), String> {
+    fn gemm(&mut self, p: &Product, a: &CudaBuf, b: &CudaBuf, c: &CudaBuf, bias: Option<&CudaBuf>) -> Result<(), String> {
+        if p.epilogue != Epilogue::None {
+            let bias = bias.ok_or("a product's epilogue without its bias")?;
+            return self.gemm_lt(p, [a.addr, b.addr, c.addr, bias.addr]);
+        }
         // SAFETY: the output is a buffer apart from the operands, written by this call alone.
         let c = unsafe { c.out() };
         if self.blas.is_none() {

@@ -28,12 +28,14 @@ mod collectives;
 mod conv;
 mod graphs;
 mod placement;
+mod products;
+use products::gemm_type;
 mod profile;
 mod through_host;
 
 pub use placement::{placement, Placement};
 
-use super::driver::{Call, Driver, ModuleId, Product};
+use super::driver::{Call, Driver, ModuleId};
 use super::storage;
 use super::{AfterKernel, Report, Runner, Slot};
 use crate::runtime::tensor::Tensor;
@@ -81,9 +83,6 @@ pub type Binding = Vec<(Vec<NodeId>, Vec<NodeId>)>;
 
 /// A lookup's index-check flag and its table's rows.
 type Flag<B> = (Rc<B>, usize);
-
-/// A matrix product's operand: its value, and whether it is a transpose read through its source.
-type Operand<B> = Option<(Value<B>, bool)>;
 
 /// A plan's kernels as loaded: per plan kernel, its place in the module and launch shape, or
 /// `None` where it runs on the host.
@@ -348,45 +347,6 @@ impl<D: Driver> DeviceExecutor<D> {
         }
     }
 
-    /// A matrix product's operand: its value and whether it is a transpose left as a view.
-    fn operand(&mut self, g: &Graph, s: NodeId) -> Result<Operand<D::Buf>, RuntimeError> {
-        if let Some(v) = self.values.get(&s) {
-            return Ok(Some((v.clone(), false)));
-        }
-        if is_transpose(&g.node(s).op) {
-            // (A transpose swaps the last two axes.)
-            return Ok(self.values.get(&g.node(s).src[0]).map(|v| (v.clone(), true)));
-        }
-        Ok(None)
-    }
-
-    /// Matrix product `n` on the device, when both operands are there in the product's storage
-    /// (f32, bf16, f16) with the output's batch dims; `None` leaves it to the host.
-    fn matmul(&mut self, g: &Graph, n: NodeId) -> Result<Option<Value<D::Buf>>, RuntimeError> {
-        let node = g.node(n);
-        let shape = shape_of(g, n);
-        let r = shape.len();
-        let Some(ty) = gemm_type(g, n) else { return Ok(None) };
-        let (Some((a, a_t)), Some((b, b_t))) = (self.operand(g, node.src[0])?, self.operand(g, node.src[1])?) else { return Ok(None) };
-        let (m, n_cols) = (shape[r - 2], shape[r - 1]);
-        if a.shape.len() != r || b.shape.len() != r {
-            return Ok(None);
-        }
-        let k = if a_t { a.shape[r - 2] } else { a.shape[r - 1] };
-        let batch: usize = shape[..r - 2].iter().product();
-        let p = Product { batch, m, n: n_cols, k, a_t, b_t, ty };
-        let (Place::Device(ab, aty), Place::Device(bb, bty)) = (&a.place, &b.place) else { return Ok(None) };
-        if *aty != ty || *bty != ty || a.numel() != batch * m * k || b.numel() != batch * k * n_cols {
-            return Ok(None);
-        }
-        let c = Rc::new(self.output(g, n, batch * m * n_cols * ty.bytes())?);
-        let (a, b) = (ab.clone(), bb.clone());
-        self.issue(Call::Gemm { p, a, b, c: c.clone() })?;
-        self.report.launches += 1;
-        *self.report.launches_by_kind.entry("matmul".into()).or_insert(0) += 1;
-        Ok(Some(Value { dtype: node.dtype, shape, place: Place::Device(c, ty) }))
-    }
-
     /// Launch plan kernel `k` as the generated kernel `loaded` of `module`.
     fn launch(&mut self, g: &Graph, module: ModuleId, loaded: &Loaded) -> Result<(), RuntimeError> {
         let params = &loaded.params;
@@ -457,14 +417,6 @@ pub fn device_kernel(g: &Graph, k: &Kernel) -> Result<Option<(kir::Kernel, Bindi
     }
 }
 
-/// The storage a matrix product runs in on the device's gemm, if it can: f32, bf16 or f16, of
-/// rank 2 or more.
-fn gemm_type(g: &Graph, n: NodeId) -> Option<Ty> {
-    let node = g.node(n);
-    let ty = storage::device_type(node.dtype).filter(|t| matches!(t, Ty::F32 | Ty::BF16 | Ty::F16))?;
-    (matches!(node.op, Op::MatMul) && node.shape.len() >= 2).then_some(ty)
-}
-
 impl<D: Driver> Runner for DeviceExecutor<D> {
     fn counters(&self) -> super::Counters {
         self.report.counters()
@@ -503,6 +455,7 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
             let outputs: Vec<NodeId> = match k {
                 Kernel::View(_) => vec![],
                 Kernel::Library(n) | Kernel::Free(n) => vec![*n],
+                Kernel::Gemm(gk) => vec![gk.output()],
                 _ => k.io().into_iter().flat_map(|(_, outs)| outs).collect(),
             };
             if outputs.iter().all(|o| self.values.contains_key(o)) {
@@ -523,11 +476,18 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
                     self.values.insert(*n, v);
                 }
                 Kernel::Library(n) if matches!(g.node(*n).op, Op::MatMul) => {
-                    let v = match self.matmul(g, *n)? {
+                    let v = match self.matmul(g, *n, None)? {
                         Some(v) => v,
                         None => self.host(g, k, &outputs)?.remove(0),
                     };
                     self.values.insert(*n, v);
+                }
+                Kernel::Gemm(gk) => {
+                    let v = match self.matmul(g, gk.product, Some(gk))? {
+                        Some(v) => v,
+                        None => self.host(g, k, &outputs)?.remove(0),
+                    };
+                    self.values.insert(gk.output(), v);
                 }
                 _ => {
                     let compiled = &self.plans[&key];

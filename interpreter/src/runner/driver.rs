@@ -30,7 +30,7 @@ pub trait Driver {
     fn launch(&mut self, module: ModuleId, index: usize, launch: &Launch, params: &[&Self::Buf]) -> Result<(), String>;
     /// Queue the matrix product `p` of `a` and `b` into `c` (cuBLAS on the GPU). `c` is
     /// written through a shared reference, as a kernel writes its output parameters.
-    fn gemm(&mut self, p: &Product, a: &Self::Buf, b: &Self::Buf, c: &Self::Buf) -> Result<(), String>;
+    fn gemm(&mut self, p: &Product, a: &Self::Buf, b: &Self::Buf, c: &Self::Buf, bias: Option<&Self::Buf>) -> Result<(), String>;
     /// Queue the convolution `c` (cuDNN on the GPU) of `a` and `b` into `out`, operands as
     /// `Conv::operands` orders them, using `ws` as its workspace (at least `conv_workspace(c)`
     /// bytes: a part of the plan's arena), or without one a workspace of the driver's own.
@@ -88,7 +88,7 @@ pub type EventId = u64;
 /// A call of a step as the executor issues it: a graph is a recorded sequence of these.
 pub enum Call<B> {
     Launch { module: ModuleId, index: usize, launch: Launch, params: Vec<std::rc::Rc<B>> },
-    Gemm { p: Product, a: std::rc::Rc<B>, b: std::rc::Rc<B>, c: std::rc::Rc<B> },
+    Gemm { p: Product, a: std::rc::Rc<B>, b: std::rc::Rc<B>, c: std::rc::Rc<B>, bias: Option<std::rc::Rc<B>> },
     Conv { c: Conv, a: std::rc::Rc<B>, b: std::rc::Rc<B>, out: std::rc::Rc<B>, ws: Option<std::rc::Rc<B>> },
 }
 
@@ -100,7 +100,7 @@ impl<B> Call<B> {
                 let refs: Vec<&B> = params.iter().map(|b| b.as_ref()).collect();
                 d.launch(*module, *index, launch, &refs)
             }
-            Call::Gemm { p, a, b, c } => d.gemm(p, a, b, c),
+            Call::Gemm { p, a, b, c, bias } => d.gemm(p, a, b, c, bias.as_deref()),
             Call::Conv { c, a, b, out, ws } => d.conv(c, a, b, out, ws.as_deref()),
         }
     }
@@ -116,7 +116,9 @@ impl<B> Call<B> {
                 (0u8, module, index, launch).hash(&mut h);
                 params.iter().for_each(|b| d.address(b).hash(&mut h));
             }
-            Call::Gemm { p, a, b, c } => (1u8, p, d.address(a), d.address(b), d.address(c)).hash(&mut h),
+            Call::Gemm { p, a, b, c, bias } => {
+                (1u8, p, d.address(a), d.address(b), d.address(c), bias.as_ref().map(|b| d.address(b))).hash(&mut h)
+            }
             Call::Conv { c, a, b, out, ws } => {
                 (2u8, c, d.address(a), d.address(b), d.address(out), ws.as_ref().map(|w| d.address(w))).hash(&mut h)
             }
@@ -170,7 +172,7 @@ impl Conv {
 
 /// A batch of row-major products as the interpreter computes them: `c[i] = op(a[i]) @ op(b[i])`,
 /// `c[i]` m x n, `op(a[i])` m x k (stored k x m when `a_t`), `op(b[i])` k x n (stored n x k when
-/// `b_t`), in storage `ty` with f32 accumulation.
+/// `b_t`), in storage `ty` with f32 accumulation; then its epilogue on each element of `c`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Product {
     pub batch: usize,
@@ -180,6 +182,17 @@ pub struct Product {
     pub a_t: bool,
     pub b_t: bool,
     pub ty: Ty,
+    pub epilogue: Epilogue,
+}
+
+/// What a product does to its result as it writes it (`passes::epilogue`): with a bias, the
+/// driver's `gemm` gets a buffer of `n` values, one per column of `c`, added to every row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Epilogue {
+    None,
+    Bias,
+    /// The bias, then `where(0 < x, x, 0)`.
+    BiasRelu,
 }
 
 /// The same product as a column-major (BLAS) call. A row-major matrix is its transpose in

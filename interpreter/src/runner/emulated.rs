@@ -4,7 +4,7 @@
 //! how the device executor is exercised end to end (and in CI) where there is no GPU. Selected
 //! by `DLC_EMULATE_GPU=1` with `--device cuda`.
 
-use super::driver::{Call, Conv, ConvDir, Driver, EventId, GraphId, ModuleId, Product};
+use super::driver::{Call, Conv, ConvDir, Driver, Epilogue, EventId, GraphId, ModuleId, Product};
 use super::emulation::{self, Entry, CXX};
 use super::host_lib::HostLib;
 use dlc_jit::kir;
@@ -325,8 +325,24 @@ impl Driver for Emulated {
         Ok(v[..bytes.min(v.len())].to_vec())
     }
 
-    fn gemm(&mut self, p: &Product, a: &HostBuf, b: &HostBuf, c: &HostBuf) -> Result<(), String> {
+    fn gemm(&mut self, p: &Product, a: &HostBuf, b: &HostBuf, c: &HostBuf, bias: Option<&HostBuf>) -> Result<(), String> {
         self.no_copy_pending(&[a, b, c])?;
+        // cuBLASLt's epilogue: one bias value per row of the column-major result (a column of
+        // ours), added in f32 to the sum, then the relu.
+        let bias: Option<Vec<f32>> = match (p.epilogue, bias) {
+            (Epilogue::None, None) => None,
+            (Epilogue::Bias | Epilogue::BiasRelu, Some(bias)) if p.ty == Ty::F32 => {
+                self.no_copy_pending(&[bias])?;
+                // SAFETY: nothing writes the bias during the product.
+                let v = unsafe { bias.bytes() };
+                if v.len() < p.n * 4 {
+                    return Err(format!("a bias of {} bytes for {} columns", v.len(), p.n));
+                }
+                Some(v[..p.n * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+            }
+            (e, b) => return Err(format!("no {e:?} epilogue in {:?} with a bias given: {}", p.ty, b.is_some())),
+        };
+        let relu = p.epilogue == Epilogue::BiasRelu;
         let cm = p.column_major();
         let widen = |buf: &HostBuf| -> Vec<f32> {
             // SAFETY: nothing writes the operands during the product.
@@ -355,6 +371,10 @@ impl Driver for Emulated {
                         let x = if cm.trans_first { first[f0 + l + i * cm.ld_first] } else { first[f0 + i + l * cm.ld_first] };
                         let y = if cm.trans_second { second[s0 + j + l * cm.ld_second] } else { second[s0 + l + j * cm.ld_second] };
                         acc += x * y;
+                    }
+                    if let Some(bias) = &bias {
+                        acc += bias[i];
+                        acc = if !relu || 0.0 < acc { acc } else { 0.0 };
                     }
                     let at = c0 + i + j * cm.ldc;
                     match p.ty {

@@ -7,6 +7,7 @@
 //! executor is tested without a GPU. The registry (registry.rs) lists the devices as peers and
 //! opens a runner on any of them; nothing above this module asks which device it runs on.
 
+mod cublaslt;
 pub mod cuda;
 mod cudnn_conv;
 pub mod device_executor;

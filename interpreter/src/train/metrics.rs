@@ -92,8 +92,8 @@ impl Observer for Metrics {
             Event::Logged { epoch, step, logged, lr, samples_per_s } => {
                 with_values(json!({"kind": "train", "step": step, "epoch": epoch, "lr": lr, "samples_per_s": samples_per_s}), logged)
             }
-            Event::EpochDone { epoch, step, steps, loss_name, mean_loss, secs, data_s, .. } => {
-                let mut line = json!({"kind": "epoch", "step": step, "epoch": epoch, "steps": steps, "epoch_s": secs, "data_s": data_s});
+            Event::EpochDone { epoch, step, steps, loss_name, mean_loss, secs, data_s, wait_s, .. } => {
+                let mut line = json!({"kind": "epoch", "step": step, "epoch": epoch, "steps": steps, "epoch_s": secs, "data_s": data_s, "data_wait_s": wait_s});
                 line[loss_name] = json!(mean_loss);
                 line
             }

@@ -59,6 +59,9 @@ pub struct StepEvent {
     /// The runner's running totals after the step (bytes copied, calls, graphs, waits): zero
     /// on the CPU, where nothing is copied.
     pub device: crate::runner::Counters,
+    /// The steps' time blocked on the data feed so far in the run (batches the workers had not
+    /// made yet), in seconds.
+    pub data_wait_s: f64,
 }
 
 /// An embedder's per-step callback (`TrainOptions::on_step`).

@@ -38,7 +38,10 @@ pub enum Event<'a> {
         loss_name: &'a str,
         mean_loss: f64,
         secs: f64,
+        /// Preparing the epoch's data before its first step.
         data_s: f64,
+        /// The steps' time blocked on the data feed (batches not yet made by the workers).
+        wait_s: f64,
         loss_scale: Option<(f64, usize)>,
     },
     /// An `evaluate ... every ...` clause ran after `step`.

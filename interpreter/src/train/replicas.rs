@@ -40,6 +40,7 @@ pub(super) fn shard(batches: Batches, rank: usize, size: usize) -> Batches {
             Batches::Lazy { elems: keep, size: batch, count }
         }
         Batches::Ready(b) => Batches::Ready(deal(b.len()).map(|i| b[i].clone()).collect()),
+        Batches::Stream(plan) => Batches::Stream(std::sync::Arc::new(std::sync::Arc::unwrap_or_clone(plan).shard(rank, size))),
     }
 }
 

@@ -7,11 +7,13 @@ use super::evaluate::When;
 use super::metrics::Metrics;
 use super::observer::{Event, Observer};
 use super::{checkpoint, err, schedule, Control, StepEvent, TrainReport, Trainer};
-use crate::pipeline::{Batches, Element};
+use crate::pipeline::{self, Batches, Element, Feed};
 use crate::runtime::RuntimeError;
 use dlc_language::eval::spec::{Every, Schedule};
+use std::cell::Cell;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 /// What the run knows before its first step.
 struct Horizon {
@@ -39,6 +41,8 @@ struct Progress {
     loss_name: String,
     /// The last logged values read (a step whose read is put off shows these).
     last_logged: Vec<(String, f64)>,
+    /// The steps' time blocked on the data feed, over the run.
+    data_wait: Rc<Cell<Duration>>,
 }
 
 /// At most this many steps' logged values wait on the device for a read.
@@ -94,6 +98,7 @@ impl Trainer<'_> {
             report: TrainReport::default(),
             loss_name: String::new(),
             last_logged: vec![],
+            data_wait: Rc::default(),
         };
         for epoch in start_epoch..h.epochs {
             let skip = if epoch == start_epoch { skip_in_epoch } else { 0 };
@@ -166,7 +171,10 @@ impl Trainer<'_> {
         };
         let mut epoch_loss = (0.0, 0usize);
         let epoch_started = Instant::now();
-        let mut data = data.into_iter().skip(skip * h.n_acc).peekable();
+        // The batches are made on worker threads ahead of the step (pipeline/feed.rs).
+        let ahead = pipeline::prefetch_depth(&self.pipeline).unwrap_or(pipeline::DEFAULT_AHEAD);
+        let waited_before = p.data_wait.get();
+        let mut data = Feed::start(data, skip * h.n_acc, pipeline::default_workers(), ahead, p.data_wait.clone()).peekable();
         for _ in skip..h.per_epoch {
             // (The losses of the steps read now: none when this step's read is put off.)
             let (losses, stop) = self.step(h, p, epoch, &mut data)?;
@@ -177,6 +185,7 @@ impl Trainer<'_> {
                 return Ok(true);
             }
         }
+        let wait_s = (p.data_wait.get() - waited_before).as_secs_f64();
         let mean = epoch_loss.0 / epoch_loss.1.max(1) as f64;
         let secs = epoch_started.elapsed().as_secs_f64();
         let loss_scale = self.loss_scale();
@@ -189,6 +198,7 @@ impl Trainer<'_> {
             mean_loss: mean,
             secs,
             data_s,
+            wait_s,
             loss_scale,
         });
         p.report.losses.push((p.step, mean));
@@ -238,7 +248,7 @@ impl Trainer<'_> {
         h: &Horizon,
         p: &mut Progress,
         epoch: usize,
-        data: &mut std::iter::Peekable<impl Iterator<Item = Element>>,
+        data: &mut std::iter::Peekable<impl Iterator<Item = Result<Element, RuntimeError>>>,
     ) -> Result<(Vec<f64>, bool), RuntimeError> {
         p.step += 1;
         let step = p.step;
@@ -248,13 +258,13 @@ impl Trainer<'_> {
         // The logged values of a step are the means over its micro-batches.
         let mut logged: Vec<(String, f64)> = vec![];
         for micro in 0..h.n_acc {
-            let batch = data.next().ok_or_else(|| err("the data pipeline yielded fewer batches than in epoch 1"))?;
+            let batch = data.next().ok_or_else(|| err("the data pipeline yielded fewer batches than in epoch 1"))??;
             p.samples += batch.first().map(|t| t.shape.first().copied().unwrap_or(1)).unwrap_or(1);
             // Each rank draws its own random streams (dropout masks) for its examples.
             let draw = ((step - 1) * h.n_acc + micro) * self.world.size() + self.world.rank() + 1;
             // The next batch is made while this one's step runs (`Peekable` keeps it).
             let how = super::on_runner::BatchRun { step, draw, lrs: &rates, update: micro + 1 == h.n_acc, put_off };
-            let vals = self.run_batch(batch, how, &mut || data.peek().cloned())?;
+            let vals = self.run_batch(batch, how, &mut || data.peek().and_then(|b| b.as_ref().ok()).cloned())?;
             let Some(vals) = vals else {
                 // Put off (one micro-batch): the progress line shows the last values read.
                 let last = p.last_logged.clone();
@@ -287,7 +297,14 @@ impl Trainer<'_> {
         self.progress(h, p, epoch, &logged);
         let mut stop = h.max_steps == Some(step);
         if let Some(cb) = self.opts.on_step.as_mut() {
-            let ev = StepEvent { step, epoch: epoch + 1, logged: logged.clone(), lr: rates.clone(), device: self.runner.counters() };
+            let ev = StepEvent {
+                step,
+                epoch: epoch + 1,
+                logged: logged.clone(),
+                lr: rates.clone(),
+                device: self.runner.counters(),
+                data_wait_s: p.data_wait.get().as_secs_f64(),
+            };
             stop |= cb(&ev) == Control::Stop;
         }
         if h.log_every.is_some_and(|n| step % n == 0) || stop {

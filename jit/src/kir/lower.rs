@@ -288,6 +288,6 @@ pub fn lower_kernel(g: &Graph, k: &PlanKernel) -> Result<Option<Kernel>, LowerEr
             let Op::Reduce(ReduceOp::Sum, axes) = &g.node(rk.node).op else { return err("a prologue kernel ends in a sum") };
             Kernel::Sum(SumAxes { summed: prologue.outputs[at].0, prologue, axes: axes.clone() })
         }
-        PlanKernel::Library(_) | PlanKernel::Free(_) | PlanKernel::View(_) => return Ok(None),
+        PlanKernel::Library(_) | PlanKernel::Free(_) | PlanKernel::View(_) | PlanKernel::Gemm(_) => return Ok(None),
     }))
 }

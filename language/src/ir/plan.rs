@@ -47,6 +47,32 @@ pub enum Kernel {
     /// A sum over any axes of values its prologue region computes as it sums them (batch-norm
     /// statistics, bias gradients; see prologue.rs).
     Reduce(ReduceKernel),
+    /// A matrix product with its bias add (and a relu) as its epilogue (see epilogue.rs).
+    Gemm(GemmKernel),
+}
+
+/// A matrix product whose rows get a bias added, and then maybe a relu, as they are written
+/// (`passes::epilogue`): cuBLASLt's `BIAS` / `RELU_BIAS` epilogues on a GPU. Only the last
+/// epilogue node's value is written; the product's and the sum's are never materialised.
+#[derive(Clone, Debug)]
+pub struct GemmKernel {
+    /// The `MatMul` node.
+    pub product: NodeId,
+    /// The value added to every row: shaped `[1, .., 1, n]`, one value per column.
+    pub bias: NodeId,
+    /// The add, then (with a relu) its `0 < x` and `where`, in order.
+    pub epilogue: Vec<NodeId>,
+}
+
+impl GemmKernel {
+    /// The value the kernel writes.
+    pub fn output(&self) -> NodeId {
+        *self.epilogue.last().expect("an epilogue has its add")
+    }
+    /// Whether a relu follows the add.
+    pub fn relu(&self) -> bool {
+        self.epilogue.len() > 1
+    }
 }
 
 impl Kernel {
@@ -58,7 +84,19 @@ impl Kernel {
             Kernel::Group(rs) => rs.iter().map(|r| (r.inputs.clone(), r.outputs.clone())).collect(),
             Kernel::Rows(rg) => vec![(rg.inputs.clone(), rg.outputs.clone())],
             Kernel::Reduce(rk) => vec![(rk.prologue.inputs.clone(), rk.outputs())],
-            Kernel::Library(_) | Kernel::Free(_) | Kernel::View(_) => vec![],
+            Kernel::Library(_) | Kernel::Free(_) | Kernel::View(_) | Kernel::Gemm(_) => vec![],
+        }
+    }
+
+    /// Every node the kernel computes (written out or not).
+    pub fn members(&self) -> Vec<NodeId> {
+        match self {
+            Kernel::Fused(r) => r.nodes.clone(),
+            Kernel::Group(rs) => rs.iter().flat_map(|r| r.nodes.clone()).collect(),
+            Kernel::Rows(rg) => rg.members(),
+            Kernel::Reduce(rk) => rk.prologue.nodes.iter().copied().chain([rk.node]).collect(),
+            Kernel::Gemm(gk) => std::iter::once(gk.product).chain(gk.epilogue.iter().copied()).collect(),
+            Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => vec![*n],
         }
     }
 
@@ -70,6 +108,7 @@ impl Kernel {
             Kernel::Group(rs) => rs.iter().flat_map(|r| r.inputs.clone()).collect(),
             Kernel::Rows(rg) => rg.inputs.clone(),
             Kernel::Reduce(rk) => rk.prologue.inputs.clone(),
+            Kernel::Gemm(gk) => g.node(gk.product).src.iter().copied().chain([gk.bias]).collect(),
             // A recompute view reads its first source; the second only orders it.
             Kernel::Free(n) if matches!(g.node(*n).op, Op::Recompute) => vec![g.node(*n).src[0]],
             Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).src.clone(),
@@ -83,6 +122,7 @@ impl Kernel {
             Kernel::Group(rs) => rs.iter().flat_map(|r| r.outputs.clone()).collect(),
             Kernel::Rows(rg) => rg.outputs.clone(),
             Kernel::Reduce(rk) => rk.outputs(),
+            Kernel::Gemm(gk) => vec![gk.output()],
             Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => vec![*n],
         }
     }
@@ -108,6 +148,7 @@ impl Plan {
         fused.len()
             + reductions
             + self.kernels.iter().filter(|k| matches!(k, Kernel::Library(_) | Kernel::View(_) | Kernel::Reduce(_))).count()
+            + self.kernels.iter().map(|k| if let Kernel::Gemm(gk) = k { 1 + gk.epilogue.len() } else { 0 }).sum::<usize>()
     }
     /// Every fused region, grouped or not.
     pub fn regions(&self) -> impl Iterator<Item = &Region> {

@@ -43,6 +43,7 @@ pub fn plan(g: &Graph, plan: &crate::ir::plan::Plan, memory: Option<&crate::ir::
             )),
             Kernel::Reduce(rk) => Some(format!("{} of prologue {{ {} }}", ops(&[rk.node]), ops(&rk.prologue.nodes))),
             Kernel::Library(n) => Some(format!("library {}", ops(&[*n]))),
+            Kernel::Gemm(gk) => Some(format!("library {} with epilogue {{ {} }}", ops(&[gk.product]), ops(&gk.epilogue))),
         };
         if let Some(what) = what {
             lines.push((format!("{what}\n     reads [{}] writes [{}]", ids(&kernel.reads(g)), ids(&kernel.writes())), vec![]));

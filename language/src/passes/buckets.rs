@@ -4,7 +4,7 @@
 //! position in the plan of the kernel that writes a bucket's last gradient is where its
 //! all-reduce can start, and the kernels after it are what it can overlap with.
 
-use super::fusion::{Kernel, Plan};
+use super::fusion::Plan;
 use crate::ir::NodeId;
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -18,10 +18,7 @@ pub struct Bucket {
 
 /// The kernel of `plan` that writes `n` (its position), if any.
 fn writer(plan: &Plan, n: NodeId) -> Option<usize> {
-    plan.kernels.iter().position(|k| match k {
-        Kernel::Library(m) | Kernel::Free(m) | Kernel::View(m) => *m == n,
-        _ => k.io().iter().any(|(_, outs)| outs.contains(&n)),
-    })
+    plan.kernels.iter().position(|k| k.writes().contains(&n))
 }
 
 /// Buckets for `grads` (node, bytes), in the order `plan` writes them.

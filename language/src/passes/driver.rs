@@ -8,10 +8,10 @@
 //!
 //! | computation | passes |
 //! | --- | --- |
-//! | training step | trace, conv-bias, autocast, autodiff (remat), fusion, rows, prologue, memory, data-parallel |
-//! | evaluation batch | trace, bn-fold, autocast, fusion, rows, prologue, invariant, memory |
-//! | `infer` block | trace, bn-fold (not through its input), autocast, fusion, rows, prologue, memory |
-//! | `print`, `map` stage | trace, fusion, rows, prologue, memory |
+//! | training step | trace, conv-bias, autocast, autodiff (remat), fusion, rows, prologue, epilogue, memory, data-parallel |
+//! | evaluation batch | trace, bn-fold, autocast, fusion, rows, prologue, epilogue, invariant, memory |
+//! | `infer` block | trace, bn-fold (not through its input), autocast, fusion, rows, prologue, epilogue, memory |
+//! | `print`, `map` stage | trace, fusion, rows, prologue, epilogue, memory |
 //!
 //! A training step's graph passes run while it is traced: a custom `step` block differentiates
 //! and updates models one statement at a time, so tracing calls [`StepRewrites::lower`] on each
@@ -21,7 +21,7 @@
 use super::bn_fold::{fold_all_over, Fold};
 use super::buckets::{plan_buckets, Bucket};
 use super::conv_bias::ConvBias;
-use super::{autocast, autodiff, fusion, invariant, memory, prologue, remat, rows};
+use super::{autocast, autodiff, epilogue, fusion, invariant, memory, prologue, remat, rows};
 use crate::ir::plan::{Kernel, MemoryPlan, Plan};
 use crate::ir::verify::{self, VerifyError};
 use crate::ir::{Graph, NodeId};
@@ -55,6 +55,8 @@ pub enum Pass {
     Rows,
     /// Sums over any axes merged with the region computing their input.
     Prologue,
+    /// A product's bias add and relu done as it writes its rows (cuBLASLt's epilogues).
+    Epilogue,
     /// Evaluation: what depends on the parameters alone split off, run once per evaluation.
     Invariant,
     /// When each value is freed, and the planned peak. After every plan rewrite, since it is
@@ -67,7 +69,7 @@ pub enum Pass {
 
 impl Pass {
     /// Every pass, in the order they run.
-    pub const ORDER: [Pass; 12] = [
+    pub const ORDER: [Pass; 13] = [
         Pass::Trace,
         Pass::ConvBias,
         Pass::BnFold,
@@ -77,6 +79,7 @@ impl Pass {
         Pass::Fusion,
         Pass::Rows,
         Pass::Prologue,
+        Pass::Epilogue,
         Pass::Invariant,
         Pass::Memory,
         Pass::DataParallel,
@@ -93,6 +96,7 @@ impl Pass {
             Pass::Fusion => "fusion",
             Pass::Rows => "rows",
             Pass::Prologue => "prologue",
+            Pass::Epilogue => "epilogue",
             Pass::Invariant => "invariant",
             Pass::Memory => "memory",
             Pass::DataParallel => "data-parallel",
@@ -165,7 +169,9 @@ fn kernels(g: &Graph, roots: &[NodeId], fuse: bool) -> Result<Plan, VerifyError>
         return Ok(plan);
     }
     let plan = checked(rows::fuse_rows(g, plan.kernels, roots), Pass::Rows)?;
-    checked(fusion::group_independent(g, prologue::fuse_prologues(g, plan.kernels, roots)), Pass::Prologue)
+    let plan = checked(prologue::fuse_prologues(g, plan.kernels, roots), Pass::Prologue)?;
+    // Independent regions are grouped last, so that the epilogue pass sees each region alone.
+    checked(fusion::group_independent(g, epilogue::fuse_epilogues(g, plan.kernels, roots)), Pass::Epilogue)
 }
 
 fn memory_of(g: &Graph, plan: &Plan) -> Result<MemoryPlan, VerifyError> {

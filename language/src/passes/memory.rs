@@ -64,7 +64,7 @@ pub fn plan_memory(g: &Graph, plan: &Plan) -> MemoryPlan {
             _ => {
                 let mut r = k.reads(g);
                 // A matrix product reads a transposed operand from its source (in place).
-                if matches!(k, Kernel::Library(n) if matches!(g.node(*n).op, Op::MatMul)) {
+                if matches!(k, Kernel::Gemm(_)) || matches!(k, Kernel::Library(n) if matches!(g.node(*n).op, Op::MatMul)) {
                     r.extend(r.clone().into_iter().filter(|s| super::fusion::is_transpose(&g.node(*s).op)).map(|s| g.node(s).src[0]));
                 }
                 (r, k.writes())

@@ -8,6 +8,7 @@ pub mod bn_fold;
 pub mod buckets;
 pub mod conv_bias;
 pub mod driver;
+pub mod epilogue;
 pub mod fusion;
 pub mod invariant;
 pub mod memory;

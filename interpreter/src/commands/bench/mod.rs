@@ -16,18 +16,6 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
 
-/// Peak resident memory of this process so far, in MiB (Linux; 0 elsewhere).
-fn peak_rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(0.0)
-}
-
 /// Minor page faults of this process so far: memory the OS handed over for the first time (or
 /// again, after it was returned). A step that reuses its buffers takes none.
 fn page_faults() -> u64 {
@@ -100,7 +88,7 @@ pub fn main(file: &Path, o: Options) -> i32 {
     report.file = file.display().to_string();
     (report.fuse, report.remat, report.jit) = (fuse, o.remat, jit);
     report.threads = rayon::current_num_threads();
-    report.peak_rss_mb = (peak_rss_mb() * 10.0).round() / 10.0;
+    report.peak_rss_mb = (crate::reports::peak_rss_mb() * 10.0).round() / 10.0;
     report.total_s = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
     if !report.reports() {
         // Rank 0 reports for the job.
@@ -162,6 +150,9 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
     // The runner's totals at the end of each step (a GPU's copies, calls and waits).
     let counters: Rc<RefCell<Vec<dlc::runner::Counters>>> = Rc::default();
     let counters_seen = counters.clone();
+    // The run's time blocked on the data feed at the end of each step.
+    let waits: Rc<RefCell<Vec<f64>>> = Rc::default();
+    let waits_seen = waits.clone();
     let mut last = Instant::now();
     let mut opts = TrainOptions::new(root.to_path_buf(), 0);
     opts.fuse = fuse;
@@ -188,6 +179,7 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
         }
         faults_seen.borrow_mut().push(page_faults());
         counters_seen.borrow_mut().push(ev.device);
+        waits_seen.borrow_mut().push(ev.data_wait_s);
         last = Instant::now();
         Control::Continue
     }));
@@ -212,6 +204,12 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
         _ => None,
     };
     let batch_bytes = dlc::train::shapes_bytes(&shapes);
+    // The timed steps' wait for data (the workers' batches not ready), per step and as a share.
+    let w = waits.borrow().clone();
+    let data_wait_s = match (w.get(warmup.max(1) - 1), w.last()) {
+        (Some(a), Some(b)) if w.len() > warmup.max(1) => b - a,
+        _ => 0.0,
+    };
     let mut by_kind: Vec<(String, (usize, f64))> = prof.lock().map(|p| p.clone().into_iter().collect()).unwrap_or_default();
     by_kind.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
     let steps_run = timed_steps.len().max(1) as f64;
@@ -236,6 +234,8 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
         allreduce_share: world.traffic().gradient_s / (all.iter().sum::<f64>() / 1e3).max(1e-12),
         device_per_step,
         batch_bytes,
+        data_wait_ms_per_step: data_wait_s * 1e3 / timed_steps.len().max(1) as f64,
+        data_wait_share: data_wait_s / (timed_steps.iter().sum::<f64>() / 1e3).max(1e-12),
     });
     let mut report = timed("train", &timed_steps, warmup, batch, compile_s, &plan, detail);
     report.device = choice.device.name();

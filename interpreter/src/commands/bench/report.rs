@@ -53,6 +53,9 @@ pub struct Train {
     pub rank: usize,
     pub allreduce_ms_per_step: f64,
     pub allreduce_share: f64,
+    /// The timed steps' wait for the data feed's batches, per step and as a share of the steps.
+    pub data_wait_ms_per_step: f64,
+    pub data_wait_share: f64,
     /// On a GPU: what a timed step copied, issued and waited for, on average, and the bytes of
     /// one batch as the data gives it (what a step has to upload).
     pub device_per_step: Option<dlc::runner::PerStep>,
@@ -106,6 +109,7 @@ impl Bench {
             if t.tuning["products"].is_object() {
                 println!("  {}", crate::reports::products_line(&t.tuning));
             }
+            println!("  data wait: {:.3} ms a step, {:.1}% of the step", t.data_wait_ms_per_step, t.data_wait_share * 100.0);
             if let Some(d) = &t.device_per_step {
                 println!("  a timed step on the device: {}", crate::reports::traffic_line(d, t.batch_bytes));
             }

@@ -15,10 +15,11 @@ pub struct DumpPass(pub Pass);
 
 impl clap::ValueEnum for DumpPass {
     fn value_variants<'a>() -> &'a [Self] {
-        const ALL: [DumpPass; 12] = {
-            let mut all = [DumpPass(Pass::Trace); 12];
+        const N: usize = Pass::ORDER.len();
+        const ALL: [DumpPass; N] = {
+            let mut all = [DumpPass(Pass::Trace); N];
             let mut i = 0;
-            while i < 12 {
+            while i < N {
                 all[i] = DumpPass(Pass::ORDER[i]);
                 i += 1;
             }
@@ -38,13 +39,13 @@ fn stage(stages: &Stages, pass: Pass) -> Option<&Vec<NodeId>> {
 }
 
 /// What one computation shows after `pass`: its graph stage, or its plan (fusion, rows and
-/// prologue show the final kernels: the driver keeps the plan after the last of them).
+/// prologue and epilogue show the final kernels: the driver keeps the plan after the last of them).
 fn text(g: &Graph, pass: Pass, stages: &Stages, plan: &Plan, full: Option<&Plan>, memory: &MemoryPlan) -> Option<String> {
     if pass.is_graph_pass() {
         return stage(stages, pass).map(|roots| print::dump(g, roots));
     }
     match pass {
-        Pass::Fusion | Pass::Rows | Pass::Prologue => Some(print::plan(g, full.unwrap_or(plan), None)),
+        Pass::Fusion | Pass::Rows | Pass::Prologue | Pass::Epilogue => Some(print::plan(g, full.unwrap_or(plan), None)),
         Pass::Invariant => full.map(|_| print::plan(g, plan, None)),
         Pass::Memory => Some(print::plan(g, plan, Some(memory))),
         _ => None,

@@ -47,6 +47,11 @@ fn op_name(g: &Graph, n: NodeId) -> String {
     }
 }
 
+/// A product with its epilogue, as the schedule names it: `matmul+bias` or `matmul+bias+relu`.
+fn epilogue_name(g: &Graph, gk: &dlc_language::ir::plan::GemmKernel) -> String {
+    format!("{}+bias{}", op_name(g, gk.product), if gk.relu() { "+relu" } else { "" })
+}
+
 /// The report of one plan.
 fn describe(p: &Program, g: &Graph, plan: &Plan) -> PlanReport {
     // Standalone regions; those inside row kernels are reported with them.
@@ -107,8 +112,15 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> PlanReport {
             }
         })
         .collect();
-    let library: Vec<String> =
-        plan.kernels.iter().filter_map(|k| if let Kernel::Library(n) = k { Some(op_name(g, *n)) } else { None }).collect();
+    let library: Vec<String> = plan
+        .kernels
+        .iter()
+        .filter_map(|k| match k {
+            Kernel::Library(n) => Some(op_name(g, *n)),
+            Kernel::Gemm(gk) => Some(epilogue_name(g, gk)),
+            _ => None,
+        })
+        .collect();
     // The launch order, for readers who want to see the schedule.
     let sequence: Vec<String> = plan
         .kernels
@@ -119,6 +131,7 @@ fn describe(p: &Program, g: &Graph, plan: &Plan) -> PlanReport {
             Kernel::Rows(rg) => Some(format!("rows({} regions, {} reductions)", rg.regions().count(), rg.reductions().count())),
             Kernel::Reduce(rk) => Some(format!("{}(prologue {})", op_name(g, rk.node), rk.prologue.nodes.len())),
             Kernel::Library(n) => Some(op_name(g, *n)),
+            Kernel::Gemm(gk) => Some(epilogue_name(g, gk)),
             Kernel::Free(_) | Kernel::View(_) => None,
         })
         .collect();

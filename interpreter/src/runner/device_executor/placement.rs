@@ -31,6 +31,7 @@ pub fn placement(g: &Graph, plan: &Plan) -> Placement {
         match k {
             Kernel::View(_) | Kernel::Free(_) => {}
             Kernel::Library(n) if gemm_type(g, *n).is_some() => p.gemm += 1,
+            Kernel::Gemm(gk) if gemm_type(g, gk.product).is_some() => p.gemm += 1,
             Kernel::Library(n) if conv::on_device(g, *n) => p.conv += 1,
             other => match (device_kernel(g, other), other) {
                 (Ok(Some((kernel, _))), _) => *p.generated.entry(kernel.kind().to_string()).or_insert(0) += 1,
@@ -49,6 +50,7 @@ pub(super) fn kind_of(k: &Kernel) -> &'static str {
         Kernel::Group(_) => "group",
         Kernel::Rows(_) => "rows",
         Kernel::Reduce(_) => "reduction",
+        Kernel::Gemm(_) => "product with epilogue",
         Kernel::Library(_) | Kernel::Free(_) | Kernel::View(_) => "library",
     }
 }

@@ -51,6 +51,7 @@ impl<D: Driver> DeviceExecutor<D> {
         let mut ex = Executor::new(0);
         let reads: Vec<NodeId> = match k {
             Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).src.clone(),
+            Kernel::Gemm(_) => k.reads(g),
             _ => k.io().into_iter().flat_map(|(ins, _)| ins).collect(),
         };
         for s in reads {

@@ -72,11 +72,10 @@ fn decode(kind: char, size: usize, b: &[u8]) -> f64 {
     }
 }
 
-/// Read the file as rows of `row` (the declared element type): the file's dimensions after the
-/// first must match `row`'s known dimensions, and floats are not read into integer rows.
-pub fn read(path: &Path, row: &TensorTy) -> Result<Tensor, DataError> {
-    let bytes = read_maybe_gz(path)?;
-    let h = header(path, &bytes)?;
+/// Check the header against the declared row type: the file's dimensions after the first must
+/// match `row`'s known dimensions, floats are not read into integer rows, and the data (`have`
+/// bytes after the header) must be all there.
+fn check(path: &Path, h: &Header, row: &TensorTy, have: usize) -> Result<(), DataError> {
     if h.shape.is_empty() {
         return Err(err(path, "a 0-d array has no rows"));
     }
@@ -90,12 +89,81 @@ pub fn read(path: &Path, row: &TensorTy) -> Result<Tensor, DataError> {
         return Err(err(path, format!("holds floats (f{}), but the source declares {} rows", h.size * 8, row.dtype)));
     }
     let n: usize = h.shape.iter().product();
-    let data = &bytes[h.data_start.min(bytes.len())..];
-    if data.len() < n * h.size {
-        return Err(err(path, format!("truncated: the header promises {} bytes of data, the file has {}", n * h.size, data.len())));
+    if have < n * h.size {
+        return Err(err(path, format!("truncated: the header promises {} bytes of data, the file has {have}", n * h.size)));
     }
-    let vals = data[..n * h.size].chunks_exact(h.size).map(|c| decode(h.kind, h.size, c));
-    Ok(Tensor::from_f64(row.dtype, h.shape.clone(), vals))
+    Ok(())
+}
+
+/// `bytes` of `h`'s element kind as a tensor of `dtype` and `shape` (f32 data into f32 rows
+/// without going through f64).
+fn values(h: &Header, dtype: DType, shape: Vec<usize>, bytes: &[u8]) -> Tensor {
+    if (h.kind, h.size, dtype) == ('f', 4, DType::F32) {
+        let v: Vec<f32> = bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        return Tensor { dtype, shape, data: crate::runtime::tensor::Data::F32(std::sync::Arc::new(v)) };
+    }
+    Tensor::from_f64(dtype, shape, bytes.chunks_exact(h.size).map(|c| decode(h.kind, h.size, c)))
+}
+
+/// Read the file as rows of `row` (the declared element type), all of it at once.
+pub fn read(path: &Path, row: &TensorTy) -> Result<Tensor, DataError> {
+    let bytes = read_maybe_gz(path)?;
+    let h = header(path, &bytes)?;
+    let data = &bytes[h.data_start.min(bytes.len())..];
+    check(path, &h, row, data.len())?;
+    let n: usize = h.shape.iter().product();
+    Ok(values(&h, row.dtype, h.shape.clone(), &data[..n * h.size]))
+}
+
+/// An uncompressed `.npy` file read a row at a time with positional reads, on any thread: a
+/// data set larger than memory streams through the page cache, and the process holds only the
+/// rows it is using.
+pub struct Rows {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+    h: Header,
+    dtype: DType,
+    row_bytes: usize,
+}
+
+impl Rows {
+    /// The file's rows of the declared type; `None` for a gzip file (it must be read whole).
+    pub fn open(path: &Path, row: &TensorTy) -> Result<Option<Rows>, DataError> {
+        use std::io::Read;
+        let mut file = std::fs::File::open(path).map_err(|e| err(path, format!("cannot read: {e}")))?;
+        let mut head = vec![0u8; 4096];
+        let got = file.read(&mut head).map_err(|e| err(path, format!("cannot read: {e}")))?;
+        if head[..got].starts_with(&[0x1f, 0x8b]) {
+            return Ok(None);
+        }
+        let mut h = header(path, &head[..got])?;
+        if h.data_start > got {
+            // A header longer than the first read: read it whole.
+            let bytes = std::fs::read(path).map_err(|e| err(path, format!("cannot read: {e}")))?;
+            h = header(path, &bytes)?;
+        }
+        let len = file.metadata().map_err(|e| err(path, format!("cannot read: {e}")))?.len() as usize;
+        check(path, &h, row, len.saturating_sub(h.data_start))?;
+        let row_bytes = h.shape[1..].iter().product::<usize>() * h.size;
+        Ok(Some(Rows { file, path: path.to_path_buf(), dtype: row.dtype, row_bytes, h }))
+    }
+
+    pub fn len(&self) -> usize {
+        self.h.shape[0]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Row `i`, read from the file now.
+    pub fn row(&self, i: usize) -> Result<Tensor, DataError> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; self.row_bytes];
+        let at = (self.h.data_start + i * self.row_bytes) as u64;
+        self.file.read_exact_at(&mut buf, at).map_err(|e| err(&self.path, format!("cannot read row {i}: {e}")))?;
+        Ok(values(&self.h, self.dtype, self.h.shape[1..].to_vec(), &buf))
+    }
 }
 
 #[cfg(test)]
@@ -148,5 +216,26 @@ mod tests {
         assert!(e.detail.contains("truncated"), "{e}");
         let p = write("bad.npy", b"hello world");
         assert!(read(&p, &TensorTy::new(DType::F32, vec![])).unwrap_err().detail.contains("magic"));
+        let p = write("t2.npy", &npy("<f4", "(2, 3)", &data[..10]));
+        let e = Rows::open(&p, &TensorTy::new(DType::F32, vec![Dim::known(3)])).err().expect("truncated");
+        assert!(e.detail.contains("truncated"), "{e}");
+    }
+
+    #[test]
+    fn rows_read_on_demand_equal_the_whole_read() {
+        let data: Vec<u8> = (0..12).flat_map(|v| (v as f32 * 0.5).to_le_bytes()).collect();
+        let p = write("r.npy", &npy("<f4", "(4, 3)", &data));
+        let ty = TensorTy::new(DType::F32, vec![Dim::known(3)]);
+        let whole = read(&p, &ty).unwrap().to_f64();
+        let rows = Rows::open(&p, &ty).unwrap().expect("not gzip");
+        assert_eq!(rows.len(), 4);
+        for i in [3, 0, 2, 1] {
+            assert_eq!(rows.row(i).unwrap().to_f64(), whole[i * 3..i * 3 + 3], "row {i}");
+        }
+        let labels: Vec<u8> = [7i16, -1, 3, 9].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let p = write("l.npy", &npy("<i2", "(4,)", &labels));
+        let y = Rows::open(&p, &TensorTy::new(DType::I64, vec![])).unwrap().expect("not gzip");
+        assert_eq!(y.row(1).unwrap().to_f64(), vec![-1.0]);
+        assert_eq!(y.row(1).unwrap().shape, Vec::<usize>::new());
     }
 }

@@ -1,0 +1,107 @@
+//! The feed: an epoch's batches made on worker threads ahead of the step, through bounded
+//! queues (PyTorch's DataLoader workers and `prefetch_factor`). A streaming epoch
+//! (`Batches::Stream`) is split between the workers batch by batch (worker w makes batches
+//! w, w + W, ...; the step reads them in order); any other epoch is stacked by one worker. The
+//! step's time blocked on the feed is the epoch's data wait (`waited`), which the run reports.
+//!
+//! Dropping the feed stops its workers: each finds its queue closed at its next batch.
+
+use super::{BatchIter, Batches, Element};
+use crate::runtime::RuntimeError;
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How far ahead, in batches, when the pipeline has no `prefetch(n)`: two, as DataLoader's
+/// default `prefetch_factor`.
+pub const DEFAULT_AHEAD: usize = 2;
+
+/// Worker threads for a streaming epoch on this machine: a quarter of its cores (the step's
+/// kernels use them all), at least one, at most eight.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get() / 4).clamp(1, 8)
+}
+
+type Made = Result<Element, RuntimeError>;
+
+/// An epoch's batches from its workers, in order.
+pub struct Feed {
+    queues: Vec<Receiver<Made>>,
+    next: usize,
+    end: usize,
+    /// Time the reader spent waiting for batches that were not ready, added to what the clock
+    /// held when the feed started (a run's clock goes on across its epochs).
+    waited: Rc<Cell<Duration>>,
+}
+
+impl Feed {
+    /// Start making `batches` from batch `skip` on, at most `ahead` batches ahead of the reader,
+    /// adding the reader's waits to `waited`.
+    pub fn start(batches: Batches, skip: usize, workers: usize, ahead: usize, waited: Rc<Cell<Duration>>) -> Feed {
+        let end = batches.len();
+        let ahead = ahead.max(1);
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            // A failed spawn leaves the queue closed: the reader then finds no batch and says so.
+            let _ = std::thread::Builder::new().name(name).spawn(f);
+        };
+        let queues = match batches {
+            Batches::Stream(plan) => {
+                let w = workers.clamp(1, end.saturating_sub(skip).max(1));
+                let per = ahead.div_ceil(w);
+                (0..w)
+                    .map(|k| {
+                        let (tx, rx) = sync_channel::<Made>(per);
+                        let plan = Arc::clone(&plan);
+                        spawn(
+                            format!("dlc-data-{k}"),
+                            Box::new(move || {
+                                for b in (skip..end).filter(|b| b % w == k) {
+                                    if tx.send(plan.batch(b)).is_err() {
+                                        return;
+                                    }
+                                }
+                            }),
+                        );
+                        rx
+                    })
+                    .collect()
+            }
+            other => {
+                let (tx, rx) = sync_channel::<Made>(ahead);
+                let it: BatchIter = other.into_iter();
+                spawn(
+                    "dlc-data".into(),
+                    Box::new(move || {
+                        for b in it.skip(skip) {
+                            if tx.send(b).is_err() {
+                                return;
+                            }
+                        }
+                    }),
+                );
+                vec![rx]
+            }
+        };
+        Feed { queues, next: skip, end, waited }
+    }
+}
+
+impl Iterator for Feed {
+    type Item = Made;
+    fn next(&mut self) -> Option<Made> {
+        if self.next >= self.end {
+            return None;
+        }
+        let q = &self.queues[self.next % self.queues.len()];
+        let started = Instant::now();
+        let got = match q.try_recv() {
+            Ok(b) => Ok(b),
+            Err(_) => q.recv(),
+        };
+        self.waited.set(self.waited.get() + started.elapsed());
+        self.next += 1;
+        Some(got.unwrap_or_else(|_| Err(RuntimeError::Unsupported("a data worker stopped before making its batch".into()))))
+    }
+}

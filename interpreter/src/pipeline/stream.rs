@@ -1,0 +1,186 @@
+//! One epoch of a pipeline as a plan that makes any batch on demand, on any thread: the stages
+//! after the cached prefix (shuffle, augmentation, `map`, take/skip/split, the final `batch`)
+//! become index arrays and per-element work, so batch `b` is its elements read from the
+//! prepared prefix, each transformed where it stands, and stacked. Nothing of the epoch is made
+//! before its first batch is asked for; the feed (feed.rs) asks on worker threads ahead of the
+//! step.
+//!
+//! The values are those of applying the stages to the whole epoch in order (`apply`): a
+//! permutation or slice moves indices, and an element's random draws at an augmentation stage
+//! use its position at that stage, as the whole-epoch application does (a test checks the two
+//! bit for bit).
+
+use super::{int_arg, leaves, stack, str_arg, varies_by_epoch, Augment, Element, Elements};
+use crate::exec::fused::KernelCache;
+use crate::exec::Executor;
+use crate::runtime::rng;
+use crate::runtime::RuntimeError;
+use dlc_language::eval::value::Stage;
+use dlc_language::eval::Value;
+use dlc_language::ir::{Graph, NodeId, Op};
+use dlc_language::passes::driver::Planned;
+use std::sync::Arc;
+
+/// Work done to each element where it stands.
+#[derive(Clone)]
+enum Each {
+    /// A `map`: its compiled graph, the graph's input ids for the element's leaves, its outputs,
+    /// and the fused kernels' programs, built once and shared by the workers.
+    Map { planned: Box<Planned>, inputs: Vec<u32>, outs: Vec<NodeId>, kernels: Arc<KernelCache> },
+    /// `random_crop` / `random_flip` (its draws depend on the element's position).
+    Augment(Augment),
+}
+
+/// A per-element stage and, for each position of the epoch, the position the element had when
+/// it reached the stage.
+#[derive(Clone)]
+struct AtStage {
+    each: Each,
+    position: Vec<u32>,
+}
+
+/// One epoch, ready to make batches (see the module's comment).
+#[derive(Clone)]
+pub struct EpochPlan {
+    elems: Elements,
+    graph: Arc<Graph>,
+    /// For each position, the index of its element in `elems`.
+    source: Vec<u32>,
+    stages: Vec<AtStage>,
+    /// The final `batch`: its size, and how many batches the epoch has.
+    size: usize,
+    count: usize,
+}
+
+/// Whether the stages after the cached prefix can stream: per-element work and index moves,
+/// ending in `batch` (then only `prefetch`).
+pub fn streams(rest: &[Stage]) -> bool {
+    let mut kinds: Vec<&str> = rest.iter().map(|s| s.kind).collect();
+    while kinds.last() == Some(&"prefetch") {
+        kinds.pop();
+    }
+    kinds.last() == Some(&"batch")
+        && kinds[..kinds.len() - 1]
+            .iter()
+            .all(|k| matches!(*k, "map" | "shuffle" | "take" | "skip" | "split" | "random_crop" | "random_flip"))
+}
+
+/// Keep the positions `keep` picks, in its order, in every index array.
+fn select(source: &mut Vec<u32>, stages: &mut [AtStage], keep: &[usize]) {
+    *source = keep.iter().map(|i| source[*i]).collect();
+    for s in stages {
+        s.position = keep.iter().map(|i| s.position[*i]).collect();
+    }
+}
+
+impl EpochPlan {
+    /// The plan of epoch `epoch` for `rest` (which `streams`), over the prepared `elems`.
+    pub fn new(rest: &[Stage], elems: Elements, graph: Arc<Graph>, epoch: u64) -> Result<EpochPlan, RuntimeError> {
+        let mut source: Vec<u32> = (0..elems.len() as u32).collect();
+        let mut stages: Vec<AtStage> = vec![];
+        let (mut size, mut drop_last) = (1, false);
+        for st in rest {
+            let n = source.len();
+            match st.kind {
+                "map" => {
+                    let (mut ins, mut outs) = (vec![], vec![]);
+                    leaves(&st.input, &mut ins);
+                    leaves(&st.output, &mut outs);
+                    let inputs = ins.iter().map(|n| if let Op::Input(i) = graph.node(*n).op { i } else { u32::MAX }).collect();
+                    let planned =
+                        dlc_language::passes::driver::plan(&graph, &outs, true).map_err(|e| RuntimeError::Unsupported(format!("{e:?}")))?;
+                    let kernels = Arc::new(KernelCache::new(false));
+                    let planned = Box::new(planned);
+                    stages.push(AtStage { each: Each::Map { planned, inputs, outs, kernels }, position: (0..n as u32).collect() });
+                }
+                "random_crop" | "random_flip" => {
+                    stages.push(AtStage { each: Each::Augment(Augment::of(st, epoch)), position: (0..n as u32).collect() });
+                }
+                "shuffle" => {
+                    // The same Fisher–Yates over positions as `apply` runs over elements.
+                    let stream = (int_arg(st, "seed", 0) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ epoch;
+                    let mut order: Vec<usize> = (0..n).collect();
+                    for i in (1..n).rev() {
+                        let j = (rng::uniform(stream, i as u64) * (i + 1) as f64) as usize;
+                        order.swap(i, j.min(i));
+                    }
+                    select(&mut source, &mut stages, &order);
+                }
+                "take" => select(&mut source, &mut stages, &(0..n.min(int_arg(st, "n", 0).max(0) as usize)).collect::<Vec<_>>()),
+                "skip" => select(&mut source, &mut stages, &(n.min(int_arg(st, "n", 0).max(0) as usize)..n).collect::<Vec<_>>()),
+                "split" => {
+                    let f = st.arg("fraction").and_then(|v| v.as_float()).unwrap_or(0.9);
+                    let cut = ((n as f64 * f).round() as usize).min(n);
+                    let second = matches!(str_arg(st, "part").as_deref(), Some("rest" | "test" | "second"));
+                    let keep: Vec<usize> = if second { (cut..n).collect() } else { (0..cut).collect() };
+                    select(&mut source, &mut stages, &keep);
+                }
+                "batch" => {
+                    size = int_arg(st, "size", 1).max(1) as usize;
+                    drop_last = matches!(st.arg("drop_last"), Some(Value::Bool(true)));
+                }
+                "prefetch" => {}
+                other => return Err(RuntimeError::Unsupported(format!("the `{other}` stage does not stream"))),
+            }
+        }
+        let count = if drop_last { source.len() / size } else { source.len().div_ceil(size) };
+        Ok(EpochPlan { elems, graph, source, stages, size, count })
+    }
+
+    /// How many batches the epoch has.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Under data parallelism, rank `rank` of `ranks` keeps the positions dealt to it (position
+    /// i to rank i mod ranks, the last incomplete round dropped) and batches them alone.
+    pub fn shard(mut self, rank: usize, ranks: usize) -> EpochPlan {
+        if ranks <= 1 {
+            return self;
+        }
+        let n = self.source.len();
+        let drop_last = self.count < n.div_ceil(self.size);
+        let keep: Vec<usize> = (0..n / ranks * ranks).filter(|i| i % ranks == rank).collect();
+        select(&mut self.source, &mut self.stages, &keep);
+        let kept = self.source.len();
+        self.count = if drop_last { kept / self.size } else { kept.div_ceil(self.size) };
+        self
+    }
+
+    /// The element at `position`: read from the prefix, then each stage's work where it stood.
+    fn element(&self, position: usize) -> Result<Element, RuntimeError> {
+        let mut e = self.elems.get(self.source[position] as usize)?;
+        for s in &self.stages {
+            let at = s.position[position] as usize;
+            e = match &s.each {
+                Each::Augment(aug) => aug.apply(at, e),
+                Each::Map { planned, inputs, outs, kernels } => {
+                    let mut ex = Executor::new(0);
+                    ex.kernels = kernels.clone();
+                    for (id, t) in inputs.iter().zip(e) {
+                        ex.inputs.insert(*id, t);
+                    }
+                    ex.run_planned(&self.graph, &planned.plan, &planned.memory)?;
+                    outs.iter().map(|n| ex.eval(&self.graph, *n)).collect::<Result<Element, _>>()?
+                }
+            };
+        }
+        Ok(e)
+    }
+
+    /// Batch `b` of the epoch (0-based), stacked.
+    pub fn batch(&self, b: usize) -> Result<Element, RuntimeError> {
+        let end = ((b + 1) * self.size).min(self.source.len());
+        let elems = (b * self.size..end).map(|p| self.element(p)).collect::<Result<Vec<_>, _>>()?;
+        Ok(stack(&elems))
+    }
+}
+
+/// Where the epoch-dependent stages start: the prefix before is the same every epoch.
+pub fn prefix_len(stages: &[Stage]) -> usize {
+    stages.iter().take_while(|st| !varies_by_epoch(st.kind)).count()
+}

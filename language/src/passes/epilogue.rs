@@ -1,0 +1,209 @@
+//! GEMM epilogues: a matrix product whose only reader adds a bias broadcast along its rows
+//! (`x @ w.T + b`, every `Linear`), and a `relu` after the add when nothing else reads the sum,
+//! become one kernel (`Kernel::Gemm`): on a GPU cuBLASLt's `BIAS` / `RELU_BIAS` epilogues, on
+//! the CPU one pass over the product's rows as they leave the product. The product's value is
+//! never written and read back, and the fused region that added the bias loses the add (and
+//! disappears when that was all it did, as in an evaluation's last layer).
+//!
+//! Only f32 values are taken: under autocast a cast stands between the product and the add.
+//! A relu is taken in training as well: autodiff makes its backward mask from relu's output
+//! (`0 < y`), which the kernel writes, so the sum before it is not needed. GELU is exact (erf)
+//! in DL, and cuBLASLt's is the tanh form, so it is never taken.
+
+use crate::ir::plan::{GemmKernel, Kernel, Region};
+use crate::ir::{BinaryOp, Graph, NodeId, Op};
+use crate::types::DType;
+use std::collections::{HashMap, HashSet};
+
+/// Every node the plan computes, with the members of the plan that read it.
+fn readers_in(g: &Graph, kernels: &[Kernel]) -> HashMap<NodeId, HashSet<NodeId>> {
+    let mut readers: HashMap<NodeId, HashSet<NodeId>> = HashMap::new();
+    for k in kernels {
+        for m in k.members() {
+            for s in &g.node(m).src {
+                readers.entry(*s).or_default().insert(m);
+            }
+        }
+    }
+    readers
+}
+
+/// Whether `n` is 0.0 (a constant, broadcast or not).
+fn is_zero(g: &Graph, n: NodeId) -> bool {
+    match g.node(n).op {
+        Op::Const(bits) => f64::from_bits(bits) == 0.0,
+        Op::Expand | Op::Reshape => is_zero(g, g.node(n).src[0]),
+        _ => false,
+    }
+}
+
+/// The bias of `add` when it is `product + expand(bias)` with `bias` shaped `[1, .., 1, n]`
+/// (one value per column of the product, the same for every row and batch).
+fn bias_of(g: &Graph, add: NodeId, product: NodeId) -> Option<NodeId> {
+    let node = g.node(add);
+    if node.op != Op::Binary(BinaryOp::Add) || node.shape != g.node(product).shape {
+        return None;
+    }
+    let other = if node.src[0] == product { node.src[1] } else { node.src[0] };
+    let e = g.node(other);
+    if e.op != Op::Expand || e.dtype != DType::F32 || node.src[0] == node.src[1] {
+        return None;
+    }
+    let bias = e.src[0];
+    let shape = &g.node(bias).shape;
+    let last = shape.len().checked_sub(1)?;
+    let per_column = shape[..last].iter().all(|d| d.as_known() == Some(1)) && shape[last] == node.shape[last];
+    per_column.then_some(bias)
+}
+
+/// `(cmp, where)` when the only readers of `x` make `relu(x) = where(0 < x, x, 0)` and nothing
+/// else reads the comparison (training's backward does, so there it is not taken).
+fn relu_after(g: &Graph, x: NodeId, readers: &HashMap<NodeId, HashSet<NodeId>>) -> Option<(NodeId, NodeId)> {
+    let of_x = readers.get(&x)?;
+    let cmp = *of_x.iter().find(|r| g.node(**r).op == Op::Binary(BinaryOp::CmpLt))?;
+    let sel = *readers.get(&cmp)?.iter().next()?;
+    let (c, s) = (g.node(cmp), g.node(sel));
+    let is_relu = c.src[1] == x
+        && is_zero(g, c.src[0])
+        && s.op == Op::Where
+        && s.src[0] == cmp
+        && s.src[1] == x
+        && is_zero(g, s.src[2])
+        && readers[&cmp].len() == 1;
+    let only = of_x.iter().all(|r| *r == cmp || *r == sel);
+    (is_relu && only).then_some((cmp, sel))
+}
+
+/// The region rebuilt without `gone` and the members only they read (the bias's broadcast,
+/// relu's zeros): inputs recomputed from what its members read, outputs kept but for the removed
+/// ones. `None` when nothing is left.
+fn without(g: &Graph, r: &Region, gone: &HashSet<NodeId>) -> Option<Region> {
+    let mut nodes: Vec<NodeId> = r.nodes.iter().copied().filter(|n| !gone.contains(n)).collect();
+    loop {
+        let read: HashSet<NodeId> = nodes.iter().flat_map(|n| g.node(*n).src.iter().copied()).collect();
+        let before = nodes.len();
+        nodes.retain(|n| r.outputs.contains(n) || read.contains(n));
+        if nodes.len() == before {
+            break;
+        }
+    }
+    let members: HashSet<NodeId> = nodes.iter().copied().collect();
+    let mut inputs = vec![];
+    for n in &nodes {
+        for s in &g.node(*n).src {
+            if !members.contains(s) && !inputs.contains(s) {
+                inputs.push(*s);
+            }
+        }
+    }
+    let outputs: Vec<NodeId> = r.outputs.iter().copied().filter(|o| members.contains(o)).collect();
+    (!outputs.is_empty()).then_some(Region { nodes, inputs, outputs })
+}
+
+/// One epilogue: the product kernel at `at`, taken by the region kernel at `region`.
+struct Found {
+    at: usize,
+    region: usize,
+    gemm: GemmKernel,
+    rest: Option<Region>,
+}
+
+/// The first product in `kernels` that an epilogue can take.
+fn find(g: &Graph, kernels: &[Kernel], roots: &[NodeId]) -> Option<Found> {
+    let readers = readers_in(g, kernels);
+    let one_reader = |n: NodeId| readers.get(&n).map_or(0, |r| r.len()) == 1 && !roots.contains(&n);
+    for (at, k) in kernels.iter().enumerate() {
+        let Kernel::Library(product) = k else { continue };
+        let p = g.node(*product);
+        if p.op != Op::MatMul || p.dtype != DType::F32 || !one_reader(*product) {
+            continue;
+        }
+        let add = *readers[product].iter().next().expect("one reader");
+        let Some(bias) = bias_of(g, add, *product) else { continue };
+        let Some(region) = kernels.iter().position(|k| matches!(k, Kernel::Fused(r) if r.nodes.contains(&add))) else { continue };
+        let Kernel::Fused(r) = &kernels[region] else { unreachable!("found as a fused region") };
+        let relu = relu_after(g, add, &readers)
+            .filter(|(c, s)| r.nodes.contains(c) && r.nodes.contains(s) && !roots.contains(c) && !roots.contains(&add));
+        let mut epilogue = vec![add];
+        epilogue.extend(relu.map(|(c, s)| [c, s]).into_iter().flatten());
+        let rest = without(g, r, &epilogue.iter().copied().collect());
+        return Some(Found { at, region, gemm: GemmKernel { product: *product, bias, epilogue }, rest });
+    }
+    None
+}
+
+/// Give every product an epilogue that can take one (see the module's comment). The kernel
+/// runs where its region ran, just before what is left of the region: the product's only
+/// reader is there, and the bias is written before it since the region read it.
+pub fn fuse_epilogues(g: &Graph, mut kernels: Vec<Kernel>, roots: &[NodeId]) -> Vec<Kernel> {
+    while let Some(Found { at, region, gemm, rest }) = find(g, &kernels, roots) {
+        let mut placed = vec![Kernel::Gemm(gemm)];
+        placed.extend(rest.map(Kernel::Fused));
+        kernels.splice(region..=region, placed);
+        kernels.remove(at);
+    }
+    kernels
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Node;
+    use crate::span::Span;
+    use crate::types::Dim;
+
+    fn node(g: &mut Graph, op: Op, dtype: DType, shape: &[i64], src: Vec<NodeId>) -> NodeId {
+        g.add(Node { op, dtype, shape: shape.iter().map(|d| Dim::known(*d)).collect(), src }, Span::default())
+    }
+
+    /// `relu(x @ w + b)` for x [4, 3], w [3, 5], b [5]: (graph, product, add, where).
+    fn linear_relu() -> (Graph, NodeId, NodeId, NodeId) {
+        let mut g = Graph::default();
+        let f = DType::F32;
+        let x = node(&mut g, Op::Input(0), f, &[4, 3], vec![]);
+        let w = node(&mut g, Op::Input(1), f, &[3, 5], vec![]);
+        let b = node(&mut g, Op::Input(2), f, &[5], vec![]);
+        let p = node(&mut g, Op::MatMul, f, &[4, 5], vec![x, w]);
+        let b2 = node(&mut g, Op::Reshape, f, &[1, 5], vec![b]);
+        let e = node(&mut g, Op::Expand, f, &[4, 5], vec![b2]);
+        let add = node(&mut g, Op::Binary(BinaryOp::Add), f, &[4, 5], vec![p, e]);
+        let zero = node(&mut g, Op::Const(0f64.to_bits()), f, &[], vec![]);
+        let z1 = node(&mut g, Op::Reshape, f, &[1, 1], vec![zero]);
+        let z = node(&mut g, Op::Expand, f, &[4, 5], vec![z1]);
+        let c = node(&mut g, Op::Binary(BinaryOp::CmpLt), DType::Bool, &[4, 5], vec![z, add]);
+        let s = node(&mut g, Op::Where, f, &[4, 5], vec![c, add, z]);
+        (g, p, add, s)
+    }
+
+    fn gemms(g: &Graph, roots: &[NodeId]) -> Vec<GemmKernel> {
+        let plan = crate::passes::driver::plan(g, roots, true).expect("verified").plan;
+        plan.kernels.iter().filter_map(|k| if let Kernel::Gemm(gk) = k { Some(gk.clone()) } else { None }).collect()
+    }
+
+    #[test]
+    fn a_linear_layer_and_its_relu_become_the_products_epilogue() {
+        let (g, p, add, s) = linear_relu();
+        let found = gemms(&g, &[s]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].product, found[0].epilogue.first(), found[0].output()), (p, Some(&add), s));
+        assert!(found[0].relu());
+        // The region that did the add and the relu had nothing else: it is gone.
+        let plan = crate::passes::driver::plan(&g, &[s], true).unwrap().plan;
+        assert_eq!(plan.kernel_count(), 1, "{:?}", plan.kernels);
+    }
+
+    #[test]
+    fn a_sum_read_elsewhere_keeps_its_relu_and_a_product_read_elsewhere_keeps_its_add() {
+        let (mut g, p, add, s) = linear_relu();
+        let doubled = node(&mut g, Op::Binary(BinaryOp::Add), DType::F32, &[4, 5], vec![add, add]);
+        let found = gemms(&g, &[s, doubled]);
+        assert_eq!(found.len(), 1);
+        assert!(!found[0].relu(), "the sum is written, so the relu stays in its region");
+        assert_eq!(found[0].output(), add);
+        let also_product = node(&mut g, Op::Unary(crate::ir::UnaryOp::Exp), DType::F32, &[4, 5], vec![p]);
+        assert!(gemms(&g, &[s, also_product]).is_empty(), "the product itself is read: no epilogue");
+        // Without fusion (the eager reference) there is none either.
+        let eager = crate::passes::driver::plan(&g, &[s], false).unwrap().plan;
+        assert!(!eager.kernels.iter().any(|k| matches!(k, Kernel::Gemm(_))));
+    }
+}

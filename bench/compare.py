@@ -471,7 +471,7 @@ def dlc_epoch(cfg, program):
             lines = json_lines(metrics.read_text()) if metrics.exists() else []
         epoch = next((m for m in lines if m.get("kind") == "epoch"), {})
         evaluation = next((m for m in lines if m.get("kind") == "eval"), {})
-        done = re.search(r"epoch 1 done: .* in ([0-9.]+) s(?: \(data prepared in ([0-9.]+) s before\))?", child.stdout)
+        done = re.search(r"epoch 1 done: .* in ([0-9.]+) s(?: \(data prepared in ([0-9.]+) s before[;)])?", child.stdout)
         acc = re.search(r"epoch 1 evaluate[^:]*: (?:accuracy )?([0-9.]+)", child.stdout)
         samples.append({"wall_s": child.wall_s,
                         "epoch_s": epoch.get("epoch_s", float(done[1]) if done else None),
@@ -524,6 +524,40 @@ def print_epoch(rows, cfg):
 
 
 # ---------------------------------------------------------------------------------------------
+# The data alone: an epoch of MNIST's training batches, no step
+
+def data_rows(cfg):
+    """MNIST's training data as training reads it, no step: dlc's feed (`dlc bench
+    examples/mnist_mlp.dl --data`: normalised and flattened once, then each epoch shuffled and
+    stacked into batches of 128 by the feed's workers) against torch's DataLoader (dataloader.py:
+    the same transform per sample, shuffled, batches of 128) with 0, 1 and 2 workers."""
+    ours = []
+    for _ in range(cfg.runs):
+        out = run([DLC, "bench", ROOT / "examples" / "mnist_mlp.dl", "--data", "--json"], env=dlc_env(cfg.threads))
+        ours.append(json_lines(out.stdout)[-1])
+    return ours, peer("dataloader.py", [], cfg)
+
+
+def print_data(res, cfg):
+    ours, theirs = res
+    epoch = statistics.median(r["epoch_s"][1] for r in ours)
+    prepare = statistics.median(r["prepare_s"] for r in ours)
+    by = {}
+    for r in theirs:
+        by.setdefault(f"{r['variant']}+{r['allocator']}", []).append(r["epoch_s"])
+    med = {k: statistics.median(v) for k, v in by.items()}
+    best = min(med, key=med.get)
+    print(f"\none epoch of MNIST's training data, no step (batches of 128, shuffled); seconds, medians of {cfg.runs} run(s),"
+          f" {cfg.threads} threads a side, on {machine_tag()}; 'vs' = PyTorch's best / dlc (above 1: dlc is faster)")
+    print(f"  dlc feed: an epoch {epoch:.3f} s ({ours[-1]['workers']} worker(s), {ours[-1]['ahead']} batches ahead),"
+          f" after preparing once in {prepare:.3f} s; peak RSS {ours[-1]['peak_rss_mb']:.0f} MiB")
+    for k in sorted(med):
+        print(f"  DataLoader {k:<28} an epoch {med[k]:.3f} s  vs {med[k] / epoch:.2f}x")
+    print(f"  best DataLoader: {best}, {med[best]:.3f} s: {med[best] / epoch:.2f}x"
+          f" (with dlc's one-off preparation counted in its epoch: {med[best] / (epoch + prepare):.2f}x)")
+
+
+# ---------------------------------------------------------------------------------------------
 # Peak memory, total and net of each runtime's empty process
 
 def memory(cfg):
@@ -567,7 +601,7 @@ def memory(cfg):
 
 # ---------------------------------------------------------------------------------------------
 
-GROUPS = ["gelu", "mlp", "bf16", "cnn", "conv-bn", "epoch", "startup", "memory"]
+GROUPS = ["gelu", "mlp", "bf16", "cnn", "conv-bn", "epoch", "data", "startup", "memory"]
 
 
 def main():
@@ -613,6 +647,9 @@ def main():
     epochs = attempt("epoch", lambda: epoch_rows(cfg))
     if epochs:
         print_epoch(epochs, cfg)
+    data = attempt("data", lambda: data_rows(cfg))
+    if data:
+        print_data(data, cfg)
     attempt("startup", lambda: startup(cfg))
     attempt("memory", lambda: memory(cfg))
     print(f"\nload average     {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min) after")

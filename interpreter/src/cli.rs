@@ -162,6 +162,10 @@ enum Cmd {
         /// Also time every kernel by kind and print where the step's time goes.
         #[arg(long)]
         profile: bool,
+        /// Time the `train` recipe's data alone: preparation, then two epochs of batches from
+        /// the feed's workers with no step (as a DataLoader loop is timed).
+        #[arg(long)]
+        data: bool,
         /// The `train` recipe (or `infer` block) to time, by name (default: the first).
         #[arg(long)]
         recipe: Option<String>,
@@ -223,7 +227,8 @@ pub fn main() -> i32 {
             commands::run::Flags { dump, seed, set, resume, metrics, overwrite, fuse: !no_fuse, remat: !no_remat, jit, device },
         ),
         Cmd::Explain { file, json, dump, gpu } => commands::explain::main(&file, json, dump, gpu.as_deref()),
-        Cmd::Bench { file, steps, warmup, no_fuse, no_remat, jit, json, profile, recipe, device } => commands::bench::main(
+        Cmd::Bench { file, data: true, json, recipe, .. } => commands::bench::data::main(&file, recipe.as_deref(), json),
+        Cmd::Bench { file, steps, warmup, no_fuse, no_remat, jit, json, profile, recipe, device, .. } => commands::bench::main(
             &file,
             commands::bench::Options { steps, warmup, fuse: !no_fuse, remat: !no_remat, jit, json, profile, recipe, device },
         ),

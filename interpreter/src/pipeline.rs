@@ -119,6 +119,7 @@ pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor)
             let (x, y) = cifar::read(&refs).map_err(|e| data_err(e, src.span))?;
             Ok(zip_rows(&[x, y]))
         }
+        "images" => source::image_folder(root, src)?.all(),
         "csv" => {
             let (label, target) = dlc_language::eval::data::csv_target(src.arg("label"), src.arg("label_row"))
                 .map_err(|message| RuntimeError::Data { message, span: src.span })?;
@@ -375,6 +376,14 @@ pub struct Prepared {
     elems: Elements,
     /// The graph as the run started, shared with the workers that run `map` stages.
     graph: Arc<Graph>,
+}
+
+impl Prepared {
+    /// Elements the source left out so far because they could not be read (`on_error:
+    /// "skip"`), and the first one's error.
+    pub fn skipped(&self) -> (usize, Option<String>) {
+        self.elems.skipped()
+    }
 }
 
 /// One epoch's batches. When the pipeline ends in `batch` (then only `prefetch`), each batch is

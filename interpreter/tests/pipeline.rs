@@ -118,3 +118,88 @@ fn a_streamed_epoch_equals_the_whole_epoch_applied() {
         "each epoch draws anew"
     );
 }
+
+/// A folder of class folders made from the bundled CIFAR-10 images: PNG files for even indices,
+/// JPEG (quality 100) for odd ones, a text file and an empty folder beside them.
+fn image_folder(n: usize) -> (PathBuf, Vec<Vec<u8>>, Vec<i64>) {
+    let (x, y) = dlc::runtime::data::cifar::read(&[&examples().join("data/cifar-10/test_batch_first800.bin")]).unwrap();
+    let (px, labels): (Vec<f64>, Vec<f64>) = (x.to_f64(), y.to_f64());
+    let dir = std::env::temp_dir().join(format!("dlc-images-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("zz_empty")).unwrap();
+    let mut chw = vec![];
+    for i in 0..n {
+        let class = dir.join(format!("c{}", labels[i]));
+        std::fs::create_dir_all(&class).unwrap();
+        let image: Vec<u8> = px[i * 3072..(i + 1) * 3072].iter().map(|v| *v as u8).collect();
+        let hwc: Vec<u8> = (0..1024).flat_map(|p| [image[p], image[1024 + p], image[2048 + p]]).collect();
+        if i % 2 == 0 {
+            let file = std::fs::File::create(class.join(format!("{i:03}.png"))).unwrap();
+            let mut enc = png::Encoder::new(std::io::BufWriter::new(file), 32, 32);
+            enc.set_color(png::ColorType::Rgb);
+            enc.set_depth(png::BitDepth::Eight);
+            enc.write_header().unwrap().write_image_data(&hwc).unwrap();
+        } else {
+            let enc = jpeg_encoder::Encoder::new_file(class.join(format!("{i:03}.JPG")), 100).unwrap();
+            enc.encode(&hwc, 32, 32, jpeg_encoder::ColorType::Rgb).unwrap();
+        }
+        chw.push(image);
+    }
+    std::fs::write(dir.join("c3").join("notes.txt"), "not an image").unwrap();
+    (dir, chw, labels[..n].iter().map(|l| *l as i64).collect())
+}
+
+/// `images(dir)` reads a folder as torchvision's `ImageFolder` does: classes in sorted folder
+/// order, each class's files in sorted order, other files ignored; PNG exactly, JPEG within its
+/// compression; resized and made gray when asked; streamed (decoded on the feed's workers) equal
+/// to the whole read; a corrupt file an error that names it.
+#[test]
+fn an_image_folder_reads_as_torchvisions_image_folder() {
+    let n = 40;
+    let (dir, images, labels) = image_folder(n);
+    let s = load(&format!("use std.data\ndata d = images({:?}, size: (32, 32)) |> batch({n})\n", dir.to_str().unwrap()));
+    let batches = epoch(&s, "d", 0);
+    assert_eq!(batches.len(), 1);
+    assert_eq!(batches[0][0].shape, vec![n, 3, 32, 32]);
+    // Folders c0..c9 sort as their labels do; within one, files by index.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|i| (labels[*i], *i));
+    let (got, got_labels) = (batches[0][0].to_f64(), batches[0][1].to_f64());
+    for (k, i) in order.iter().enumerate() {
+        assert_eq!(got_labels[k], labels[*i] as f64, "label of image {i}");
+        let mine = &got[k * 3072..(k + 1) * 3072];
+        let diff: f64 = mine.iter().zip(&images[*i]).map(|(a, b)| (a - *b as f64).abs()).sum::<f64>() / 3072.0;
+        if i % 2 == 0 {
+            assert_eq!(diff, 0.0, "PNG {i} is lossless");
+        } else {
+            assert!(diff < 3.0, "JPEG {i} at quality 100: mean difference {diff}");
+        }
+    }
+    let Some(Value::Pipeline(p)) = s.t.modules[s.main].items.get("d").cloned() else { panic!("no pipeline d") };
+    let mut cache = None;
+    let streamed = pipeline::run_cached(&p, &examples(), &s.t.graph, 0, &mut cache).unwrap();
+    assert!(matches!(streamed, pipeline::Batches::Stream(_)), "decoded on demand");
+    assert_eq!(bits(pipeline::Feed::start(streamed, 0, 2, 2, Default::default()).map(|b| b.unwrap())), bits(batches));
+    // Resized and gray.
+    let s = load(&format!("use std.data\ndata d = images({:?}, size: (16, 20), channels: 1) |> batch(8)\n", dir.to_str().unwrap()));
+    assert_eq!(epoch(&s, "d", 0)[0][0].shape, vec![8, 1, 16, 20]);
+    // A file that is not the image its name says: the error names it.
+    std::fs::write(dir.join("c0").join("999.jpg"), b"\xFF\xD8 not really a jpeg").unwrap();
+    let s = load(&format!("use std.data\ndata d = images({:?}, size: (32, 32)) |> batch(8)\n", dir.to_str().unwrap()));
+    let Some(Value::Pipeline(p)) = s.t.modules[s.main].items.get("d").cloned() else { panic!("no pipeline d") };
+    let e = pipeline::run(&p, &examples(), &s.t.graph, 0).expect_err("a corrupt image");
+    assert!(e.to_string().contains("999.jpg") && e.to_string().contains("cannot decode"), "{e}");
+    // With `on_error: "skip"` it is left out of its batch and counted, streamed or not.
+    let s = load(&format!("use std.data\ndata d = images({:?}, size: (32, 32), on_error: \"skip\") |> batch(8)\n", dir.to_str().unwrap()));
+    let Some(Value::Pipeline(p)) = s.t.modules[s.main].items.get("d").cloned() else { panic!("no pipeline d") };
+    let whole = pipeline::run(&p, &examples(), &s.t.graph, 0).expect("skips");
+    assert_eq!(whole.iter().map(|b| b[0].shape[0]).sum::<usize>(), n, "the 41st file left out");
+    let mut cache = None;
+    let streamed = pipeline::run_cached(&p, &examples(), &s.t.graph, 0, &mut cache).unwrap();
+    let sizes: Vec<usize> = streamed.into_iter().map(|b| b.unwrap()[0].shape[0]).collect();
+    // 41 files in batches of 8: six batches, one of them one short.
+    assert_eq!((sizes.iter().sum::<usize>(), sizes.len()), (n, 6), "{sizes:?}");
+    let (skipped, first) = cache.as_ref().unwrap().skipped();
+    assert!(skipped == 1 && first.unwrap().contains("999.jpg"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,12 +1,17 @@
 //! Where an epoch's elements come from: prepared in memory (the source decoded and the stages
 //! before the first epoch-dependent one applied, once a run), or read from the files as the
-//! feed's workers ask for them (an uncompressed `npy` source whose whole pipeline streams), so
-//! that a data set larger than memory trains with the memory of the batches in flight.
+//! feed's workers ask for them (an uncompressed `npy` source, or an `images` folder, whose whole
+//! pipeline streams), so that a data set larger than memory trains with the memory of the
+//! batches in flight, and images are decoded on the workers.
 
 use super::{data_err, npy_types, str_arg, Element};
+use crate::runtime::data::images::ImageFolder;
 use crate::runtime::data::npy;
+use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::Stage;
+use dlc_language::eval::Value;
+use dlc_language::types::DType;
 use dlc_language::Span;
 use std::path::Path;
 use std::sync::Arc;
@@ -20,6 +25,11 @@ pub enum Elements {
         y: Option<Arc<npy::Rows>>,
         span: Span,
     },
+    /// An `images` folder's files, decoded when asked for.
+    Images {
+        folder: Arc<ImageFolder>,
+        span: Span,
+    },
 }
 
 impl Elements {
@@ -27,11 +37,36 @@ impl Elements {
         match self {
             Elements::Memory(v) => v.len(),
             Elements::Rows { x, .. } => x.len(),
+            Elements::Images { folder, .. } => folder.len(),
         }
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Element `i`, or `None` when it could not be read and the source skips such elements
+    /// (`images(..., on_error: "skip")`; counted, see `skipped`).
+    pub fn get_or_skip(&self, i: usize) -> Result<Option<Element>, RuntimeError> {
+        if let Elements::Images { folder, span } = self {
+            return match folder.get(i) {
+                Ok((image, label)) => Ok(Some(vec![image, Tensor::from_f64(DType::I64, vec![], [label as f64])])),
+                Err(e) if folder.skip => {
+                    folder.note_skipped(&e);
+                    Ok(None)
+                }
+                Err(e) => Err(data_err(e, *span)),
+            };
+        }
+        self.get(i).map(Some)
+    }
+
+    /// Elements left out so far because they could not be read, and the first one's error.
+    pub fn skipped(&self) -> (usize, Option<String>) {
+        match self {
+            Elements::Images { folder, .. } => folder.skipped(),
+            _ => (0, None),
+        }
     }
 
     /// Element `i`.
@@ -45,21 +80,43 @@ impl Elements {
                 }
                 Ok(e)
             }
+            Elements::Images { folder, span } => {
+                let (image, label) = folder.get(i).map_err(|e| data_err(e, *span))?;
+                Ok(vec![image, Tensor::from_f64(DType::I64, vec![], [label as f64])])
+            }
         }
     }
 
-    /// Every element, in order (a pipeline that does not stream applies its stages to all).
+    /// Every element, in order, but those skipped (a pipeline that does not stream applies its
+    /// stages to all).
     pub fn all(&self) -> Result<Vec<Element>, RuntimeError> {
         match self {
             Elements::Memory(v) => Ok((**v).clone()),
-            other => (0..other.len()).map(|i| other.get(i)).collect(),
+            other => Ok((0..other.len()).map(|i| other.get_or_skip(i)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect()),
         }
     }
 }
 
-/// An `npy` source as rows read on demand, when its files are not gzip; `None` otherwise (and
-/// for every other source).
+/// An `images` source's folder, listed (its images are decoded when read).
+pub fn image_folder(root: &Path, src: &Stage) -> Result<Elements, RuntimeError> {
+    let dir = crate::paths::in_program(root, &str_arg(src, "dir").unwrap_or_default());
+    let size = match src.arg("size") {
+        Some(Value::Tuple(hw)) if hw.len() == 2 => hw[0].as_int().zip(hw[1].as_int()).map(|(h, w)| (h as usize, w as usize)),
+        Some(v) => v.as_int().map(|s| (s as usize, s as usize)),
+        None => None,
+    };
+    let channels = src.arg("channels").and_then(|v| v.as_int()).unwrap_or(3) as usize;
+    let skip = str_arg(src, "on_error").as_deref() == Some("skip");
+    let folder = ImageFolder::open(&dir, size, channels, skip).map_err(|e| data_err(e, src.span))?;
+    Ok(Elements::Images { folder: Arc::new(folder), span: src.span })
+}
+
+/// A source read on demand: an `npy` source's rows when its files are not gzip, an `images`
+/// folder; `None` otherwise (every other source is read whole).
 pub fn on_demand(root: &Path, src: &Stage) -> Result<Option<Elements>, RuntimeError> {
+    if src.kind == "images" {
+        return image_folder(root, src).map(Some);
+    }
     if src.kind != "npy" {
         return Ok(None);
     }

@@ -151,9 +151,10 @@ impl EpochPlan {
         self
     }
 
-    /// The element at `position`: read from the prefix, then each stage's work where it stood.
-    fn element(&self, position: usize) -> Result<Element, RuntimeError> {
-        let mut e = self.elems.get(self.source[position] as usize)?;
+    /// The element at `position`: read from the prefix, then each stage's work where it stood;
+    /// `None` when the source skipped it (it could not be read).
+    fn element(&self, position: usize) -> Result<Option<Element>, RuntimeError> {
+        let Some(mut e) = self.elems.get_or_skip(self.source[position] as usize)? else { return Ok(None) };
         for s in &self.stages {
             let at = s.position[position] as usize;
             e = match &s.each {
@@ -169,13 +170,17 @@ impl EpochPlan {
                 }
             };
         }
-        Ok(e)
+        Ok(Some(e))
     }
 
-    /// Batch `b` of the epoch (0-based), stacked.
+    /// Batch `b` of the epoch (0-based), stacked; smaller by the elements the source skipped.
     pub fn batch(&self, b: usize) -> Result<Element, RuntimeError> {
         let end = ((b + 1) * self.size).min(self.source.len());
-        let elems = (b * self.size..end).map(|p| self.element(p)).collect::<Result<Vec<_>, _>>()?;
+        let elems: Vec<Element> =
+            (b * self.size..end).map(|p| self.element(p)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
+        if elems.is_empty() {
+            return Err(RuntimeError::Unsupported(format!("every element of batch {} could not be read and was skipped", b + 1)));
+        }
         Ok(stack(&elems))
     }
 }

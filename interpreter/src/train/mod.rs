@@ -423,6 +423,12 @@ impl<'s> Trainer<'s> {
         Ok(())
     }
 
+    /// Elements of the training data left out so far because they could not be read, and the
+    /// first one's error.
+    fn skipped_elements(&self) -> (usize, Option<String>) {
+        self.prepared.as_ref().map_or((0, None), |p| p.skipped())
+    }
+
     /// One epoch of training batches: from the Rust source when one is bound, else the pipeline.
     fn epoch_batches(&mut self, epoch: u64) -> Result<Batches, RuntimeError> {
         let (rank, size) = (self.world.rank(), self.world.size());

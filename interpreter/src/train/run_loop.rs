@@ -174,6 +174,7 @@ impl Trainer<'_> {
         // The batches are made on worker threads ahead of the step (pipeline/feed.rs).
         let ahead = pipeline::prefetch_depth(&self.pipeline).unwrap_or(pipeline::DEFAULT_AHEAD);
         let waited_before = p.data_wait.get();
+        let skipped_before = self.skipped_elements().0;
         let mut data = Feed::start(data, skip * h.n_acc, pipeline::default_workers(), ahead, p.data_wait.clone()).peekable();
         for _ in skip..h.per_epoch {
             // (The losses of the steps read now: none when this step's read is put off.)
@@ -186,6 +187,17 @@ impl Trainer<'_> {
             }
         }
         let wait_s = (p.data_wait.get() - waited_before).as_secs_f64();
+        if let (skipped, Some(first)) = self.skipped_elements() {
+            if skipped > skipped_before {
+                let n = skipped - skipped_before;
+                let message = format!(
+                    "epoch {}: {n} element{} could not be read and were left out (`on_error: \"skip\"`); the first: {first}",
+                    epoch + 1,
+                    if n == 1 { "" } else { "s" }
+                );
+                self.emit(&Event::Warning(&message));
+            }
+        }
         let mean = epoch_loss.0 / epoch_loss.1.max(1) as f64;
         let secs = epoch_started.elapsed().as_secs_f64();
         let loss_scale = self.loss_scale();

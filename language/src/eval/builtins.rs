@@ -79,6 +79,7 @@ pub const TABLE: &[(&str, &str, &[&str])] = &[
     ("fashion_mnist", "std.data", &["dir", "split="]),
     ("idx", "std.data", &["images", "labels"]),
     ("cifar", "std.data", &["files"]),
+    ("images", "std.data", &["dir", "size=", "channels=", "on_error="]),
     ("csv", "std.data", &["path", "features=", "label=", "header=", "classes=", "label_row="]),
     ("npy", "std.data", &["path", "row=", "labels=", "label_row="]),
     ("text", "std.data", &["path", "block=", "level="]),

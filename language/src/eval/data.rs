@@ -85,6 +85,37 @@ impl Tracer {
                 let label = self.elem_input("cifar.label", DType::I64, vec![], span);
                 source(Self::record(vec![("image", image), ("label", label)]), "cifar".into())
             }
+            "images" => {
+                // A folder of class folders of JPEG and PNG files (torchvision's `ImageFolder`):
+                // classes in sorted folder-name order. `size: (h, w)` resizes every image to it;
+                // without it the images' sizes are only known when they are read.
+                let dir = self.str_arg(b, "dir")?;
+                let channels = self.arg_int(b, "channels", 3)?;
+                if channels != 1 && channels != 3 {
+                    return self.err("E0403", format!("`channels` must be 1 or 3, found {channels}"), b.span_of("channels"), "1 or 3");
+                }
+                let (h, w) = match b.get("size") {
+                    None => (Dim::Any, Dim::Any),
+                    Some(_) => match self.arg_pair(b, "size", 0)? {
+                        (h, w) if h >= 1 && w >= 1 => (Dim::known(h), Dim::known(w)),
+                        (h, w) => {
+                            return self.err("E0403", format!("`size` must be positive, found ({h}, {w})"), b.span_of("size"), "not a size")
+                        }
+                    },
+                };
+                let on_error = self.str_arg(b, "on_error")?;
+                if !on_error.is_empty() && on_error != "stop" && on_error != "skip" {
+                    return self.err(
+                        "E0403",
+                        format!("`on_error` must be \"stop\" or \"skip\", found \"{on_error}\""),
+                        b.span_of("on_error"),
+                        "stop or skip",
+                    );
+                }
+                let image = self.elem_input("images.image", DType::U8, vec![Dim::known(channels), h, w], span);
+                let label = self.elem_input("images.label", DType::I64, vec![], span);
+                source(Self::record(vec![("image", image), ("label", label)]), format!("images({dir})"))
+            }
             "csv" => {
                 let path = self.str_arg(b, "path")?;
                 let n = match b.get("features") {

@@ -3,6 +3,7 @@
 //! times (median, min, max), samples/s, compile time, kernels per step and peak memory; `--json`
 //! prints one object, for scripts that compare with the PyTorch peers.
 
+pub mod data;
 mod report;
 
 use crate::reports::stats;

@@ -5,6 +5,7 @@
 pub mod cifar;
 pub mod csv;
 pub mod idx;
+pub mod images;
 pub mod npy;
 pub mod text;
 

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod feed;
+mod geometry;
 mod source;
 mod stream;
 
@@ -280,6 +281,11 @@ pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> R
         }
         // Worker threads and the bounded queue come with the trainer; the values are the same.
         "prefetch" => Ok(elems),
+        "resize" | "center_crop" => {
+            let g = geometry::Geometry::of(stage);
+            use rayon::prelude::*;
+            elems.into_par_iter().map(|e| g.apply(e)).collect()
+        }
         "random_crop" | "random_flip" => {
             let aug = Augment::of(stage, epoch);
             Ok(elems.into_iter().enumerate().map(|(i, e)| aug.apply(i, e)).collect())

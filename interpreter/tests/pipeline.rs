@@ -203,3 +203,40 @@ fn an_image_folder_reads_as_torchvisions_image_folder() {
     assert!(skipped == 1 && first.unwrap().contains("999.jpg"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `center_crop` and `resize` of u8 images (torchvision's `CenterCrop`, `Resize`): a crop is the
+/// image's centre exactly, a resize to the image's own size changes nothing, and both streamed
+/// after a shuffle equal the whole epoch applied; on an image folder without `size`, they give
+/// the batch its shape.
+#[test]
+fn center_crop_and_resize_shape_u8_images() {
+    let s = load(
+        "use std.data\ndata c = cifar(\"data/cifar-10/test_batch_first800.bin\") |> take(20) |> center_crop(size: (24, 28)) |> batch(20)\n\
+         data r = cifar(\"data/cifar-10/test_batch_first800.bin\") |> take(20) |> resize(size: (32, 32)) |> batch(20)\n\
+         data all = cifar(\"data/cifar-10/test_batch_first800.bin\") |> take(20) |> batch(20)\n\
+         data s = cifar(\"data/cifar-10/test_batch_first800.bin\") |> take(50) |> shuffle(seed: 2) |> center_crop(size: (30, 30)) \
+         |> resize(size: (16, 20)) |> batch(16)\n",
+    );
+    let (c, r, all) = (epoch(&s, "c", 0), epoch(&s, "r", 0), epoch(&s, "all", 0));
+    assert_eq!(c[0][0].shape, vec![20, 3, 24, 28]);
+    let (cropped, original) = (c[0][0].to_f64(), all[0][0].to_f64());
+    // Rows from round(8 / 2) = 4, columns from round(4 / 2) = 2.
+    for (i, v) in cropped.iter().enumerate() {
+        let (img, ch, y, x) = (i / (3 * 24 * 28), i / (24 * 28) % 3, i / 28 % 24, i % 28);
+        assert_eq!(*v, original[((img * 3 + ch) * 32 + y + 4) * 32 + x + 2]);
+    }
+    assert_eq!(r[0][0].to_f64(), original, "a resize to the same size changes nothing");
+    let Some(Value::Pipeline(p)) = s.t.modules[s.main].items.get("s").cloned() else { panic!("no pipeline s") };
+    let mut cache = None;
+    let streamed = pipeline::run_cached(&p, &examples(), &s.t.graph, 1, &mut cache).unwrap();
+    assert!(matches!(streamed, pipeline::Batches::Stream(_)));
+    let whole = pipeline::run(&p, &examples(), &s.t.graph, 1).unwrap();
+    assert_eq!(whole[0][0].shape, vec![16, 3, 16, 20]);
+    assert_eq!(bits(streamed.into_iter().map(|b| b.unwrap())), bits(whole));
+    // A float image is refused by the checker, before anything runs.
+    let mut bad = Session::new(Mode::Check);
+    let mut host = RuntimeHost::new(Some(examples()), false);
+    let src = "use std.data\ndata d = cifar(\"x.bin\") |> map(r => (to_unit(r.image), r.label)) |> resize(size: (8, 8))\n";
+    assert!(!bad.run_source("bad.dl", src, &mut host));
+    assert!(bad.diagnostics().iter().any(|d| d.code == "E0403" && d.message.contains("u8 images")), "{:?}", bad.diagnostics());
+}

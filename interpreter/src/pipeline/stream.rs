@@ -29,6 +29,8 @@ enum Each {
     Map { planned: Box<Planned>, inputs: Vec<u32>, outs: Vec<NodeId>, kernels: Arc<KernelCache> },
     /// `random_crop` / `random_flip` (its draws depend on the element's position).
     Augment(Augment),
+    /// `resize` / `center_crop`.
+    Geometry(super::geometry::Geometry),
 }
 
 /// A per-element stage and, for each position of the epoch, the position the element had when
@@ -62,7 +64,7 @@ pub fn streams(rest: &[Stage]) -> bool {
     kinds.last() == Some(&"batch")
         && kinds[..kinds.len() - 1]
             .iter()
-            .all(|k| matches!(*k, "map" | "shuffle" | "take" | "skip" | "split" | "random_crop" | "random_flip"))
+            .all(|k| matches!(*k, "map" | "shuffle" | "take" | "skip" | "split" | "random_crop" | "random_flip" | "resize" | "center_crop"))
 }
 
 /// Keep the positions `keep` picks, in its order, in every index array.
@@ -92,6 +94,9 @@ impl EpochPlan {
                     let kernels = Arc::new(KernelCache::new(false));
                     let planned = Box::new(planned);
                     stages.push(AtStage { each: Each::Map { planned, inputs, outs, kernels }, position: (0..n as u32).collect() });
+                }
+                "resize" | "center_crop" => {
+                    stages.push(AtStage { each: Each::Geometry(super::geometry::Geometry::of(st)), position: (0..n as u32).collect() });
                 }
                 "random_crop" | "random_flip" => {
                     stages.push(AtStage { each: Each::Augment(Augment::of(st, epoch)), position: (0..n as u32).collect() });
@@ -159,6 +164,7 @@ impl EpochPlan {
             let at = s.position[position] as usize;
             e = match &s.each {
                 Each::Augment(aug) => aug.apply(at, e),
+                Each::Geometry(g) => g.apply(e)?,
                 Each::Map { planned, inputs, outs, kernels } => {
                     let mut ex = Executor::new(0);
                     ex.kernels = kernels.clone();

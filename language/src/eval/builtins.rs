@@ -90,6 +90,8 @@ pub const TABLE: &[(&str, &str, &[&str])] = &[
     ("prefetch", "std.data", &["pipeline", "n="]),
     ("random_crop", "std.data", &["pipeline", "padding=", "seed="]),
     ("random_flip", "std.data", &["pipeline", "p=", "seed="]),
+    ("resize", "std.data", &["pipeline", "size"]),
+    ("center_crop", "std.data", &["pipeline", "size"]),
     ("skip", "std.data", &["pipeline", "n"]),
     ("split", "std.data", &["pipeline", "fraction", "part="]),
 ];

@@ -226,6 +226,34 @@ impl Tracer {
                 let elem = p.elem.clone();
                 Ok(self.stage(&p, name, b, elem))
             }
+            "resize" | "center_crop" => {
+                // torchvision's Resize((h, w)) and CenterCrop((h, w)) of the element's first
+                // tensor, a u8 image [C, H, W] or [H, W]: its last two dims become (h, w).
+                let p = self.pipeline_arg(b)?;
+                let mut first = vec![];
+                first_tensor(&p.elem, &mut first);
+                let found = first.first().map(|n| self.ty(*n));
+                let Some(ty) = found.clone().filter(|t| t.dtype == DType::U8 && (t.rank() == 2 || t.rank() == 3)) else {
+                    let found = found.map(|t| t.to_string()).unwrap_or_else(|| "no tensor".into());
+                    return self.err(
+                        "E0403",
+                        format!("`{name}` works on u8 images: the element's first tensor must be u8[H, W] or u8[C, H, W], found {found} (put it before `map`)"),
+                        span,
+                        "not a u8 image",
+                    );
+                };
+                let (h, w) = self.arg_pair(b, "size", 0)?;
+                if h < 1 || w < 1 {
+                    return self.err("E0403", format!("`size` must be positive, found ({h}, {w})"), b.span_of("size"), "not a size");
+                }
+                let mut shape = ty.shape.clone();
+                let r = shape.len();
+                shape[r - 2] = Dim::known(h);
+                shape[r - 1] = Dim::known(w);
+                let image = self.elem_input(&format!("{name}.image"), DType::U8, shape, span);
+                let elem = with_first_tensor(&p.elem, image, &mut false);
+                Ok(self.stage(&p, name, b, elem))
+            }
             "shuffle" | "prefetch" | "skip" | "take" | "split" => {
                 let p = self.pipeline_arg(b)?;
                 if name == "split" {
@@ -275,6 +303,21 @@ fn first_tensor(v: &Value, out: &mut Vec<crate::ir::NodeId>) {
         Value::Tuple(items) => items.iter().for_each(|x| first_tensor(x, out)),
         Value::Record(items) => items.iter().for_each(|(_, x)| first_tensor(x, out)),
         _ => {}
+    }
+}
+
+/// `v` with its first tensor (depth-first) replaced by `by`.
+fn with_first_tensor(v: &Value, by: Value, done: &mut bool) -> Value {
+    match v {
+        Value::Tensor(_) if !*done => {
+            *done = true;
+            by
+        }
+        Value::Tuple(items) => Value::Tuple(Rc::new(items.iter().map(|x| with_first_tensor(x, by.clone(), done)).collect())),
+        Value::Record(items) => {
+            Value::Record(Rc::new(items.iter().map(|(k, x)| (k.clone(), with_first_tensor(x, by.clone(), done))).collect()))
+        }
+        other => other.clone(),
     }
 }
 

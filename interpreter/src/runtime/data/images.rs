@@ -181,7 +181,7 @@ fn source_index(o: usize, n_in: usize, n_out: usize) -> (usize, usize, f32) {
 }
 
 /// Bilinear resize of `channels` planes from `(h, w)` to `(oh, ow)`.
-fn resize(planes: &[u8], channels: usize, (h, w): (usize, usize), (oh, ow): (usize, usize)) -> Vec<u8> {
+pub(crate) fn resize(planes: &[u8], channels: usize, (h, w): (usize, usize), (oh, ow): (usize, usize)) -> Vec<u8> {
     let xs: Vec<_> = (0..ow).map(|x| source_index(x, w, ow)).collect();
     let mut out = Vec::with_capacity(channels * oh * ow);
     for c in 0..channels {

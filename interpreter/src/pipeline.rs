@@ -9,7 +9,7 @@ use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::{Pipeline, Stage};
 use dlc_language::eval::Value;
-use dlc_language::ir::{Graph, NodeId, Op};
+use dlc_language::ir::{Graph, NodeId};
 use dlc_language::types::{DType, Dim, TensorTy};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use std::sync::Arc;
 mod feed;
 mod geometry;
 mod source;
+mod stages;
 mod stream;
 
 pub use feed::{default_workers, Feed, DEFAULT_AHEAD};
@@ -228,56 +229,25 @@ fn concat<T: Copy>(
 pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> Result<Vec<Element>, RuntimeError> {
     match stage.kind {
         "map" => {
-            let (mut ins, mut outs) = (vec![], vec![]);
-            leaves(&stage.input, &mut ins);
-            leaves(&stage.output, &mut outs);
-            let input_ids: Vec<u32> = ins.iter().map(|n| if let Op::Input(i) = graph.node(*n).op { i } else { u32::MAX }).collect();
-            // The function's graph compiled once, as a step is: its elementwise chain (cast,
-            // scale, normalise) one fused kernel that reads the element's bytes and writes its
-            // floats once, broadcast constants recomputed where they are read.
-            let dlc_language::passes::driver::Planned { plan, memory, .. } =
-                dlc_language::passes::driver::plan(graph, &outs, true).map_err(|e| RuntimeError::Unsupported(format!("{e:?}")))?;
-            let kernels = Arc::new(crate::exec::fused::KernelCache::new(false));
+            let f = stages::MapStage::new(stage, graph)?;
             // Elements are independent: map them on all cores (rayon keeps the order, so the
             // result does not depend on the number of threads).
             use rayon::prelude::*;
-            elems
-                .into_par_iter()
-                .map(|e| {
-                    // A fresh executor per element: the inputs change, and results are cached by node.
-                    let mut ex = Executor::new(0);
-                    ex.kernels = kernels.clone();
-                    for (id, t) in input_ids.iter().zip(e) {
-                        ex.inputs.insert(*id, t);
-                    }
-                    ex.run_planned(graph, &plan, &memory)?;
-                    outs.iter().map(|n| ex.eval(graph, *n)).collect::<Result<Element, _>>()
-                })
-                .collect()
+            elems.into_par_iter().map(|e| f.run(graph, e)).collect()
         }
         "shuffle" => {
-            let seed = int_arg(stage, "seed", 0) as u64;
-            let mut elems = elems;
-            // Fisher–Yates with the counter-based generator: the order depends on (seed, epoch) only.
-            let stream = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ epoch;
-            for i in (1..elems.len()).rev() {
-                let j = (rng::uniform(stream, i as u64) * (i + 1) as f64) as usize;
-                elems.swap(i, j.min(i));
-            }
-            Ok(elems)
+            let order = stages::shuffle_order(stage, epoch, elems.len());
+            let mut slots: Vec<Option<Element>> = elems.into_iter().map(Some).collect();
+            Ok(order.into_iter().map(|i| slots[i].take().expect("a permutation takes each element once")).collect())
         }
         "batch" => {
             let size = int_arg(stage, "size", 1).max(1) as usize;
             let drop_last = matches!(stage.arg("drop_last"), Some(Value::Bool(true)));
             Ok(elems.chunks(size).filter(|c| !drop_last || c.len() == size).map(stack).collect())
         }
-        "take" => Ok(elems.into_iter().take(int_arg(stage, "n", 0).max(0) as usize).collect()),
-        "skip" => Ok(elems.into_iter().skip(int_arg(stage, "n", 0).max(0) as usize).collect()),
-        "split" => {
-            let f = stage.arg("fraction").and_then(|v| v.as_float()).unwrap_or(0.9);
-            let cut = (elems.len() as f64 * f).round() as usize;
-            let second = matches!(str_arg(stage, "part").as_deref(), Some("rest" | "test" | "second"));
-            Ok(if second { elems.into_iter().skip(cut).collect() } else { elems.into_iter().take(cut).collect() })
+        "take" | "skip" | "split" => {
+            let mut elems = elems;
+            Ok(elems.drain(stages::kept(stage, elems.len())).collect())
         }
         // Worker threads and the bounded queue come with the trainer; the values are the same.
         "prefetch" => Ok(elems),

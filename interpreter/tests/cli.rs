@@ -547,18 +547,6 @@ fn a_file_that_is_not_dl_gets_a_bounded_report() {
     assert_eq!(v["diagnostics"].as_array().map(|a| a.len()), Some(3000));
 }
 
-/// A `.npy` file: a version-1 header for `descr` and `shape`, then `data`.
-fn npy_file(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    header.push_str(&" ".repeat((64 - (10 + header.len() + 1) % 64) % 64));
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header.len() as u16).to_le_bytes());
-    out.extend(header.as_bytes());
-    out.extend(data);
-    out
-}
-
 /// An epoch over a data set larger than the memory the run may use: a 128 MiB `.npy` file
 /// (32,768 rows of 1,024 f32) read a row at a time as the feed's workers ask for them,
 /// shuffled and batched; the whole run's peak resident memory stays below the file's size. Read
@@ -569,10 +557,10 @@ fn a_data_set_larger_than_the_runs_memory_streams_from_disk() {
     std::fs::create_dir_all(&dir).unwrap();
     let (rows, width) = (32_768usize, 1024usize);
     let x: Vec<u8> = (0..rows * width).flat_map(|i| (((i * 7919) % 1000) as f32 / 1000.0 - 0.5).to_le_bytes()).collect();
-    std::fs::write(dir.join("x.npy"), npy_file("<f4", &format!("({rows}, {width})"), &x)).unwrap();
+    std::fs::write(dir.join("x.npy"), dlc::runtime::data::npy::encode("<f4", &[rows, width], &x)).unwrap();
     drop(x);
     let y: Vec<u8> = (0..rows).flat_map(|i| ((i % 4) as i64).to_le_bytes()).collect();
-    std::fs::write(dir.join("y.npy"), npy_file("<i8", &format!("({rows},)"), &y)).unwrap();
+    std::fs::write(dir.join("y.npy"), dlc::runtime::data::npy::encode("<i8", &[rows], &y)).unwrap();
     let program = dir.join("big.dl");
     std::fs::write(
         &program,

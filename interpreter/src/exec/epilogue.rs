@@ -13,11 +13,10 @@ fn rows_per_task(n: usize) -> usize {
     (16_384 / n.max(1)).max(1)
 }
 
-/// Each row of `rows` plus `bias`, then the relu, in place; built for AVX-512 and AVX2 as well
-/// and the widest the CPU has taken (as the fused kernels are).
-fn add_rows(rows: &mut [f32], bias: &[f32], relu: bool) {
-    #[inline(always)]
-    fn each(rows: &mut [f32], bias: &[f32], relu: bool) {
+crate::runtime::cpu::widest! {
+    /// Each row of `rows` plus `bias`, then the relu, in place; built for AVX-512 and AVX2 as
+    /// well and the widest the CPU has taken (as the fused kernels are).
+    fn add_rows(rows: &mut [f32], bias: &[f32], relu: bool) {
         for row in rows.chunks_mut(bias.len()) {
             for (x, b) in row.iter_mut().zip(bias) {
                 let s = *x + *b;
@@ -25,26 +24,6 @@ fn add_rows(rows: &mut [f32], bias: &[f32], relu: bool) {
             }
         }
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx512vl,avx2")]
-        unsafe fn wide(rows: &mut [f32], bias: &[f32], relu: bool) {
-            each(rows, bias, relu)
-        }
-        #[target_feature(enable = "avx2")]
-        unsafe fn avx2(rows: &mut [f32], bias: &[f32], relu: bool) {
-            each(rows, bias, relu)
-        }
-        if crate::runtime::cpu::has_avx512() {
-            // SAFETY: the CPU has AVX-512 F/VL and AVX2.
-            return unsafe { wide(rows, bias, relu) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { avx2(rows, bias, relu) };
-        }
-    }
-    each(rows, bias, relu)
 }
 
 /// `product + bias` (bias one value per column), then `relu` when asked, reusing the product's buffer.

@@ -10,23 +10,19 @@
 //! use its position at that stage, as the whole-epoch application does (a test checks the two
 //! bit for bit).
 
-use super::{int_arg, leaves, stack, str_arg, varies_by_epoch, Augment, Element, Elements};
-use crate::exec::fused::KernelCache;
-use crate::exec::Executor;
-use crate::runtime::rng;
+use super::stages::{kept, shuffle_order, MapStage};
+use super::{int_arg, stack, varies_by_epoch, Augment, Element, Elements};
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::Stage;
 use dlc_language::eval::Value;
-use dlc_language::ir::{Graph, NodeId, Op};
-use dlc_language::passes::driver::Planned;
+use dlc_language::ir::Graph;
 use std::sync::Arc;
 
 /// Work done to each element where it stands.
 #[derive(Clone)]
 enum Each {
-    /// A `map`: its compiled graph, the graph's input ids for the element's leaves, its outputs,
-    /// and the fused kernels' programs, built once and shared by the workers.
-    Map { planned: Box<Planned>, inputs: Vec<u32>, outs: Vec<NodeId>, kernels: Arc<KernelCache> },
+    /// A `map`, compiled once and shared by the workers.
+    Map(MapStage),
     /// `random_crop` / `random_flip` (its draws depend on the element's position).
     Augment(Augment),
     /// `resize` / `center_crop`.
@@ -84,42 +80,15 @@ impl EpochPlan {
         for st in rest {
             let n = source.len();
             match st.kind {
-                "map" => {
-                    let (mut ins, mut outs) = (vec![], vec![]);
-                    leaves(&st.input, &mut ins);
-                    leaves(&st.output, &mut outs);
-                    let inputs = ins.iter().map(|n| if let Op::Input(i) = graph.node(*n).op { i } else { u32::MAX }).collect();
-                    let planned =
-                        dlc_language::passes::driver::plan(&graph, &outs, true).map_err(|e| RuntimeError::Unsupported(format!("{e:?}")))?;
-                    let kernels = Arc::new(KernelCache::new(false));
-                    let planned = Box::new(planned);
-                    stages.push(AtStage { each: Each::Map { planned, inputs, outs, kernels }, position: (0..n as u32).collect() });
-                }
+                "map" => stages.push(AtStage { each: Each::Map(MapStage::new(st, &graph)?), position: (0..n as u32).collect() }),
                 "resize" | "center_crop" => {
                     stages.push(AtStage { each: Each::Geometry(super::geometry::Geometry::of(st)), position: (0..n as u32).collect() });
                 }
                 "random_crop" | "random_flip" => {
                     stages.push(AtStage { each: Each::Augment(Augment::of(st, epoch)), position: (0..n as u32).collect() });
                 }
-                "shuffle" => {
-                    // The same Fisher–Yates over positions as `apply` runs over elements.
-                    let stream = (int_arg(st, "seed", 0) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ epoch;
-                    let mut order: Vec<usize> = (0..n).collect();
-                    for i in (1..n).rev() {
-                        let j = (rng::uniform(stream, i as u64) * (i + 1) as f64) as usize;
-                        order.swap(i, j.min(i));
-                    }
-                    select(&mut source, &mut stages, &order);
-                }
-                "take" => select(&mut source, &mut stages, &(0..n.min(int_arg(st, "n", 0).max(0) as usize)).collect::<Vec<_>>()),
-                "skip" => select(&mut source, &mut stages, &(n.min(int_arg(st, "n", 0).max(0) as usize)..n).collect::<Vec<_>>()),
-                "split" => {
-                    let f = st.arg("fraction").and_then(|v| v.as_float()).unwrap_or(0.9);
-                    let cut = ((n as f64 * f).round() as usize).min(n);
-                    let second = matches!(str_arg(st, "part").as_deref(), Some("rest" | "test" | "second"));
-                    let keep: Vec<usize> = if second { (cut..n).collect() } else { (0..cut).collect() };
-                    select(&mut source, &mut stages, &keep);
-                }
+                "shuffle" => select(&mut source, &mut stages, &shuffle_order(st, epoch, n)),
+                "take" | "skip" | "split" => select(&mut source, &mut stages, &kept(st, n).collect::<Vec<_>>()),
                 "batch" => {
                     size = int_arg(st, "size", 1).max(1) as usize;
                     drop_last = matches!(st.arg("drop_last"), Some(Value::Bool(true)));
@@ -165,15 +134,7 @@ impl EpochPlan {
             e = match &s.each {
                 Each::Augment(aug) => aug.apply(at, e),
                 Each::Geometry(g) => g.apply(e)?,
-                Each::Map { planned, inputs, outs, kernels } => {
-                    let mut ex = Executor::new(0);
-                    ex.kernels = kernels.clone();
-                    for (id, t) in inputs.iter().zip(e) {
-                        ex.inputs.insert(*id, t);
-                    }
-                    ex.run_planned(&self.graph, &planned.plan, &planned.memory)?;
-                    outs.iter().map(|n| ex.eval(&self.graph, *n)).collect::<Result<Element, _>>()?
-                }
+                Each::Map(f) => f.run(&self.graph, e)?,
             };
         }
         Ok(Some(e))

@@ -237,10 +237,7 @@ impl Convolutions {
                 p
             }
         };
-        match ws {
-            Some(ws) => launch(&planned, planned.algo, Some(ws), c, a, b, out),
-            None => launch(&planned, planned.algo, self.workspace.as_mut(), c, a, b, out),
-        }
+        launch(&planned, planned.algo, ws.or(self.workspace.as_mut()), c, a, b, out)
     }
 
     /// Descriptors for `c`, and its algorithm: from the tuning file, else measured on these

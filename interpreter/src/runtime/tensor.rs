@@ -61,34 +61,13 @@ pub fn round_bf16(v: f32) -> f32 {
     f32::from_bits(if b & 0x7FFF_FFFF > 0x7F80_0000 { quiet } else { rounded })
 }
 
-/// `round_bf16` over a slice, built for AVX-512 and AVX2 as well and the widest the CPU has
-/// taken (the fused kernels round every bf16 op's result: built for the baseline x86-64, this
-/// loop was the bf16 MLP step's largest cost, 11% of its samples).
-fn round_bf16_slice(v: &mut [f32]) {
-    #[inline(always)]
-    fn each(v: &mut [f32]) {
+super::cpu::widest! {
+    /// `round_bf16` over a slice, built for AVX-512 and AVX2 as well and the widest the CPU has
+    /// taken (the fused kernels round every bf16 op's result: built for the baseline x86-64,
+    /// this loop was the bf16 MLP step's largest cost, 11% of its samples).
+    fn round_bf16_slice(v: &mut [f32]) {
         v.iter_mut().for_each(|x| *x = round_bf16(*x));
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx512vl,avx2")]
-        unsafe fn wide(v: &mut [f32]) {
-            each(v)
-        }
-        #[target_feature(enable = "avx2")]
-        unsafe fn avx2(v: &mut [f32]) {
-            each(v)
-        }
-        if super::cpu::has_avx512() {
-            // SAFETY: the CPU has AVX-512 F/VL and AVX2.
-            return unsafe { wide(v) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { avx2(v) };
-        }
-    }
-    each(v)
 }
 
 /// `round_f32` over a slice, in place: bf16 on the bits, f16 with the CPU's F16C conversions

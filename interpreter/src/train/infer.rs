@@ -179,18 +179,6 @@ pub fn write_npy(path: &Path, t: &Tensor) -> Result<(), RuntimeError> {
         DType::I64 | DType::I32 | DType::U8 | DType::Bool => ("<i8", t.to_f64().iter().flat_map(|v| (*v as i64).to_le_bytes()).collect()),
         _ => ("<f4", t.to_f64().iter().flat_map(|v| (*v as f32).to_le_bytes()).collect()),
     };
-    let shape = match t.shape.len() {
-        0 => "()".to_string(),
-        1 => format!("({},)", t.shape[0]),
-        _ => format!("({})", t.shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
-    };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    let total = 10 + header.len() + 1;
-    header.push_str(&" ".repeat((64 - total % 64) % 64));
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header.len() as u16).to_le_bytes());
-    out.extend(header.as_bytes());
-    out.extend(bytes);
+    let out = crate::runtime::data::npy::encode(descr, &t.shape, &bytes);
     std::fs::write(path, out).map_err(|e| RuntimeError::Io(format!("cannot write {}: {e}", path.display())))
 }

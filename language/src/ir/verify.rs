@@ -274,13 +274,8 @@ pub fn memory(g: &Graph, plan: &Plan, mem: &MemoryPlan) -> Result<(), VerifyErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::Node;
+    use crate::ir::test_node as node;
     use crate::passes::{fusion, memory::plan_memory};
-    use crate::span::Span;
-
-    fn node(g: &mut Graph, op: Op, dtype: DType, shape: &[i64], src: Vec<NodeId>) -> NodeId {
-        g.add(Node { op, dtype, shape: shape.iter().map(|d| Dim::known(*d)).collect(), src }, Span::default())
-    }
 
     /// x [2, 3] and a bias [3] broadcast by expand: the well-formed graph passes.
     fn well_formed() -> (Graph, NodeId, NodeId, NodeId) {

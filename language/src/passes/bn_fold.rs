@@ -249,7 +249,7 @@ mod tests {
     use crate::types::DType;
 
     fn node(g: &mut Graph, op: Op, shape: &[i64], src: Vec<NodeId>) -> NodeId {
-        g.add(Node { op, dtype: DType::F32, shape: shape.iter().map(|d| Dim::known(*d)).collect(), src }, Span::default())
+        crate::ir::test_node(g, op, DType::F32, shape, src)
     }
 
     /// `p * expand(s)` with `s` a parameter of shape `s_shape`, `p` the product.

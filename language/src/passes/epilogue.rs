@@ -108,11 +108,10 @@ struct Found {
     rest: Option<Region>,
 }
 
-/// The first product in `kernels` that an epilogue can take.
-fn find(g: &Graph, kernels: &[Kernel], roots: &[NodeId]) -> Option<Found> {
-    let readers = readers_in(g, kernels);
+/// The first product in `kernels` from `from` on that an epilogue can take.
+fn find(g: &Graph, kernels: &[Kernel], roots: &[NodeId], readers: &HashMap<NodeId, HashSet<NodeId>>, from: usize) -> Option<Found> {
     let one_reader = |n: NodeId| readers.get(&n).map_or(0, |r| r.len()) == 1 && !roots.contains(&n);
-    for (at, k) in kernels.iter().enumerate() {
+    for (at, k) in kernels.iter().enumerate().skip(from) {
         let Kernel::Library(product) = k else { continue };
         let p = g.node(*product);
         if p.op != Op::MatMul || p.dtype != DType::F32 || !one_reader(*product) {
@@ -122,7 +121,7 @@ fn find(g: &Graph, kernels: &[Kernel], roots: &[NodeId]) -> Option<Found> {
         let Some(bias) = bias_of(g, add, *product) else { continue };
         let Some(region) = kernels.iter().position(|k| matches!(k, Kernel::Fused(r) if r.nodes.contains(&add))) else { continue };
         let Kernel::Fused(r) = &kernels[region] else { unreachable!("found as a fused region") };
-        let relu = relu_after(g, add, &readers)
+        let relu = relu_after(g, add, readers)
             .filter(|(c, s)| r.nodes.contains(c) && r.nodes.contains(s) && !roots.contains(c) && !roots.contains(&add));
         let mut epilogue = vec![add];
         epilogue.extend(relu.map(|(c, s)| [c, s]).into_iter().flatten());
@@ -135,12 +134,19 @@ fn find(g: &Graph, kernels: &[Kernel], roots: &[NodeId]) -> Option<Found> {
 /// Give every product an epilogue that can take one (see the module's comment). The kernel
 /// runs where its region ran, just before what is left of the region: the product's only
 /// reader is there, and the bias is written before it since the region read it.
+///
+/// Who reads what is found once: a rewrite moves nodes between kernels but changes no node's
+/// readers that a later match looks at (products, sums, comparisons). Products before a match
+/// were taken or refused already, and a rewrite changes neither, so the search goes on from it.
 pub fn fuse_epilogues(g: &Graph, mut kernels: Vec<Kernel>, roots: &[NodeId]) -> Vec<Kernel> {
-    while let Some(Found { at, region, gemm, rest }) = find(g, &kernels, roots) {
+    let readers = readers_in(g, &kernels);
+    let mut from = 0;
+    while let Some(Found { at, region, gemm, rest }) = find(g, &kernels, roots, &readers, from) {
         let mut placed = vec![Kernel::Gemm(gemm)];
         placed.extend(rest.map(Kernel::Fused));
         kernels.splice(region..=region, placed);
         kernels.remove(at);
+        from = at;
     }
     kernels
 }
@@ -148,13 +154,7 @@ pub fn fuse_epilogues(g: &Graph, mut kernels: Vec<Kernel>, roots: &[NodeId]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::Node;
-    use crate::span::Span;
-    use crate::types::Dim;
-
-    fn node(g: &mut Graph, op: Op, dtype: DType, shape: &[i64], src: Vec<NodeId>) -> NodeId {
-        g.add(Node { op, dtype, shape: shape.iter().map(|d| Dim::known(*d)).collect(), src }, Span::default())
-    }
+    use crate::ir::test_node as node;
 
     /// `relu(x @ w + b)` for x [4, 3], w [3, 5], b [5]: (graph, product, add, where).
     fn linear_relu() -> (Graph, NodeId, NodeId, NodeId) {

@@ -72,6 +72,24 @@ fn decode(kind: char, size: usize, b: &[u8]) -> f64 {
     }
 }
 
+/// A `.npy` file's bytes, format 1.0: the magic, the header (`descr` such as `<f4`, C order,
+/// `shape`) padded to a multiple of 64 bytes, then `data`, little-endian.
+pub fn encode(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
+    let shape = match shape {
+        [] => "()".to_string(),
+        [n] => format!("({n},)"),
+        dims => format!("({})", dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    header.push_str(&" ".repeat((64 - (10 + header.len() + 1) % 64) % 64));
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    out.extend(data);
+    out
+}
+
 /// Check the header against the declared row type: the file's dimensions after the first must
 /// match `row`'s known dimensions, floats are not read into integer rows, and the data (`have`
 /// bytes after the header) must be all there.
@@ -171,17 +189,6 @@ mod tests {
     use super::*;
     use dlc_language::types::Dim;
 
-    fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
-        let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-        header.push_str(&" ".repeat((64 - (10 + header.len() + 1) % 64) % 64));
-        header.push('\n');
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend((header.len() as u16).to_le_bytes());
-        out.extend(header.as_bytes());
-        out.extend(data);
-        out
-    }
-
     fn write(name: &str, bytes: &[u8]) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("dlc-npy-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -193,12 +200,12 @@ mod tests {
     #[test]
     fn reads_f32_rows_and_int_labels() {
         let data: Vec<u8> = [1.5f32, -2.0, 3.0, 4.25].iter().flat_map(|v| v.to_le_bytes()).collect();
-        let p = write("x.npy", &npy("<f4", "(2, 2)", &data));
+        let p = write("x.npy", &encode("<f4", &[2, 2], &data));
         let t = read(&p, &TensorTy::new(DType::F32, vec![Dim::known(2)])).unwrap();
         assert_eq!(t.shape, vec![2, 2]);
         assert_eq!(t.to_f64(), vec![1.5, -2.0, 3.0, 4.25]);
         let labels: Vec<u8> = [7i64, 1].iter().flat_map(|v| v.to_le_bytes()).collect();
-        let p = write("y.npy", &npy("<i8", "(2,)", &labels));
+        let p = write("y.npy", &encode("<i8", &[2], &labels));
         let y = read(&p, &TensorTy::new(DType::I64, vec![])).unwrap();
         assert_eq!(y.to_f64(), vec![7.0, 1.0]);
     }
@@ -206,17 +213,17 @@ mod tests {
     #[test]
     fn rejects_mismatched_rows_truncation_and_float_into_int() {
         let data: Vec<u8> = [0f32; 6].iter().flat_map(|v| v.to_le_bytes()).collect();
-        let p = write("m.npy", &npy("<f4", "(2, 3)", &data));
+        let p = write("m.npy", &encode("<f4", &[2, 3], &data));
         let e = read(&p, &TensorTy::new(DType::F32, vec![Dim::known(4)])).unwrap_err();
         assert!(e.detail.contains("rows are [3]") && e.detail.contains("f32[4]"), "{e}");
         let e = read(&p, &TensorTy::new(DType::I64, vec![Dim::known(3)])).unwrap_err();
         assert!(e.detail.contains("holds floats"), "{e}");
-        let p = write("t.npy", &npy("<f4", "(2, 3)", &data[..10]));
+        let p = write("t.npy", &encode("<f4", &[2, 3], &data[..10]));
         let e = read(&p, &TensorTy::new(DType::F32, vec![Dim::known(3)])).unwrap_err();
         assert!(e.detail.contains("truncated"), "{e}");
         let p = write("bad.npy", b"hello world");
         assert!(read(&p, &TensorTy::new(DType::F32, vec![])).unwrap_err().detail.contains("magic"));
-        let p = write("t2.npy", &npy("<f4", "(2, 3)", &data[..10]));
+        let p = write("t2.npy", &encode("<f4", &[2, 3], &data[..10]));
         let e = Rows::open(&p, &TensorTy::new(DType::F32, vec![Dim::known(3)])).err().expect("truncated");
         assert!(e.detail.contains("truncated"), "{e}");
     }
@@ -224,7 +231,7 @@ mod tests {
     #[test]
     fn rows_read_on_demand_equal_the_whole_read() {
         let data: Vec<u8> = (0..12).flat_map(|v| (v as f32 * 0.5).to_le_bytes()).collect();
-        let p = write("r.npy", &npy("<f4", "(4, 3)", &data));
+        let p = write("r.npy", &encode("<f4", &[4, 3], &data));
         let ty = TensorTy::new(DType::F32, vec![Dim::known(3)]);
         let whole = read(&p, &ty).unwrap().to_f64();
         let rows = Rows::open(&p, &ty).unwrap().expect("not gzip");
@@ -233,7 +240,7 @@ mod tests {
             assert_eq!(rows.row(i).unwrap().to_f64(), whole[i * 3..i * 3 + 3], "row {i}");
         }
         let labels: Vec<u8> = [7i16, -1, 3, 9].iter().flat_map(|v| v.to_le_bytes()).collect();
-        let p = write("l.npy", &npy("<i2", "(4,)", &labels));
+        let p = write("l.npy", &encode("<i2", &[4], &labels));
         let y = Rows::open(&p, &TensorTy::new(DType::I64, vec![])).unwrap().expect("not gzip");
         assert_eq!(y.row(1).unwrap().to_f64(), vec![-1.0]);
         assert_eq!(y.row(1).unwrap().shape, Vec::<usize>::new());

@@ -557,6 +557,38 @@ def print_data(res, cfg):
           f" (with dlc's one-off preparation counted in its epoch: {med[best] / (epoch + prepare):.2f}x)")
 
 
+def images_rows(cfg):
+    """The bundled JPEG folder (examples/data/cifar-10-jpeg/train) as training reads it, no step:
+    dlc's feed (`dlc bench examples/cifar_jpeg.dl --data`: each image decoded, resized-cropped,
+    flipped and jittered on the feed's workers, batches of 64) against torchvision's ImageFolder
+    and DataLoader with the same augmentations (image_folder.py) with 0, 1 and 2 workers. Each
+    side's second epoch (the first fills the page cache and starts the workers)."""
+    ours = []
+    for _ in range(cfg.runs):
+        out = run([DLC, "bench", ROOT / "examples" / "cifar_jpeg.dl", "--data", "--json"], env=dlc_env(cfg.threads))
+        ours.append(json_lines(out.stdout)[-1])
+    return ours, peer("image_folder.py", [], cfg)
+
+
+def print_images(res, cfg):
+    ours, theirs = res
+    epoch = statistics.median(r["epoch_s"][-1] for r in ours)
+    med = {}
+    for r in theirs:
+        med.setdefault(f"{r['variant']}+{r['allocator']}", []).append(r["epoch_s"])
+    med = {k: statistics.median(v) for k, v in med.items()}
+    best = min(med, key=med.get)
+    print(f"
+one epoch of the JPEG folder (3,000 CIFAR-10 images), decoded and augmented, no step (batches of 64);"
+          f" seconds, medians of {cfg.runs} run(s), {cfg.threads} threads a side, on {machine_tag()};"
+          f" 'vs' = PyTorch's best / dlc (above 1: dlc is faster)")
+    print(f"  dlc feed: an epoch {epoch:.3f} s ({ours[-1]['workers']} worker(s), {ours[-1]['ahead']} batches ahead);"
+          f" peak RSS {ours[-1]['peak_rss_mb']:.0f} MiB")
+    for k in sorted(med):
+        print(f"  ImageFolder + DataLoader {k:<20} an epoch {med[k]:.3f} s  vs {med[k] / epoch:.2f}x")
+    print(f"  best DataLoader: {best}, {med[best]:.3f} s: {med[best] / epoch:.2f}x")
+
+
 # ---------------------------------------------------------------------------------------------
 # Peak memory, total and net of each runtime's empty process
 
@@ -601,7 +633,7 @@ def memory(cfg):
 
 # ---------------------------------------------------------------------------------------------
 
-GROUPS = ["gelu", "mlp", "bf16", "cnn", "conv-bn", "epoch", "data", "startup", "memory"]
+GROUPS = ["gelu", "mlp", "bf16", "cnn", "conv-bn", "epoch", "data", "images", "startup", "memory"]
 
 
 def main():
@@ -650,6 +682,9 @@ def main():
     data = attempt("data", lambda: data_rows(cfg))
     if data:
         print_data(data, cfg)
+    images = attempt("images", lambda: images_rows(cfg))
+    if images:
+        print_images(images, cfg)
     attempt("startup", lambda: startup(cfg))
     attempt("memory", lambda: memory(cfg))
     print(f"\nload average     {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min) after")

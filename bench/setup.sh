@@ -25,6 +25,12 @@ else
   python3 -m venv .venv
   .venv/bin/pip install --quiet -r peers/requirements.txt safetensors
 fi
-# TensorBoard's own reader checks the event files `dlc run` writes (interpreter/tests/cli_metrics.rs).
+# TensorBoard's own reader checks the event files `dlc run` writes (interpreter/tests/it/cli_metrics.rs).
 .venv/bin/python -c "import tensorboard" 2>/dev/null || .venv/bin/pip install --quiet tensorboard
+# torchvision for the image-folder peer (image_folder.py). No build of 0.30 (torch 2.15's pair)
+# is published yet; 0.29.2's Python transforms and ImageFolder run on torch 2.15 (its compiled
+# ops are not used), so it is installed without its pinned torch.
+.venv/bin/python -c "import torchvision, PIL" 2>/dev/null || .venv/bin/pip install --quiet --no-deps torchvision==0.29.2 pillow
+# Hugging Face's tokenizers: scripts/train_tokenizer.py made the bundled tokenizer.json with it.
+.venv/bin/python -c "import tokenizers" 2>/dev/null || .venv/bin/pip install --quiet tokenizers
 .venv/bin/python -c "import torch; print('torch', torch.__version__)"

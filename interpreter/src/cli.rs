@@ -12,6 +12,7 @@ Examples:
   dlc run examples/iris.dl --set epochs=1 --set optimizer.lr=0.01
   dlc check examples/mnist_mlp.dl    type-check shapes and dtypes; summarise models
   dlc check --json bad.dl            diagnostics as JSON, for editors and tools
+  dlc fmt examples stdlib            rewrite every .dl file there in DL's one layout
   dlc plot runs/mnist                draw the run's loss, learning rate and metrics into a PNG
   dlc run examples/gelu.dl --dump=ir print the graph IR the program lowers to
   dlc repl                           interactive session (:help inside)
@@ -19,6 +20,8 @@ Examples:
 Environment:
   DLC_EMULATE_GPU=1    run the GPU path on an emulated GPU built for the CPU with $CXX (tests)
   DLC_AUTOTUNE=0       do not time native code against the interpreter for large fused regions
+  DLC_CONV_LAYOUT=nchw|channels_last
+                       convolutions' layout (default: channels-last for bf16/f16 on a GPU)
   DLC_TUNE_CACHE=0     neither read nor write the tuning file (tune.json in the cache directory)
   DLC_NATIVE_ROWS=0    never run row kernels (softmax, layer norm) through native code
   DLC_NO_AVX512=1      use the AVX2/FMA elementwise kernels on a CPU with AVX-512
@@ -202,6 +205,17 @@ enum Cmd {
         /// The `.dl` program whose `train` recipes to tune.
         file: PathBuf,
     },
+    /// Rewrite `.dl` files in DL's one layout (stable, comments and blank lines kept, long
+    /// pipelines one stage a line).
+    Fmt {
+        /// Files, folders (every `.dl` file under them) or `-` (standard input to standard output).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Change nothing: list the files that are not formatted, with their first difference,
+        /// and exit with 1 if there are any.
+        #[arg(long)]
+        check: bool,
+    },
     /// Draw a run's training loss, learning rate and every evaluation metric against the step
     /// into a PNG.
     Plot {
@@ -234,6 +248,7 @@ pub fn main() -> i32 {
         ),
         Cmd::Kernels { file, emit, check, out, json } => commands::kernels::main(&file, emit, &check, out, json),
         Cmd::Tune { file } => commands::tune::main(&file),
+        Cmd::Fmt { paths, check } => commands::fmt::main(&paths, check),
         Cmd::Plot { run, out } => commands::plot::main(&run, out.as_deref()),
         Cmd::Repl => commands::repl::run(),
     }

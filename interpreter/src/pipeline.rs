@@ -4,7 +4,6 @@
 
 use crate::exec::Executor;
 use crate::runtime::data::{cifar, csv, idx, npy, text, DataError};
-use crate::runtime::rng;
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::{Pipeline, Stage};
@@ -14,12 +13,15 @@ use dlc_language::types::{DType, Dim, TensorTy};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod augment;
 mod feed;
 mod geometry;
+mod jitter;
 mod source;
 mod stages;
 mod stream;
 
+pub use augment::Augment;
 pub use feed::{default_workers, Feed, DEFAULT_AHEAD};
 pub use source::Elements;
 pub use stream::EpochPlan;
@@ -133,7 +135,11 @@ pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor)
         }
         "text" => {
             let byte_level = str_arg(src, "level").as_deref() == Some("byte");
-            let corpus = text::read(&path("path"), byte_level).map_err(|e| data_err(e, src.span))?;
+            let corpus = match str_arg(src, "tokenizer") {
+                Some(tok) => text::read_tokenized(&path("path"), &crate::paths::in_program(root, &tok)),
+                None => text::read(&path("path"), byte_level),
+            }
+            .map_err(|e| data_err(e, src.span))?;
             let block = int_arg(src, "block", 128) as usize;
             let ids = corpus.ids.to_f64();
             // Non-overlapping windows; targets are the inputs shifted by one.
@@ -256,51 +262,11 @@ pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> R
             use rayon::prelude::*;
             elems.into_par_iter().map(|e| g.apply(e)).collect()
         }
-        "random_crop" | "random_flip" => {
+        "random_crop" | "random_flip" | "random_resized_crop" | "color_jitter" => {
             let aug = Augment::of(stage, epoch);
             Ok(elems.into_iter().enumerate().map(|(i, e)| aug.apply(i, e)).collect())
         }
         other => Err(RuntimeError::Unsupported(format!("the `{other}` stage cannot run yet"))),
-    }
-}
-
-/// A `random_crop` or `random_flip` stage of one epoch, in plain values (so that worker
-/// threads can run it): its random stream and parameters.
-#[derive(Clone, Copy, Debug)]
-pub struct Augment {
-    crop: bool,
-    stream: u64,
-    pad: usize,
-    p: f64,
-}
-
-impl Augment {
-    pub fn of(stage: &Stage, epoch: u64) -> Augment {
-        let seed = int_arg(stage, "seed", 0) as u64;
-        // Each element's draw depends on (seed, epoch, position) only: reproducible, and a new
-        // crop every epoch.
-        let stream = seed.wrapping_mul(0xA24B_AED4_963E_E407) ^ epoch.wrapping_mul(0x9FB2_1C65_1E98_DF25) ^ (stage.kind.len() as u64);
-        Augment {
-            crop: stage.kind == "random_crop",
-            stream,
-            pad: int_arg(stage, "padding", 0).max(0) as usize,
-            p: stage.arg("p").and_then(|v| v.as_float()).unwrap_or(0.5),
-        }
-    }
-
-    /// The element at position `i` of the stage's input, augmented.
-    pub fn apply(&self, i: usize, mut e: Element) -> Element {
-        let (a, b) = (rng::uniform(self.stream, 2 * i as u64), rng::uniform(self.stream, 2 * i as u64 + 1));
-        if let Some(img) = e.first_mut() {
-            *img = if self.crop {
-                let span = 2 * self.pad + 1;
-                let pad = self.pad as isize;
-                shifted(img, (a * span as f64) as isize - pad, (b * span as f64) as isize - pad, false)
-            } else {
-                shifted(img, 0, 0, a < self.p)
-            };
-        }
-        e
     }
 }
 
@@ -309,38 +275,9 @@ pub fn prefetch_depth(p: &Pipeline) -> Option<usize> {
     p.stages.iter().rev().find(|st| st.kind == "prefetch").map(|st| int_arg(st, "n", DEFAULT_AHEAD as i64).max(1) as usize)
 }
 
-/// An image ([.., H, W]) moved by (dy, dx) with zeros shifted in (a random crop of the
-/// zero-padded image), and mirrored left-right when `flip`.
-fn shifted(t: &Tensor, dy: isize, dx: isize, flip: bool) -> Tensor {
-    let r = t.shape.len();
-    let (h, w) = (t.shape[r - 2], t.shape[r - 1]);
-    let planes = t.numel() / (h * w).max(1);
-    let v = t.to_f64();
-    let mut out = vec![0.0; v.len()];
-    for c in 0..planes {
-        for y in 0..h {
-            let sy = y as isize + dy;
-            if sy < 0 || sy >= h as isize {
-                continue;
-            }
-            for x in 0..w {
-                let xx = if flip { w - 1 - x } else { x } as isize + dx;
-                if xx >= 0 && xx < w as isize {
-                    out[(c * h + y) * w + x] = v[(c * h + sy as usize) * w + xx as usize];
-                }
-            }
-        }
-    }
-    match t.data {
-        // Bytes stay bytes (an augmented CIFAR image is 3 KB, not 24 KB).
-        Data::U8(_) => Tensor::u8(t.shape.clone(), out.into_iter().map(|v| v as u8).collect()),
-        _ => Tensor::from_f64(t.dtype, t.shape.clone(), out),
-    }
-}
-
 /// Whether a stage's output depends on the epoch (a new order, new random crops).
 fn varies_by_epoch(kind: &str) -> bool {
-    matches!(kind, "shuffle" | "random_crop" | "random_flip")
+    matches!(kind, "shuffle" | "random_crop" | "random_flip" | "random_resized_crop" | "color_jitter")
 }
 
 /// What a pipeline yields before its first epoch-dependent stage: the same every epoch, so it is

@@ -11,7 +11,7 @@
 //! rate for bf16/f16. So an estimate is a bound that a kernel sequence approaches, not a
 //! prediction of any library's efficiency. Checked against the tuning guide's figure (the fused
 //! GELU on a Quadro RTX 8000: 65 µs eager, 16 µs fused, about a million elements): the model
-//! gives 76 µs and 14 µs (`interpreter/tests/cli.rs`).
+//! gives 76 µs and 14 µs (`interpreter/tests/it/cli.rs`).
 
 use crate::runner::device_kernel;
 use dlc_language::ir::{Graph, NodeId, Op};

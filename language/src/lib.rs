@@ -6,6 +6,7 @@
 
 pub mod diag;
 pub mod eval;
+pub mod format;
 pub mod habits;
 pub mod ir;
 pub mod passes;

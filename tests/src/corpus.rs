@@ -272,7 +272,7 @@ fn error_codes_are_documented_and_tested() {
     for f in dl_files(&repo().join("tests/cases/invalid")) {
         exercised.push_str(&std::fs::read_to_string(f).unwrap_or_default());
     }
-    // Run-time codes (E05xx) are exercised by the CLI tests (interpreter/tests/cli.rs).
+    // Run-time codes (E05xx) are exercised by the CLI tests (interpreter/tests/it/cli.rs).
     let untested: Vec<&String> =
         emitted.iter().filter(|c| !c.starts_with("E05") && !exercised.contains(&format!("expect-error: {c}"))).collect();
     assert!(untested.is_empty(), "codes no invalid program exercises: {untested:?}");

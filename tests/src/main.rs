@@ -1,8 +1,10 @@
 //! dlc's end-to-end tests, one binary: the program corpus (tests/cases), the examples, the code
-//! blocks of the docs, and the parser/checker no-panic property test.
+//! blocks of the docs, the formatter over every DL file, and the parser/checker no-panic property
+//! test.
 
 mod corpus;
 mod directives;
+mod format;
 mod lossless;
 mod no_panic;
 mod partial;

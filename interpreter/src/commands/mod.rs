@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod check;
 pub mod explain;
+pub mod fmt;
 pub mod kernels;
 pub mod plot;
 pub mod repl;

@@ -5,7 +5,7 @@
 //!
 //! The JIT (jit/src/cranelift/math.rs) mirrors each of these operation for operation, with a fused
 //! multiply-add exactly where these call `mul_add`, so compiled and interpreted kernels agree bit
-//! for bit. Change one, change the other: `tests/jit.rs` and the corpus compare them. Both read
+//! for bit. Change one, change the other: `interpreter/tests/it/jit.rs` and the corpus compare them. Both read
 //! their coefficients from `dlc_jit::coeffs`.
 
 use dlc_jit::coeffs::*;

@@ -23,7 +23,8 @@ use std::sync::Arc;
 enum Each {
     /// A `map`, compiled once and shared by the workers.
     Map(MapStage),
-    /// `random_crop` / `random_flip` (its draws depend on the element's position).
+    /// `random_crop`, `random_flip`, `random_resized_crop`, `color_jitter` (their draws depend
+    /// on the element's position).
     Augment(Augment),
     /// `resize` / `center_crop`.
     Geometry(super::geometry::Geometry),
@@ -58,9 +59,22 @@ pub fn streams(rest: &[Stage]) -> bool {
         kinds.pop();
     }
     kinds.last() == Some(&"batch")
-        && kinds[..kinds.len() - 1]
-            .iter()
-            .all(|k| matches!(*k, "map" | "shuffle" | "take" | "skip" | "split" | "random_crop" | "random_flip" | "resize" | "center_crop"))
+        && kinds[..kinds.len() - 1].iter().all(|k| {
+            matches!(
+                *k,
+                "map"
+                    | "shuffle"
+                    | "take"
+                    | "skip"
+                    | "split"
+                    | "random_crop"
+                    | "random_flip"
+                    | "random_resized_crop"
+                    | "color_jitter"
+                    | "resize"
+                    | "center_crop"
+            )
+        })
 }
 
 /// Keep the positions `keep` picks, in its order, in every index array.
@@ -84,7 +98,7 @@ impl EpochPlan {
                 "resize" | "center_crop" => {
                     stages.push(AtStage { each: Each::Geometry(super::geometry::Geometry::of(st)), position: (0..n as u32).collect() });
                 }
-                "random_crop" | "random_flip" => {
+                "random_crop" | "random_flip" | "random_resized_crop" | "color_jitter" => {
                     stages.push(AtStage { each: Each::Augment(Augment::of(st, epoch)), position: (0..n as u32).collect() });
                 }
                 "shuffle" => select(&mut source, &mut stages, &shuffle_order(st, epoch, n)),

@@ -16,7 +16,8 @@
 //! `use_deterministic_algorithms` leaves out the same ones).
 //!
 //! bf16 and f16 convolutions keep their data in that storage and sum in f32, with tensor-op
-//! math. Not yet: channels-last (docs/gpu.md).
+//! math. Channels-last convolutions (the layout pass chooses them for bf16 and f16, whose
+//! tensor-core kernels cuDNN has in NHWC) are described NHWC, tensors and filters both.
 
 use super::driver::{Conv, ConvDir};
 use crate::exec::tune_store::{Pick, TuneStore};
@@ -250,7 +251,11 @@ impl Convolutions {
         b: &CudaSlice<u8>,
         out: &mut CudaSlice<u8>,
     ) -> Result<Planned<X>, String> {
-        let nchw = sys::cudnnTensorFormat_t::CUDNN_TENSOR_NCHW;
+        // cuDNN takes NCHW sizes whatever the format; a channels-last convolution's operands
+        // (`[N, H, W, C]`, filters `[O, kH, kW, I]`) are described by their NCHW sizes and NHWC.
+        let cl = c.attrs.channels_last;
+        let format = if cl { sys::cudnnTensorFormat_t::CUDNN_TENSOR_NHWC } else { sys::cudnnTensorFormat_t::CUDNN_TENSOR_NCHW };
+        let logical = |d: [usize; 4]| dims(if cl { [d[0], d[3], d[1], d[2]] } else { d });
         let a32 = |v: (i64, i64)| [v.0 as i32, v.1 as i32];
         let mut conv = self
             .cudnn
@@ -265,9 +270,9 @@ impl Convolutions {
         conv.set_math_type(math).map_err(e("math type"))?;
         conv.set_group_count(c.attrs.groups as i32).map_err(e("groups"))?;
         let mut p = Planned {
-            x: self.cudnn.create_4d_tensor::<X>(nchw, dims(c.x)?).map_err(e("x descriptor"))?,
-            y: self.cudnn.create_4d_tensor::<X>(nchw, dims(c.y)?).map_err(e("y descriptor"))?,
-            w: self.cudnn.create_4d_filter::<X>(nchw, dims(c.w)?).map_err(e("filter descriptor"))?,
+            x: self.cudnn.create_4d_tensor::<X>(format, logical(c.x)?).map_err(e("x descriptor"))?,
+            y: self.cudnn.create_4d_tensor::<X>(format, logical(c.y)?).map_err(e("y descriptor"))?,
+            w: self.cudnn.create_4d_filter::<X>(format, logical(c.w)?).map_err(e("filter descriptor"))?,
             conv,
             algo: Algo::candidates(c.dir)[0],
         };

@@ -136,7 +136,9 @@ pub enum ConvDir {
 }
 
 /// A 2-d convolution in storage `ty`: x `[n, c, h, w]` (NCHW), w `[o, c / groups, kh, kw]` (OIHW),
-/// y `[n, o, oh, ow]`, and the graph's attributes (stride, padding, dilation, groups).
+/// y `[n, o, oh, ow]`, and the graph's attributes (stride, padding, dilation, groups); when
+/// `attrs.channels_last`, the shapes as stored: x `[n, h, w, c]`, w `[o, kh, kw, c / groups]`,
+/// y `[n, oh, ow, o]`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Conv {
     pub dir: ConvDir,

@@ -33,6 +33,19 @@ impl DeviceKind {
     pub fn is_gpu(self) -> bool {
         self != DeviceKind::Cpu
     }
+
+    /// Which convolutions run channels-last here: on a GPU the bf16 and f16 ones (cuDNN's
+    /// tensor-core kernels are NHWC), on the CPU none. `DLC_CONV_LAYOUT=nchw|channels_last`
+    /// overrides, to compare the two and to test the channels-last path on the CPU.
+    pub fn conv_layout(self) -> dlc_language::passes::driver::ConvLayout {
+        use dlc_language::passes::driver::ConvLayout;
+        match std::env::var("DLC_CONV_LAYOUT").as_deref() {
+            Ok("nchw") => ConvLayout::Nchw,
+            Ok("channels_last") => ConvLayout::ChannelsLast,
+            _ if self.is_gpu() => ConvLayout::ChannelsLastLowPrecision,
+            _ => ConvLayout::Nchw,
+        }
+    }
 }
 
 /// What opening a runner needs: the host runner's interpreter settings and the run's kernel

@@ -1,6 +1,8 @@
-//! `infer { generate = N, input = "prompt", vocab = FILE, context = T }`: sample N characters
-//! from a character-level language model (logits [1, T, V]), one at a time, the window being the
-//! last `context` characters.
+//! `infer { generate = N, input = "prompt", vocab = FILE, context = T }`: sample N tokens from a
+//! language model (logits [1, T, V]), one at a time, the window being the last `context` tokens.
+//! The tokens are characters (the sorted characters of the text file `vocab`), or those of a
+//! Hugging Face tokenizer when `vocab` is a `tokenizer.json` (the prompt encoded by it, the
+//! sample decoded by it).
 //!
 //! The sampling is part of the compiled plan, so a token costs one run and an eight-byte read:
 //! the plan picks the last position's logits (a mask over positions, so the position is data,
@@ -166,21 +168,65 @@ fn gumbel(seed: u64, i: u64) -> f64 {
     -(-crate::runtime::rng::uniform(seed, i).ln()).ln()
 }
 
-/// The block's prompt as vocabulary indices.
-fn prompt_ids(prompt: &str, vocab: &[char], vocab_file: &str) -> Result<Vec<usize>, RuntimeError> {
-    let ids = prompt
-        .chars()
-        .map(|c| {
-            vocab
-                .iter()
-                .position(|v| *v == c)
-                .ok_or_else(|| err(format!("the prompt's character {c:?} is not in the vocabulary of {vocab_file}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if ids.is_empty() {
-        return Err(err("the prompt is empty: give at least one character"));
+/// What turns the prompt into ids and ids back into text.
+enum Vocab {
+    /// The sorted characters of a text file (character level, as `text(..., level: "char")`).
+    Chars(Vec<char>),
+    /// A Hugging Face `tokenizer.json` (as `text(..., tokenizer: ...)`).
+    Tokens(Box<tokenizers::Tokenizer>),
+}
+
+impl Vocab {
+    fn read(path: &Path) -> Result<Vocab, crate::runtime::data::DataError> {
+        use crate::runtime::data::text;
+        if path.extension().is_some_and(|e| e == "json") {
+            return Ok(Vocab::Tokens(Box::new(text::tokenizer(path)?)));
+        }
+        Ok(Vocab::Chars(text::read(path, false)?.vocab))
     }
-    Ok(ids)
+
+    fn len(&self) -> usize {
+        match self {
+            Vocab::Chars(v) => v.len(),
+            Vocab::Tokens(t) => t.get_vocab_size(true),
+        }
+    }
+
+    /// The block's prompt as vocabulary indices.
+    fn encode(&self, prompt: &str, vocab_file: &str) -> Result<Vec<usize>, RuntimeError> {
+        let ids = match self {
+            Vocab::Chars(vocab) => prompt
+                .chars()
+                .map(|c| {
+                    vocab
+                        .iter()
+                        .position(|v| *v == c)
+                        .ok_or_else(|| err(format!("the prompt's character {c:?} is not in the vocabulary of {vocab_file}")))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            Vocab::Tokens(t) => t
+                .encode_fast(prompt, false)
+                .map_err(|e| err(format!("{vocab_file} cannot tokenize the prompt: {e}")))?
+                .get_ids()
+                .iter()
+                .map(|i| *i as usize)
+                .collect(),
+        };
+        if ids.is_empty() {
+            return Err(err("the prompt is empty: give at least one character"));
+        }
+        Ok(ids)
+    }
+
+    fn decode(&self, ids: &[usize]) -> String {
+        match self {
+            Vocab::Chars(vocab) => ids.iter().map(|&i| vocab[i]).collect(),
+            Vocab::Tokens(t) => {
+                let ids: Vec<u32> = ids.iter().map(|i| *i as u32).collect();
+                t.decode(&ids, false).unwrap_or_else(|e| format!("(the tokenizer cannot decode the sample: {e})"))
+            }
+        }
+    }
 }
 
 /// The largest difference between two logit vectors, relative to the largest magnitude.
@@ -195,7 +241,7 @@ fn relative_difference(a: &Tensor, b: &Tensor) -> f64 {
 /// number of characters to sample.
 struct Block<'a> {
     setting: Setting<'a>,
-    vocab: Vec<char>,
+    vocab: Vocab,
     ids: Vec<usize>,
     context: usize,
     n: usize,
@@ -205,10 +251,9 @@ fn read_block<'a>(info: &'a RecipeInfo, root: &Path, fuse: bool) -> Result<Block
     let model = info.field("model").cloned().ok_or_else(|| err("the infer block has no model"))?;
     let Some(Value::Str(prompt)) = info.field("input").cloned() else { return Err(err("with `generate`, `input` is a text prompt")) };
     let Some(Value::Str(vocab_file)) = info.field("vocab").cloned() else { return Err(err("`generate` needs `vocab`")) };
-    let vocab = crate::runtime::data::text::read(&crate::paths::in_program(root, &vocab_file), false)
-        .map_err(|e| RuntimeError::Data { message: e.to_string(), span: info.recipe.span })?
-        .vocab;
-    let ids = prompt_ids(&prompt, &vocab, &vocab_file)?;
+    let vocab = Vocab::read(&crate::paths::in_program(root, &vocab_file))
+        .map_err(|e| RuntimeError::Data { message: e.to_string(), span: info.recipe.span })?;
+    let ids = vocab.encode(&prompt, &vocab_file)?;
     let setting = Setting {
         info,
         model,
@@ -295,7 +340,7 @@ pub fn generate(
         let pick = setting.token(session, &plans[&from], runner)?;
         ids.push(pick.min(vocab.len() - 1));
     }
-    Ok(Sampled { text: ids.iter().map(|&i| vocab[i]).collect(), plans: plans.len(), windows })
+    Ok(Sampled { text: vocab.decode(&ids), plans: plans.len(), windows })
 }
 
 #[cfg(test)]

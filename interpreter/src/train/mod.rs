@@ -136,6 +136,9 @@ pub struct TrainOptions {
     /// Where the steps run (the CPU unless the device chosen was `cuda`): a runner on it is
     /// opened through the registry (`crate::runner::registry`).
     pub device: crate::runner::DeviceKind,
+    /// Which convolutions run channels-last; `None`: the device's choice
+    /// (`DeviceKind::conv_layout`).
+    pub conv_layout: Option<dlc_language::passes::driver::ConvLayout>,
     /// The data-parallel job this process is a rank of (`None`: one process).
     pub world: Option<Rc<crate::parallel::World>>,
     /// Compile the steps as a data-parallel rank would even in one process (`dlc explain` shows
@@ -169,6 +172,7 @@ impl TrainOptions {
             profile: None,
             tuning_file: false,
             device: crate::runner::DeviceKind::Cpu,
+            conv_layout: None,
             world: None,
             plan_parallel: false,
         }

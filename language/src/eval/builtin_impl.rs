@@ -347,12 +347,12 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
         "conv2d" => {
             let x = t.arg_tensor(&b, "x")?;
             let w = t.arg_tensor(&b, "weight")?;
-            let attrs = Conv2dAttrs {
-                stride: t.arg_pair(&b, "stride", 1)?,
-                padding: t.arg_pair(&b, "padding", 0)?,
-                dilation: t.arg_pair(&b, "dilation", 1)?,
-                groups: t.arg_int(&b, "groups", 1)?,
-            };
+            let attrs = Conv2dAttrs::nchw(
+                t.arg_pair(&b, "stride", 1)?,
+                t.arg_pair(&b, "padding", 0)?,
+                t.arg_pair(&b, "dilation", 1)?,
+                t.arg_int(&b, "groups", 1)?,
+            );
             if attrs.stride.0 < 1
                 || attrs.stride.1 < 1
                 || attrs.dilation.0 < 1

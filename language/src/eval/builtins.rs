@@ -82,7 +82,7 @@ pub const TABLE: &[(&str, &str, &[&str])] = &[
     ("images", "std.data", &["dir", "size=", "channels=", "on_error="]),
     ("csv", "std.data", &["path", "features=", "label=", "header=", "classes=", "label_row="]),
     ("npy", "std.data", &["path", "row=", "labels=", "label_row="]),
-    ("text", "std.data", &["path", "block=", "level="]),
+    ("text", "std.data", &["path", "block=", "level=", "tokenizer="]),
     ("tensors", "std.data", &["x", "y="]),
     ("map", "std.data", &["pipeline", "f"]),
     ("shuffle", "std.data", &["pipeline", "seed=", "buffer="]),
@@ -92,6 +92,8 @@ pub const TABLE: &[(&str, &str, &[&str])] = &[
     ("random_flip", "std.data", &["pipeline", "p=", "seed="]),
     ("resize", "std.data", &["pipeline", "size"]),
     ("center_crop", "std.data", &["pipeline", "size"]),
+    ("random_resized_crop", "std.data", &["pipeline", "size", "scale=", "ratio=", "seed="]),
+    ("color_jitter", "std.data", &["pipeline", "brightness=", "contrast=", "saturation=", "hue=", "seed="]),
     ("skip", "std.data", &["pipeline", "n"]),
     ("split", "std.data", &["pipeline", "fraction", "part="]),
 ];
@@ -213,6 +215,21 @@ impl Tracer {
                 Some(i) => Ok((i, i)),
                 None => self.err("E0310", format!("`{name}` must be an int or a pair of ints, found {}", v.kind()), s, "expected ints"),
             },
+        }
+    }
+    /// A pair of numbers `(lo, hi)` with `0 < lo <= hi` (a scale or ratio range).
+    pub fn arg_range(&mut self, b: &Bound, name: &str, default: (f64, f64)) -> R<(f64, f64)> {
+        let Some((v, s)) = b.get(name).cloned() else { return Ok(default) };
+        let pair = match &v {
+            Value::Tuple(items) if items.len() == 2 => items[0].as_float().zip(items[1].as_float()),
+            _ => None,
+        };
+        match pair {
+            Some((lo, hi)) if lo > 0.0 && lo <= hi => Ok((lo, hi)),
+            Some((lo, hi)) => {
+                self.err("E0403", format!("`{name}` must be (lo, hi) with 0 < lo <= hi, found ({lo}, {hi})"), s, "not a range")
+            }
+            None => self.err("E0310", format!("`{name}` must be a pair of numbers (lo, hi), found {}", v.kind()), s, "expected (lo, hi)"),
         }
     }
     /// `axis: 1` or `axis: (0, 2)`; None when not given.

@@ -159,6 +159,18 @@ impl Tracer {
                         "unknown level",
                     );
                 }
+                // A tokenizer.json gives the ids; a level as well would say two things.
+                if b.get("tokenizer").is_some() {
+                    self.str_arg(b, "tokenizer")?;
+                    if !level.is_empty() {
+                        return self.err(
+                            "E0403",
+                            "`level` and `tokenizer` both say how to make ids: give one",
+                            b.span_of("level"),
+                            "remove `level` (or `tokenizer`)",
+                        );
+                    }
+                }
                 let x = self.elem_input("text.x", DType::I64, vec![Dim::known(block)], span);
                 let y = self.elem_input("text.y", DType::I64, vec![Dim::known(block)], span);
                 source(Value::Tuple(Rc::new(vec![x, y])), format!("text({path})"))
@@ -226,9 +238,10 @@ impl Tracer {
                 let elem = p.elem.clone();
                 Ok(self.stage(&p, name, b, elem))
             }
-            "resize" | "center_crop" => {
-                // torchvision's Resize((h, w)) and CenterCrop((h, w)) of the element's first
-                // tensor, a u8 image [C, H, W] or [H, W]: its last two dims become (h, w).
+            "resize" | "center_crop" | "random_resized_crop" | "color_jitter" => {
+                // torchvision's Resize((h, w)), CenterCrop((h, w)), RandomResizedCrop((h, w))
+                // and ColorJitter of the element's first tensor, a u8 image [C, H, W] or [H, W]:
+                // its last two dims become (h, w) (the jitter keeps them).
                 let p = self.pipeline_arg(b)?;
                 let mut first = vec![];
                 first_tensor(&p.elem, &mut first);
@@ -242,6 +255,15 @@ impl Tracer {
                         "not a u8 image",
                     );
                 };
+                if name == "color_jitter" {
+                    check_jitter(self, b)?;
+                    let elem = p.elem.clone();
+                    return Ok(self.stage(&p, name, b, elem));
+                }
+                if name == "random_resized_crop" {
+                    self.arg_range(b, "scale", (0.08, 1.0))?;
+                    self.arg_range(b, "ratio", (0.75, 4.0 / 3.0))?;
+                }
                 let (h, w) = self.arg_pair(b, "size", 0)?;
                 if h < 1 || w < 1 {
                     return self.err("E0403", format!("`size` must be positive, found ({h}, {w})"), b.span_of("size"), "not a size");
@@ -373,4 +395,18 @@ pub fn csv_target(label: Option<&Value>, label_row: Option<&Value>) -> Result<(V
         ));
     }
     Ok((columns, ty))
+}
+
+/// `color_jitter`'s amounts: brightness, contrast and saturation at least 0, hue in [0, 0.5]
+/// (as torchvision's `ColorJitter` checks them).
+fn check_jitter(t: &mut Tracer, b: &Bound) -> R<()> {
+    for name in ["brightness", "contrast", "saturation", "hue"] {
+        let x = t.arg_float(b, name, 0.0)?;
+        let max = if name == "hue" { 0.5 } else { f64::INFINITY };
+        if !(0.0..=max).contains(&x) {
+            let want = if name == "hue" { "between 0 and 0.5" } else { "at least 0" };
+            return t.err("E0403", format!("`{name}` must be {want}, found {x}"), b.span_of(name), "out of range");
+        }
+    }
+    Ok(())
 }

@@ -181,7 +181,8 @@ impl Op {
             Op::Concat(a) => format!("concat(axis={a})"),
             Op::MatMul => "matmul".into(),
             Op::Conv2d(a) => {
-                format!("conv2d(stride={:?}, padding={:?}, dilation={:?}, groups={})", a.stride, a.padding, a.dilation, a.groups)
+                let layout = if a.channels_last { ", channels_last" } else { "" };
+                format!("conv2d(stride={:?}, padding={:?}, dilation={:?}, groups={}{layout})", a.stride, a.padding, a.dilation, a.groups)
             }
             Op::Pool2d { kind, kernel, stride, padding } => {
                 format!("{}_pool2d(k={kernel:?}, s={stride:?}, p={padding:?})", if *kind == PoolKind::Max { "max" } else { "avg" })

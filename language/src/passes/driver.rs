@@ -8,24 +8,25 @@
 //!
 //! | computation | passes |
 //! | --- | --- |
-//! | training step | trace, conv-bias, autocast, autodiff (remat), fusion, rows, prologue, epilogue, memory, data-parallel |
-//! | evaluation batch | trace, bn-fold, autocast, fusion, rows, prologue, epilogue, invariant, memory |
-//! | `infer` block | trace, bn-fold (not through its input), autocast, fusion, rows, prologue, epilogue, memory |
+//! | training step | trace, conv-bias, autocast, layout, autodiff (remat), fusion, rows, prologue, epilogue, memory, data-parallel |
+//! | evaluation batch | trace, bn-fold, autocast, layout, fusion, rows, prologue, epilogue, invariant, memory |
+//! | `infer` block | trace, bn-fold (not through its input), autocast, layout, fusion, rows, prologue, epilogue, memory |
 //! | `print`, `map` stage | trace, fusion, rows, prologue, epilogue, memory |
 //!
 //! A training step's graph passes run while it is traced: a custom `step` block differentiates
 //! and updates models one statement at a time, so tracing calls [`StepRewrites::lower`] on each
 //! value it reports and [`StepRewrites::grad`] for each gradient, and the driver applies
-//! conv-bias, autocast, autodiff and rematerialisation there; [`compile_step`] then plans.
+//! conv-bias, autocast, layout, autodiff and rematerialisation there; [`compile_step`] then plans.
 
 use super::bn_fold::{fold_all_over, Fold};
 use super::buckets::{plan_buckets, Bucket};
 use super::conv_bias::ConvBias;
-use super::{autocast, autodiff, epilogue, fusion, invariant, memory, prologue, remat, rows};
+use super::{autocast, autodiff, epilogue, fusion, invariant, layout, memory, prologue, remat, rows};
 use crate::ir::plan::{Kernel, MemoryPlan, Plan};
 use crate::ir::verify::{self, VerifyError};
 use crate::ir::{Graph, NodeId};
 use crate::types::DType;
+pub use layout::ConvLayout;
 use std::collections::HashSet;
 
 /// A pass, by its place in the one order passes run in.
@@ -43,6 +44,10 @@ pub enum Pass {
     /// After conv-bias and bn-fold, so folded weights are rounded once; before autodiff, so
     /// backward differentiates what forward computes.
     Autocast,
+    /// On a GPU: bf16/f16 convolutions channels-last (cuDNN's tensor-core kernels are NHWC),
+    /// and what lies between them; after autocast (it reads the convolutions' precision),
+    /// before autodiff (backward inherits the layout).
+    Layout,
     /// Training: the backward pass as more nodes of the same graph, then clipping and updates.
     Autodiff,
     /// Training: cheap forward values backward recomputes instead of keeping, when that lowers
@@ -69,11 +74,12 @@ pub enum Pass {
 
 impl Pass {
     /// Every pass, in the order they run.
-    pub const ORDER: [Pass; 13] = [
+    pub const ORDER: [Pass; 14] = [
         Pass::Trace,
         Pass::ConvBias,
         Pass::BnFold,
         Pass::Autocast,
+        Pass::Layout,
         Pass::Autodiff,
         Pass::Remat,
         Pass::Fusion,
@@ -91,6 +97,7 @@ impl Pass {
             Pass::ConvBias => "conv-bias",
             Pass::BnFold => "bn-fold",
             Pass::Autocast => "autocast",
+            Pass::Layout => "layout",
             Pass::Autodiff => "autodiff",
             Pass::Remat => "remat",
             Pass::Fusion => "fusion",
@@ -135,11 +142,13 @@ pub struct Options {
     /// Data parallelism: the gradients' bucket cap in bytes (`data_parallel(bucket_mb: ...)`;
     /// ignored by a step traced for one process).
     pub bucket_cap: Option<usize>,
+    /// Which convolutions run channels-last: the device's choice (none on the CPU).
+    pub conv_layout: ConvLayout,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { fuse: true, remat: true, precision: DType::F32, bucket_cap: None }
+        Options { fuse: true, remat: true, precision: DType::F32, bucket_cap: None, conv_layout: ConvLayout::Nchw }
     }
 }
 
@@ -199,9 +208,10 @@ pub struct Forward {
 pub fn inference_forward(g: &mut Graph, roots: &[NodeId], data: &[NodeId], opts: &Options) -> Result<Forward, VerifyError> {
     let (folded, folds) = if opts.fuse { fold_all_over(g, roots, data) } else { (roots.to_vec(), vec![]) };
     let lowered = autocast::lower_all(g, &folded, opts.precision);
-    let stages = vec![(Pass::Trace, roots.to_vec()), (Pass::BnFold, folded), (Pass::Autocast, lowered.clone())];
+    let laid_out = layout::lower_all(g, &lowered, opts.conv_layout);
+    let stages = vec![(Pass::Trace, roots.to_vec()), (Pass::BnFold, folded), (Pass::Autocast, lowered), (Pass::Layout, laid_out.clone())];
     verify_stages(g, &stages)?;
-    Ok(Forward { roots: lowered, stages, folds })
+    Ok(Forward { roots: laid_out, stages, folds })
 }
 
 fn verify_stages(g: &Graph, stages: &Stages) -> Result<(), VerifyError> {
@@ -243,8 +253,9 @@ pub struct StepRewrites {
     opts: Options,
     conv_bias: Option<ConvBias>,
     autocast: autocast::Autocast,
-    /// Each value lowered: as traced, after conv-bias, after autocast.
-    lowered: Vec<[NodeId; 3]>,
+    layout: layout::Layout,
+    /// Each value lowered: as traced, after conv-bias, after autocast, after layout.
+    lowered: Vec<[NodeId; 4]>,
     /// Whether gradients are taken with rematerialisation (the second compile).
     remat: bool,
     /// Without it: the values a second compile could recompute.
@@ -261,16 +272,17 @@ impl StepRewrites {
             // Always: `precision` blocks may lower parts of an f32 recipe (with none, and an f32
             // recipe, the rewrite returns every node as it is).
             autocast: autocast::Autocast::new(opts.precision),
+            layout: layout::Layout::new(opts.conv_layout),
             lowered: vec![],
             remat,
             candidates: HashSet::new(),
         }
     }
 
-    /// `n` after the step's forward rewrites: conv-bias, then autocast.
+    /// `n` after the step's forward rewrites: conv-bias, autocast, then layout.
     pub fn lower(&mut self, g: &mut Graph, traced: NodeId) -> NodeId {
         // A value lowered already (the loss, lowered for the report and again for autodiff).
-        if self.lowered.iter().any(|l| l[2] == traced) {
+        if self.lowered.iter().any(|l| l[3] == traced) {
             return traced;
         }
         let c = match self.conv_bias.as_mut() {
@@ -278,8 +290,9 @@ impl StepRewrites {
             None => traced,
         };
         let a = self.autocast.map(g, c);
-        self.lowered.push([traced, c, a]);
-        a
+        let l = self.layout.map(g, a);
+        self.lowered.push([traced, c, a, l]);
+        l
     }
 
     /// Gradients of `loss` (lowered) with respect to `wrt`: autodiff, with rematerialisation
@@ -304,6 +317,11 @@ impl StepRewrites {
         &self.autocast.decisions
     }
 
+    /// Where each convolution made channels-last is written.
+    pub fn channels_last(&self) -> &[crate::span::Span] {
+        &self.layout.converted
+    }
+
     /// Where a convolution's bias before batch norm was removed.
     pub fn removed_biases(&self) -> Vec<crate::span::Span> {
         self.conv_bias.as_ref().map(|c| c.removed.iter().map(|r| r.1).collect()).unwrap_or_default()
@@ -312,7 +330,7 @@ impl StepRewrites {
     /// The graph stages up to autodiff, whose result is `step_roots` (`--dump` and the verifier).
     pub fn stages(&self, step_roots: Vec<NodeId>) -> Stages {
         let stage = |i: usize| self.lowered.iter().map(|l| l[i]).collect::<Vec<_>>();
-        let mut stages = vec![(Pass::Trace, stage(0)), (Pass::ConvBias, stage(1)), (Pass::Autocast, stage(2))];
+        let mut stages = vec![(Pass::Trace, stage(0)), (Pass::ConvBias, stage(1)), (Pass::Autocast, stage(2)), (Pass::Layout, stage(3))];
         // Rematerialisation happens inside autodiff: with it, both name the same graph.
         stages.push((Pass::Autodiff, step_roots.clone()));
         if self.remat {

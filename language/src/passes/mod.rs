@@ -11,6 +11,7 @@ pub mod driver;
 pub mod epilogue;
 pub mod fusion;
 pub mod invariant;
+pub mod layout;
 pub mod memory;
 pub mod prologue;
 pub mod remat;

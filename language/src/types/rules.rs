@@ -160,10 +160,34 @@ pub struct Conv2dAttrs {
     pub padding: (i64, i64),
     pub dilation: (i64, i64),
     pub groups: i64,
+    /// Channels-last (the layout pass's choice, never the source's): x and y `[N, H, W, C]`,
+    /// w `[O, kH, kW, C / groups]`, as cuDNN's NHWC tensors and filters.
+    pub channels_last: bool,
 }
 
-/// conv2d: x NCHW, w OIHW (I = C / groups).
+impl Conv2dAttrs {
+    /// The attributes as written in the source: NCHW.
+    pub fn nchw(stride: (i64, i64), padding: (i64, i64), dilation: (i64, i64), groups: i64) -> Conv2dAttrs {
+        Conv2dAttrs { stride, padding, dilation, groups, channels_last: false }
+    }
+}
+
+/// The axes of a channels-last array (`[N, H, W, C]`, `[O, kH, kW, I]`) in NCHW order.
+pub const TO_NCHW: [usize; 4] = [0, 3, 1, 2];
+/// The axes of an NCHW array in channels-last order.
+pub const TO_CHANNELS_LAST: [usize; 4] = [0, 2, 3, 1];
+
+/// `dims` permuted: `out[i] = dims[perm[i]]`.
+pub fn permuted<T: Clone>(dims: &[T], perm: &[usize]) -> Vec<T> {
+    perm.iter().map(|i| dims[*i].clone()).collect()
+}
+
+/// conv2d: x NCHW, w OIHW (I = C / groups); channels-last when the attributes say so.
 pub fn conv2d(x: &[Dim], w: &[Dim], a: &Conv2dAttrs) -> Result<Shape, RuleError> {
+    if a.channels_last && x.len() == 4 && w.len() == 4 {
+        let nchw = Conv2dAttrs { channels_last: false, ..*a };
+        return conv2d(&permuted(x, &TO_NCHW), &permuted(w, &TO_NCHW), &nchw).map(|y| permuted(&y, &TO_CHANNELS_LAST));
+    }
     if x.len() != 4 {
         return Err(err("E0303", format!("conv2d expects a 4-d input [N, C, H, W], found {}", br(x)))
             .help("add a batch dimension with `unsqueeze(x, 0)`"));
@@ -310,9 +334,12 @@ mod tests {
 
     #[test]
     fn conv_and_pool_sizes() {
-        let a = Conv2dAttrs { stride: (2, 2), padding: (1, 1), dilation: (1, 1), groups: 1 };
+        let a = Conv2dAttrs::nchw((2, 2), (1, 1), (1, 1), 1);
         assert_eq!(conv2d(&k(&[8, 3, 32, 32]), &k(&[16, 3, 3, 3]), &a).unwrap(), k(&[8, 16, 16, 16]));
-        let g = Conv2dAttrs { stride: (1, 1), padding: (0, 0), dilation: (2, 2), groups: 2 };
+        let cl = Conv2dAttrs { channels_last: true, ..a };
+        assert_eq!(conv2d(&k(&[8, 32, 32, 3]), &k(&[16, 3, 3, 3]), &cl).unwrap(), k(&[8, 16, 16, 16]));
+        assert_eq!(conv2d(&k(&[8, 30, 20, 3]), &k(&[16, 5, 3, 3]), &cl).unwrap(), k(&[8, 14, 10, 16]));
+        let g = Conv2dAttrs::nchw((1, 1), (0, 0), (2, 2), 2);
         assert_eq!(conv2d(&k(&[1, 4, 9, 9]), &k(&[6, 2, 3, 3]), &g).unwrap(), k(&[1, 6, 5, 5]));
         assert_eq!(conv2d(&k(&[1, 4, 9, 9]), &k(&[6, 3, 3, 3]), &g).unwrap_err().code, "E0306");
         assert_eq!(pool2d(&k(&[1, 1, 5, 5]), (2, 2), (2, 2), (0, 0)).unwrap(), k(&[1, 1, 2, 2]));

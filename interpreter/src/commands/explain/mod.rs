@@ -174,9 +174,28 @@ fn item(what: &'static str, name: Option<String>, at: Option<String>, planned: R
     Item { what, name, at, plan, error, ..Default::default() }
 }
 
-/// Whether anything the program computes is a convolution (the layout note is about them).
-fn has_conv(g: &Graph) -> bool {
-    (0..g.len() as u32).any(|i| matches!(g.node(NodeId(i)).op, Op::Conv2d(_) | Op::Conv2dGradInput(_) | Op::Conv2dGradWeight(_)))
+/// The convolutions' layout and why, for a program with convolutions (`None` without).
+fn layout_note(g: &Graph) -> Option<report::Layout> {
+    let convs: Vec<_> = (0..g.len() as u32)
+        .filter_map(|i| match g.node(NodeId(i)).op {
+            Op::Conv2d(a) => Some(a.channels_last),
+            _ => None,
+        })
+        .collect();
+    if convs.is_empty() {
+        return None;
+    }
+    Some(if convs.contains(&true) {
+        report::Layout {
+            layout: "channels-last",
+            reason: "bf16/f16 convolutions on a GPU run channels-last, as cuDNN's tensor-core kernels want them (NCHW operands they would transpose on every call); batch norm, casts, activations and bias adds between them stay channels-last, so the step transposes only where the region meets pooling, reshapes and products (the layout pass: `--dump=layout`; `DLC_CONV_LAYOUT=nchw` to compare)",
+        }
+    } else {
+        report::Layout {
+            layout: "NCHW",
+            reason: "on the CPU convolutions run NCHW as im2col + gemm or oneDNN: channels-last im2col measured 6-11% faster on the MNIST CNN's second convolution forward (`cargo run --release -p dlc --example conv_layout`), less than the transposes around it would cost; on a GPU f32 convolutions stay NCHW and bf16/f16 ones go channels-last",
+        }
+    })
 }
 
 pub fn main(file: &Path, as_json: bool, dump: Option<DumpPass>, gpu: Option<&str>) -> i32 {
@@ -244,10 +263,7 @@ pub fn main(file: &Path, as_json: bool, dump: Option<DumpPass>, gpu: Option<&str
             reason: format!("intra-op parallelism on all {threads} cores (RAYON_NUM_THREADS to change): fused kernels split into chunks of {} elements, row kernels into blocks of rows, convolutions and pooling by image, large matrix products by gemm", dlc::exec::fused::CHUNK),
         },
         // The convolution layout note, for programs with convolutions only.
-        layout: has_conv(&c.graph).then_some(report::Layout {
-            layout: "NCHW",
-            reason: "convolutions run NCHW as im2col + gemm; channels-last is not implemented: for this im2col + gemm it measured 6-11% faster on the MNIST CNN's second convolution forward (`cargo run --release -p dlc --example conv_layout`), about 2 ms of that 90 ms step, less than PyTorch gets from its blocked oneDNN kernels",
-        }),
+        layout: layout_note(&c.graph),
     };
     if as_json {
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());

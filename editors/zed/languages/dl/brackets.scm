@@ -1,0 +1,4 @@
+; Bracket pairs Zed matches and colours.
+("(" @open ")" @close)
+("[" @open "]" @close)
+("{" @open "}" @close)

@@ -578,8 +578,7 @@ def print_images(res, cfg):
         med.setdefault(f"{r['variant']}+{r['allocator']}", []).append(r["epoch_s"])
     med = {k: statistics.median(v) for k, v in med.items()}
     best = min(med, key=med.get)
-    print(f"
-one epoch of the JPEG folder (3,000 CIFAR-10 images), decoded and augmented, no step (batches of 64);"
+    print(f"\none epoch of the JPEG folder (3,000 CIFAR-10 images), decoded and augmented, no step (batches of 64);"
           f" seconds, medians of {cfg.runs} run(s), {cfg.threads} threads a side, on {machine_tag()};"
           f" 'vs' = PyTorch's best / dlc (above 1: dlc is faster)")
     print(f"  dlc feed: an epoch {epoch:.3f} s ({ours[-1]['workers']} worker(s), {ours[-1]['ahead']} batches ahead);"

@@ -17,8 +17,9 @@ if ! cargo clippy --version >/dev/null 2>&1; then
 fi
 # Open MPI and what the `mpi` crate builds with, from Debian's packages; oneDNN (libdnnl2), the
 # library PyTorch's CPU products run on, which dlc loads at run time as one of the product kernels
-# it measures per machine (a machine without it keeps the gemm crate's kernels).
-packages=(libopenmpi-dev openmpi-bin libclang-dev pkg-config libdnnl2)
+# it measures per machine (a machine without it keeps the gemm crate's kernels); Neovim, the real
+# editor client CI attaches to `dlc lsp` (editors/nvim/test/lsp_smoke.sh).
+packages=(libopenmpi-dev openmpi-bin libclang-dev pkg-config libdnnl2 neovim)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -227,6 +227,14 @@ enum Cmd {
     },
     /// Start an interactive session.
     Repl,
+    /// Serve the Language Server Protocol on stdin and stdout (for editors: diagnostics, types
+    /// on hover, inlay hints, completion, formatting; docs/editors.md).
+    Lsp {
+        /// Accepted and ignored: stdio is the only transport (VS Code's client and others add
+        /// `--stdio` to the command they are given).
+        #[arg(long, hide = true)]
+        stdio: bool,
+    },
 }
 
 /// Parse the arguments and run the command; returns the exit status.
@@ -251,5 +259,6 @@ pub fn main() -> i32 {
         Cmd::Fmt { paths, check } => commands::fmt::main(&paths, check),
         Cmd::Plot { run, out } => commands::plot::main(&run, out.as_deref()),
         Cmd::Repl => commands::repl::run(),
+        Cmd::Lsp { .. } => commands::lsp::main(),
     }
 }

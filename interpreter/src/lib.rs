@@ -7,6 +7,7 @@ pub mod compile;
 pub mod device;
 pub mod exec;
 pub mod kernels;
+pub mod lsp;
 pub mod parallel;
 pub mod paths;
 pub mod pipeline;

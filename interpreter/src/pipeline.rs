@@ -22,7 +22,7 @@ mod stages;
 mod stream;
 
 pub use augment::Augment;
-pub use feed::{default_workers, Feed, DEFAULT_AHEAD};
+pub use feed::{default_workers, next_workers, Feed, DEFAULT_AHEAD};
 pub use source::Elements;
 pub use stream::EpochPlan;
 

@@ -6,6 +6,7 @@ pub mod check;
 pub mod explain;
 pub mod fmt;
 pub mod kernels;
+pub mod lsp;
 pub mod plot;
 pub mod repl;
 pub mod run;

@@ -24,6 +24,20 @@ pub fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get() / 4).clamp(1, 8)
 }
 
+/// The workers for the next epoch, given this one's: one more while the step waited for data
+/// more than 5% of the epoch (`wait_fraction`), up to the machine's cores (at most eight), as
+/// tf.data's AUTOTUNE grows a stage's parallelism while its consumer starves; never fewer. A
+/// decode-bound pipeline (JPEG files) so gets the cores the step does not use, and a cheap one
+/// keeps a single worker.
+pub fn next_workers(workers: usize, wait_fraction: f64) -> usize {
+    let most = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+    if wait_fraction > 0.05 {
+        (workers + 1).min(most.max(workers))
+    } else {
+        workers
+    }
+}
+
 type Made = Result<Element, RuntimeError>;
 
 /// An epoch's batches from its workers, in order.
@@ -103,5 +117,24 @@ impl Iterator for Feed {
         self.waited.set(self.waited.get() + started.elapsed());
         self.next += 1;
         Some(got.unwrap_or_else(|_| Err(RuntimeError::Unsupported("a data worker stopped before making its batch".into()))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_workers;
+
+    #[test]
+    fn a_starved_step_grows_the_feed_up_to_the_cores_and_a_fed_one_does_not() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+        assert_eq!(next_workers(1, 0.04), 1);
+        assert_eq!(next_workers(1, 0.2), 2.min(cores));
+        let mut w = 1;
+        for _ in 0..20 {
+            w = next_workers(w, 1.0);
+        }
+        assert_eq!(w, cores);
+        // Never fewer, even above the cap (a `prefetch` or embedder's choice is kept).
+        assert_eq!(next_workers(12, 1.0), 12);
     }
 }

@@ -58,11 +58,14 @@ pub fn jitter(img: &Tensor, amounts: [f64; 4], draw: &mut impl FnMut() -> f64) -
     Tensor::u8(img.shape.clone(), px)
 }
 
-/// `f * x + (1 - f) * other(pixel)`, clamped to [0, 255], truncated.
+/// `f * x + (1 - f) * other(pixel)`, clamped to [0, 255], truncated; plane by plane (the
+/// pixel's index within its plane, without a division per pixel).
 fn blend(px: &mut [u8], other: impl Fn(usize) -> f32, f: f32, plane: usize) {
-    for (i, p) in px.iter_mut().enumerate() {
-        let y = f * *p as f32 + (1.0 - f) * other(i % plane);
-        *p = y.clamp(0.0, 255.0) as u8;
+    for channel in px.chunks_exact_mut(plane.max(1)) {
+        for (i, p) in channel.iter_mut().enumerate() {
+            let y = f * *p as f32 + (1.0 - f) * other(i);
+            *p = y.clamp(0.0, 255.0) as u8;
+        }
     }
 }
 

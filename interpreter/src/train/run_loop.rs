@@ -43,6 +43,8 @@ struct Progress {
     last_logged: Vec<(String, f64)>,
     /// The steps' time blocked on the data feed, over the run.
     data_wait: Rc<Cell<Duration>>,
+    /// The feed's worker threads for the next epoch (grown while the step waits for data).
+    feed_workers: usize,
 }
 
 /// At most this many steps' logged values wait on the device for a read.
@@ -99,6 +101,7 @@ impl Trainer<'_> {
             loss_name: String::new(),
             last_logged: vec![],
             data_wait: Rc::default(),
+            feed_workers: pipeline::default_workers(),
         };
         for epoch in start_epoch..h.epochs {
             let skip = if epoch == start_epoch { skip_in_epoch } else { 0 };
@@ -175,7 +178,7 @@ impl Trainer<'_> {
         let ahead = pipeline::prefetch_depth(&self.pipeline).unwrap_or(pipeline::DEFAULT_AHEAD);
         let waited_before = p.data_wait.get();
         let skipped_before = self.skipped_elements().0;
-        let mut data = Feed::start(data, skip * h.n_acc, pipeline::default_workers(), ahead, p.data_wait.clone()).peekable();
+        let mut data = Feed::start(data, skip * h.n_acc, p.feed_workers, ahead, p.data_wait.clone()).peekable();
         for _ in skip..h.per_epoch {
             // (The losses of the steps read now: none when this step's read is put off.)
             let (losses, stop) = self.step(h, p, epoch, &mut data)?;
@@ -200,6 +203,7 @@ impl Trainer<'_> {
         }
         let mean = epoch_loss.0 / epoch_loss.1.max(1) as f64;
         let secs = epoch_started.elapsed().as_secs_f64();
+        p.feed_workers = pipeline::next_workers(p.feed_workers, wait_s / secs.max(1e-9));
         let loss_scale = self.loss_scale();
         let loss_name = &p.loss_name;
         self.emit(&Event::EpochDone {

@@ -19,6 +19,7 @@ mod gradcheck;
 mod infer_device;
 mod jit;
 mod kernels;
+mod lsp;
 mod optim;
 mod parallel;
 mod parity;

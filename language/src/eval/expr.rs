@@ -13,7 +13,7 @@ use std::rc::Rc;
 impl Tracer {
     pub fn eval(&mut self, e: &Expr) -> R<Value> {
         let span = e.span;
-        match &e.kind {
+        let r = match &e.kind {
             ExprKind::Int(v) => Ok(Value::Int(*v)),
             ExprKind::Float(v) => Ok(Value::Float(*v)),
             ExprKind::Str(s) => Ok(Value::Str(s.as_str().into())),
@@ -161,6 +161,20 @@ impl Tracer {
             }
             ExprKind::Type(t) => self.type_value(t),
             ExprKind::Error => Err(super::Reported),
+        };
+        if let (Ok(v), Some(_)) = (&r, &self.recorded) {
+            self.record_value(span, v);
+        }
+        r
+    }
+
+    /// Keep the first value traced at `span` outside the standard library (`Tracer::recorded`).
+    fn record_value(&mut self, span: Span, v: &Value) {
+        if self.is_std_file(span) {
+            return;
+        }
+        if let Some(rec) = self.recorded.as_mut() {
+            rec.entry(span).or_insert_with(|| v.clone());
         }
     }
 

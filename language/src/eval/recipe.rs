@@ -95,6 +95,17 @@ const INFER_FIELDS: &[(&str, Want)] = &[
     ("device", Want::Device),
 ];
 
+/// The fields a recipe of `kind` accepts, in the table's order (the language server completes
+/// them).
+pub fn field_names(kind: RecipeKind) -> Vec<&'static str> {
+    let table = match kind {
+        RecipeKind::Train => TRAIN_FIELDS,
+        RecipeKind::Evaluate => EVAL_FIELDS,
+        RecipeKind::Infer => INFER_FIELDS,
+    };
+    table.iter().map(|(n, _)| *n).collect()
+}
+
 /// Names a recipe field evaluates to when written as a bare word (`device = cpu`).
 const SYMBOLS: &[&str] = &["cpu", "cuda", "tf32"];
 

@@ -55,6 +55,11 @@ pub struct Tracer {
     pub generic_site: Option<Span>,
     /// Top-level names whose definition failed: uses are silent, to avoid cascades.
     pub poisoned: std::collections::HashSet<String>,
+    /// When an editor asks (`Some`), the value of every expression traced outside the standard
+    /// library, by span, the first trace of a span kept: definitions are checked on their own
+    /// before anything calls them, so a function body's types are its symbolic ones
+    /// (`f32[B, 512]`). The language server's hover and inlay hints read it.
+    pub recorded: Option<HashMap<Span, Value>>,
 }
 
 impl Tracer {
@@ -73,6 +78,7 @@ impl Tracer {
             training: false,
             active_fns: vec![],
             poisoned: Default::default(),
+            recorded: None,
             generic_site: None,
             recipes: vec![],
             step_input: None,

@@ -34,7 +34,7 @@ fn time_data(file: &Path, info: &RecipeInfo, p: &dlc::Program, root: &Path) -> R
     let started = Instant::now();
     let first = pipeline::run_cached(&data, root, graph, 0, &mut cache).map_err(|e| e.to_string())?;
     let prepare_s = started.elapsed().as_secs_f64();
-    let (workers, ahead) = (pipeline::default_workers(), pipeline::prefetch_depth(&data).unwrap_or(pipeline::DEFAULT_AHEAD));
+    let (mut workers, ahead) = (pipeline::default_workers(), pipeline::prefetch_depth(&data).unwrap_or(pipeline::DEFAULT_AHEAD));
     let (mut epoch_s, mut batches, mut samples) = (vec![], 0, 0);
     let mut next = Some(first);
     for epoch in 0..2u64 {
@@ -43,6 +43,10 @@ fn time_data(file: &Path, info: &RecipeInfo, p: &dlc::Program, root: &Path) -> R
             Some(b) => b,
             None => pipeline::run_cached(&data, root, graph, epoch, &mut cache).map_err(|e| e.to_string())?,
         };
+        if epoch > 0 {
+            // As training grows the feed: with no step, the reader waits all the time.
+            workers = pipeline::next_workers(workers, 1.0);
+        }
         for b in Feed::start(epoch_batches, 0, workers, ahead, Default::default()) {
             let b = b.map_err(|e| e.to_string())?;
             batches += 1;

@@ -188,12 +188,14 @@ pub(crate) fn resize(planes: &[u8], channels: usize, (h, w): (usize, usize), (oh
         let plane = &planes[c * h * w..(c + 1) * h * w];
         for y in 0..oh {
             let (y0, y1, wy) = source_index(y, h, oh);
-            for &(x0, x1, wx) in &xs {
-                let at = |yy: usize, xx: usize| plane[yy * w + xx] as f32;
-                let top = at(y0, x0) * (1.0 - wx) + at(y0, x1) * wx;
-                let bottom = at(y1, x0) * (1.0 - wx) + at(y1, x1) * wx;
-                out.push((top * (1.0 - wy) + bottom * wy).round().clamp(0.0, 255.0) as u8);
-            }
+            let (r0, r1) = (&plane[y0 * w..(y0 + 1) * w], &plane[y1 * w..(y1 + 1) * w]);
+            out.extend(xs.iter().map(|&(x0, x1, wx)| {
+                let top = r0[x0] as f32 * (1.0 - wx) + r0[x1] as f32 * wx;
+                let bottom = r1[x0] as f32 * (1.0 - wx) + r1[x1] as f32 * wx;
+                // Round half away from zero as `f32::round` does, for the values here (never
+                // negative) as a truncation: `round` is a library call on baseline x86-64.
+                ((top * (1.0 - wy) + bottom * wy).clamp(0.0, 255.0) + 0.5) as u8
+            }));
         }
     }
     out

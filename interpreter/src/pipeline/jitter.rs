@@ -41,15 +41,15 @@ pub fn jitter(img: &Tensor, amounts: [f64; 4], draw: &mut impl FnMut() -> f64) -
         }
         let f = factors[k];
         match k {
-            0 => blend(&mut px, |_| 0.0, f, plane),
+            0 => blend(&mut px, Other::Constant(0.0), f, plane),
             1 => {
                 let gray = gray(&px, channels, plane);
                 let mean = gray.iter().map(|g| *g as f32).sum::<f32>() / plane.max(1) as f32;
-                blend(&mut px, |_| mean, f, plane)
+                blend(&mut px, Other::Constant(mean), f, plane)
             }
             2 if channels == 3 => {
                 let gray = gray(&px, channels, plane);
-                blend(&mut px, |i| gray[i] as f32, f, plane)
+                blend(&mut px, Other::Plane(&gray), f, plane)
             }
             3 if channels == 3 => shift_hue(&mut px, f, plane),
             _ => {}
@@ -58,13 +58,29 @@ pub fn jitter(img: &Tensor, amounts: [f64; 4], draw: &mut impl FnMut() -> f64) -
     Tensor::u8(img.shape.clone(), px)
 }
 
-/// `f * x + (1 - f) * other(pixel)`, clamped to [0, 255], truncated; plane by plane (the
-/// pixel's index within its plane, without a division per pixel).
-fn blend(px: &mut [u8], other: impl Fn(usize) -> f32, f: f32, plane: usize) {
+/// What an image is blended with: a value (black, the gray mean) or a gray plane.
+enum Other<'a> {
+    Constant(f32),
+    Plane(&'a [u8]),
+}
+
+/// `f * x + (1 - f) * other`, clamped to [0, 255], truncated; plane by plane. The loops are
+/// written so that they vectorise: no index arithmetic, and the truncation through `i32`
+/// (the value is clamped already, so it is the same as `as u8`, which does not vectorise).
+fn blend(px: &mut [u8], other: Other, f: f32, plane: usize) {
     for channel in px.chunks_exact_mut(plane.max(1)) {
-        for (i, p) in channel.iter_mut().enumerate() {
-            let y = f * *p as f32 + (1.0 - f) * other(i);
-            *p = y.clamp(0.0, 255.0) as u8;
+        match other {
+            Other::Constant(k) => {
+                let c = (1.0 - f) * k;
+                for p in channel.iter_mut() {
+                    *p = (f * *p as f32 + c).clamp(0.0, 255.0) as i32 as u8;
+                }
+            }
+            Other::Plane(g) => {
+                for (p, g) in channel.iter_mut().zip(g) {
+                    *p = (f * *p as f32 + (1.0 - f) * *g as f32).clamp(0.0, 255.0) as i32 as u8;
+                }
+            }
         }
     }
 }
@@ -74,7 +90,9 @@ fn gray(px: &[u8], channels: usize, plane: usize) -> Vec<u8> {
     if channels != 3 {
         return px[..plane].to_vec();
     }
-    (0..plane).map(|i| (0.2989 * px[i] as f32 + 0.587 * px[plane + i] as f32 + 0.114 * px[2 * plane + i] as f32) as u8).collect()
+    let (r, rest) = px.split_at(plane);
+    let (g, b) = rest.split_at(plane);
+    r.iter().zip(g).zip(&b[..plane]).map(|((r, g), b)| (0.2989 * *r as f32 + 0.587 * *g as f32 + 0.114 * *b as f32) as i32 as u8).collect()
 }
 
 /// `adjust_hue`: to f32 in [0, 1], to HSV, the hue moved by `shift` (mod 1), back to RGB and

@@ -194,7 +194,7 @@ pub(crate) fn resize(planes: &[u8], channels: usize, (h, w): (usize, usize), (oh
                 let bottom = r1[x0] as f32 * (1.0 - wx) + r1[x1] as f32 * wx;
                 // Round half away from zero as `f32::round` does, for the values here (never
                 // negative) as a truncation: `round` is a library call on baseline x86-64.
-                ((top * (1.0 - wy) + bottom * wy).clamp(0.0, 255.0) + 0.5) as u8
+                ((top * (1.0 - wy) + bottom * wy).clamp(0.0, 255.0) + 0.5) as i32 as u8
             }));
         }
     }

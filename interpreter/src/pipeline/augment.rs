@@ -48,16 +48,6 @@ fn pair(stage: &Stage, name: &str, default: (f64, f64)) -> (f64, f64) {
     }
 }
 
-fn size(stage: &Stage) -> (usize, usize) {
-    match stage.arg("size") {
-        Some(Value::Tuple(hw)) if hw.len() == 2 => (hw[0].as_int().unwrap_or(1) as usize, hw[1].as_int().unwrap_or(1) as usize),
-        _ => {
-            let s = int_arg(stage, "size", 1).max(1) as usize;
-            (s, s)
-        }
-    }
-}
-
 impl Augment {
     pub fn of(stage: &Stage, epoch: u64) -> Augment {
         let seed = int_arg(stage, "seed", 0) as u64;
@@ -66,7 +56,7 @@ impl Augment {
             "random_crop" => Kind::Crop { pad: int_arg(stage, "padding", 0).max(0) as usize },
             "random_flip" => Kind::Flip { p: float(stage, "p", 0.5) },
             "random_resized_crop" => Kind::ResizedCrop {
-                size: size(stage),
+                size: super::geometry::size_arg(stage),
                 scale: pair(stage, "scale", (0.08, 1.0)),
                 ratio: pair(stage, "ratio", (3.0 / 4.0, 4.0 / 3.0)),
             },

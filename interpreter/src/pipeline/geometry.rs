@@ -28,16 +28,20 @@ fn half_offset(d: usize) -> usize {
     }
 }
 
+/// A stage's `size: (h, w)` or `size: s` (the checker has made sure they are positive).
+pub(super) fn size_arg(stage: &Stage) -> (usize, usize) {
+    match stage.arg("size") {
+        Some(Value::Tuple(hw)) if hw.len() == 2 => (hw[0].as_int().unwrap_or(1) as usize, hw[1].as_int().unwrap_or(1) as usize),
+        _ => {
+            let s = int_arg(stage, "size", 1).max(1) as usize;
+            (s, s)
+        }
+    }
+}
+
 impl Geometry {
     pub fn of(stage: &Stage) -> Geometry {
-        let size = match stage.arg("size") {
-            Some(Value::Tuple(hw)) if hw.len() == 2 => (hw[0].as_int().unwrap_or(1) as usize, hw[1].as_int().unwrap_or(1) as usize),
-            _ => {
-                let s = int_arg(stage, "size", 1) as usize;
-                (s, s)
-            }
-        };
-        Geometry { crop: stage.kind == "center_crop", size }
+        Geometry { crop: stage.kind == "center_crop", size: size_arg(stage) }
     }
 
     /// The element with its first tensor resized or cropped.

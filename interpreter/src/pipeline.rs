@@ -14,9 +14,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod augment;
+mod deal;
 mod feed;
 mod geometry;
+mod grouped;
 mod jitter;
+mod records;
+mod shard_source;
+mod shuffle_buffer;
 mod source;
 mod stages;
 mod stream;
@@ -124,6 +129,8 @@ pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor)
             Ok(zip_rows(&[x, y]))
         }
         "images" => source::image_folder(root, src)?.all(),
+        "shards" => shard_source::open(root, src)?.all(),
+        "jsonl" | "parquet" => records::open(root, src)?.all(),
         "csv" => {
             let (label, target) = dlc_language::eval::data::csv_target(src.arg("label"), src.arg("label_row"))
                 .map_err(|message| RuntimeError::Data { message, span: src.span })?;
@@ -242,7 +249,7 @@ pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> R
             elems.into_par_iter().map(|e| f.run(graph, e)).collect()
         }
         "shuffle" => {
-            let order = stages::shuffle_order(stage, epoch, elems.len());
+            let order = shuffle_buffer::order(stage, epoch, elems.len(), None).order;
             let mut slots: Vec<Option<Element>> = elems.into_iter().map(Some).collect();
             Ok(order.into_iter().map(|i| slots[i].take().expect("a permutation takes each element once")).collect())
         }
@@ -378,12 +385,13 @@ pub fn run_cached(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64, cache: &
     }
     if cache.is_none() {
         let mut exec = Executor::new(0);
-        let mut elems = read_source(root, &p.source, graph, &mut exec)?;
+        // (A `shards` source's elements keep their shards, for a buffered shuffle: grouped.rs.)
+        let mut elems = grouped::read(root, &p.source, graph, &mut exec)?;
         let stages = stream::prefix_len(&p.stages);
         for st in &p.stages[..stages] {
-            elems = apply(st, elems, graph, epoch)?;
+            elems = elems.apply(st, graph, epoch)?;
         }
-        *cache = Some(Prepared { stages, elems: Elements::Memory(Arc::new(elems)), graph: Arc::new(graph.clone()) });
+        *cache = Some(Prepared { stages, elems: elems.into_elements(), graph: Arc::new(graph.clone()) });
     }
     let prepared = cache.as_ref().expect("just filled");
     let mut rest = &p.stages[prepared.stages..];
@@ -391,7 +399,7 @@ pub fn run_cached(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64, cache: &
         let plan = EpochPlan::new(rest, prepared.elems.clone(), prepared.graph.clone(), epoch)?;
         return Ok(Batches::Stream(Arc::new(plan)));
     }
-    let mut elems = prepared.elems.all()?;
+    let mut elems = grouped::of(&prepared.elems)?;
     // `prefetch` changes no values (the trainer's queue does its work).
     while let [before @ .., last] = rest {
         if last.kind != "prefetch" {
@@ -407,8 +415,9 @@ pub fn run_cached(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64, cache: &
         _ => None,
     };
     for st in rest {
-        elems = apply(st, elems, graph, epoch)?;
+        elems = elems.apply(st, graph, epoch)?;
     }
+    let elems = elems.elems;
     Ok(match lazy {
         Some(batch) => {
             let size = int_arg(batch, "size", 1).max(1) as usize;
@@ -423,9 +432,9 @@ pub fn run_cached(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64, cache: &
 /// Every element of one epoch of the pipeline.
 pub fn run(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64) -> Result<Vec<Element>, RuntimeError> {
     let mut exec = Executor::new(0);
-    let mut elems = read_source(root, &p.source, graph, &mut exec)?;
+    let mut elems = grouped::read(root, &p.source, graph, &mut exec)?;
     for st in &p.stages {
-        elems = apply(st, elems, graph, epoch)?;
+        elems = elems.apply(st, graph, epoch)?;
     }
-    Ok(elems)
+    Ok(elems.elems)
 }

@@ -1,12 +1,14 @@
 //! Where an epoch's elements come from: prepared in memory (the source decoded and the stages
 //! before the first epoch-dependent one applied, once a run), or read from the files as the
-//! feed's workers ask for them (an uncompressed `npy` source, or an `images` folder, whose whole
-//! pipeline streams), so that a data set larger than memory trains with the memory of the
-//! batches in flight, and images are decoded on the workers.
+//! feed's workers ask for them (an uncompressed `npy` source, an `images` folder, `shards`
+//! tar files, or `jsonl` and `parquet` records (records.rs), whose whole pipeline streams), so
+//! that a data set larger than memory trains with the memory of the batches in flight, and
+//! images are decoded on the workers.
 
 use super::{data_err, npy_types, str_arg, Element};
 use crate::runtime::data::images::ImageFolder;
 use crate::runtime::data::npy;
+use crate::runtime::data::shards::ShardSet;
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::Stage;
@@ -30,6 +32,23 @@ pub enum Elements {
         folder: Arc<ImageFolder>,
         span: Span,
     },
+    /// A `jsonl` or `parquet` source's records, read when asked for.
+    Records {
+        records: Arc<super::records::Records>,
+        span: Span,
+    },
+    /// A `shards` source's samples (WebDataset tar files), read and decoded when asked for.
+    Shards {
+        set: Arc<ShardSet>,
+        span: Span,
+    },
+    /// A `shards` source read whole (its pipeline does not stream), with the shard each element
+    /// came from and how many shards there are (`grouped.rs`).
+    Sharded {
+        elems: Arc<Vec<Element>>,
+        shards: Arc<Vec<u32>>,
+        count: usize,
+    },
 }
 
 impl Elements {
@@ -38,6 +57,9 @@ impl Elements {
             Elements::Memory(v) => v.len(),
             Elements::Rows { x, .. } => x.len(),
             Elements::Images { folder, .. } => folder.len(),
+            Elements::Records { records, .. } => records.len(),
+            Elements::Shards { set, .. } => set.len(),
+            Elements::Sharded { elems, .. } => elems.len(),
         }
     }
 
@@ -48,6 +70,12 @@ impl Elements {
     /// Element `i`, or `None` when it could not be read and the source skips such elements
     /// (`images(..., on_error: "skip")`; counted, see `skipped`).
     pub fn get_or_skip(&self, i: usize) -> Result<Option<Element>, RuntimeError> {
+        if let Elements::Records { records, span } = self {
+            return records.get_or_skip(i, *span);
+        }
+        if let Elements::Shards { set, span } = self {
+            return super::shard_source::get_or_skip(set, i, *span);
+        }
         if let Elements::Images { folder, span } = self {
             return match folder.get(i) {
                 Ok((image, label)) => Ok(Some(vec![image, Tensor::from_f64(DType::I64, vec![], [label as f64])])),
@@ -65,6 +93,8 @@ impl Elements {
     pub fn skipped(&self) -> (usize, Option<String>) {
         match self {
             Elements::Images { folder, .. } => folder.skipped(),
+            Elements::Records { records, .. } => records.skipped(),
+            Elements::Shards { set, .. } => set.skipped(),
             _ => (0, None),
         }
     }
@@ -84,6 +114,27 @@ impl Elements {
                 let (image, label) = folder.get(i).map_err(|e| data_err(e, *span))?;
                 Ok(vec![image, Tensor::from_f64(DType::I64, vec![], [label as f64])])
             }
+            Elements::Records { records, span } => records.read(i).map_err(|e| data_err(e, *span)),
+            Elements::Shards { set, span } => super::shard_source::get(set, i, *span),
+            Elements::Sharded { elems, .. } => Ok(elems[i].clone()),
+        }
+    }
+
+    /// How many shards the source has (a `shards` source; 0 for any other).
+    pub fn shard_count(&self) -> usize {
+        match self {
+            Elements::Shards { set, .. } => set.files.len(),
+            Elements::Sharded { count, .. } => *count,
+            _ => 0,
+        }
+    }
+
+    /// The shard element `i` came from (a `shards` source).
+    pub fn shard_of(&self, i: usize) -> Option<u32> {
+        match self {
+            Elements::Shards { set, .. } => Some(set.shard_of(i)),
+            Elements::Sharded { shards, .. } => Some(shards[i]),
+            _ => None,
         }
     }
 
@@ -91,22 +142,28 @@ impl Elements {
     /// stages to all).
     pub fn all(&self) -> Result<Vec<Element>, RuntimeError> {
         match self {
-            Elements::Memory(v) => Ok((**v).clone()),
+            Elements::Memory(v) | Elements::Sharded { elems: v, .. } => Ok((**v).clone()),
             other => Ok((0..other.len()).map(|i| other.get_or_skip(i)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect()),
         }
     }
 }
 
-/// An `images` source's folder, listed (its images are decoded when read).
-pub fn image_folder(root: &Path, src: &Stage) -> Result<Elements, RuntimeError> {
-    let dir = crate::paths::in_program(root, &str_arg(src, "dir").unwrap_or_default());
+/// An image source's `size: (h, w)`, `channels` (3 unless given) and whether it skips what it
+/// cannot read (`on_error: "skip"`): `images` and `shards` read their images alike.
+pub(super) fn image_args(src: &Stage) -> (Option<(usize, usize)>, usize, bool) {
     let size = match src.arg("size") {
         Some(Value::Tuple(hw)) if hw.len() == 2 => hw[0].as_int().zip(hw[1].as_int()).map(|(h, w)| (h as usize, w as usize)),
         Some(v) => v.as_int().map(|s| (s as usize, s as usize)),
         None => None,
     };
     let channels = src.arg("channels").and_then(|v| v.as_int()).unwrap_or(3) as usize;
-    let skip = str_arg(src, "on_error").as_deref() == Some("skip");
+    (size, channels, str_arg(src, "on_error").as_deref() == Some("skip"))
+}
+
+/// An `images` source's folder, listed (its images are decoded when read).
+pub fn image_folder(root: &Path, src: &Stage) -> Result<Elements, RuntimeError> {
+    let dir = crate::paths::in_program(root, &str_arg(src, "dir").unwrap_or_default());
+    let (size, channels, skip) = image_args(src);
     let folder = ImageFolder::open(&dir, size, channels, skip).map_err(|e| data_err(e, src.span))?;
     Ok(Elements::Images { folder: Arc::new(folder), span: src.span })
 }
@@ -116,6 +173,12 @@ pub fn image_folder(root: &Path, src: &Stage) -> Result<Elements, RuntimeError> 
 pub fn on_demand(root: &Path, src: &Stage) -> Result<Option<Elements>, RuntimeError> {
     if src.kind == "images" {
         return image_folder(root, src).map(Some);
+    }
+    if matches!(src.kind, "jsonl" | "parquet") {
+        return super::records::open(root, src).map(Some);
+    }
+    if src.kind == "shards" {
+        return super::shard_source::open(root, src).map(Some);
     }
     if src.kind != "npy" {
         return Ok(None);

@@ -10,7 +10,7 @@
 //! use its position at that stage, as the whole-epoch application does (a test checks the two
 //! bit for bit).
 
-use super::stages::{kept, shuffle_order, MapStage};
+use super::stages::{kept, MapStage};
 use super::{int_arg, stack, varies_by_epoch, Augment, Element, Elements};
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::Stage;
@@ -49,6 +49,9 @@ pub struct EpochPlan {
     /// The final `batch`: its size, and how many batches the epoch has.
     size: usize,
     count: usize,
+    /// For a `shards` source, each shard's place in the epoch's order (a buffered shuffle's
+    /// seeded order, else the files'): whole shards are dealt to ranks by it (deal.rs).
+    shard_places: Option<Vec<u32>>,
 }
 
 /// Whether the stages after the cached prefix can stream: per-element work and index moves,
@@ -91,6 +94,7 @@ impl EpochPlan {
         let mut source: Vec<u32> = (0..elems.len() as u32).collect();
         let mut stages: Vec<AtStage> = vec![];
         let (mut size, mut drop_last) = (1, false);
+        let mut shard_places = (elems.shard_count() > 0).then(|| (0..elems.shard_count() as u32).collect::<Vec<_>>());
         for st in rest {
             let n = source.len();
             match st.kind {
@@ -101,7 +105,12 @@ impl EpochPlan {
                 "random_crop" | "random_flip" | "random_resized_crop" | "color_jitter" => {
                     stages.push(AtStage { each: Each::Augment(Augment::of(st, epoch)), position: (0..n as u32).collect() });
                 }
-                "shuffle" => select(&mut source, &mut stages, &shuffle_order(st, epoch, n)),
+                "shuffle" => {
+                    let of = shards_of(&elems, &source);
+                    let shuffled = super::shuffle_buffer::order(st, epoch, n, of.as_deref().map(|of| (of, elems.shard_count())));
+                    shard_places = shuffled.places.or(shard_places);
+                    select(&mut source, &mut stages, &shuffled.order)
+                }
                 "take" | "skip" | "split" => select(&mut source, &mut stages, &kept(st, n).collect::<Vec<_>>()),
                 "batch" => {
                     size = int_arg(st, "size", 1).max(1) as usize;
@@ -112,7 +121,7 @@ impl EpochPlan {
             }
         }
         let count = if drop_last { source.len() / size } else { source.len().div_ceil(size) };
-        Ok(EpochPlan { elems, graph, source, stages, size, count })
+        Ok(EpochPlan { elems, graph, source, stages, size, count, shard_places })
     }
 
     /// How many batches the epoch has.
@@ -125,14 +134,19 @@ impl EpochPlan {
     }
 
     /// Under data parallelism, rank `rank` of `ranks` keeps the positions dealt to it (position
-    /// i to rank i mod ranks, the last incomplete round dropped) and batches them alone.
+    /// i to rank i mod ranks, the last incomplete round dropped; a `shards` source's whole
+    /// shards where there are enough, deal.rs) and batches them alone.
     pub fn shard(mut self, rank: usize, ranks: usize) -> EpochPlan {
         if ranks <= 1 {
             return self;
         }
         let n = self.source.len();
         let drop_last = self.count < n.div_ceil(self.size);
-        let keep: Vec<usize> = (0..n / ranks * ranks).filter(|i| i % ranks == rank).collect();
+        let whole = match (&self.shard_places, shards_of(&self.elems, &self.source)) {
+            (Some(places), Some(of)) => super::deal::whole_shards(&of, places, rank, ranks),
+            _ => None,
+        };
+        let keep: Vec<usize> = whole.unwrap_or_else(|| (0..n / ranks * ranks).filter(|i| i % ranks == rank).collect());
         select(&mut self.source, &mut self.stages, &keep);
         let kept = self.source.len();
         self.count = if drop_last { kept / self.size } else { kept.div_ceil(self.size) };
@@ -164,6 +178,11 @@ impl EpochPlan {
         }
         Ok(stack(&elems))
     }
+}
+
+/// The shard of the element at each position, for a `shards` source.
+fn shards_of(elems: &Elements, source: &[u32]) -> Option<Vec<u32>> {
+    (elems.shard_count() > 0).then(|| source.iter().map(|&i| elems.shard_of(i as usize).expect("a sharded source")).collect())
 }
 
 /// Where the epoch-dependent stages start: the prefix before is the same every epoch.

@@ -90,31 +90,19 @@ impl Tracer {
                 // classes in sorted folder-name order. `size: (h, w)` resizes every image to it;
                 // without it the images' sizes are only known when they are read.
                 let dir = self.str_arg(b, "dir")?;
-                let channels = self.arg_int(b, "channels", 3)?;
-                if channels != 1 && channels != 3 {
-                    return self.err("E0403", format!("`channels` must be 1 or 3, found {channels}"), b.span_of("channels"), "1 or 3");
-                }
-                let (h, w) = match b.get("size") {
-                    None => (Dim::Any, Dim::Any),
-                    Some(_) => match self.arg_pair(b, "size", 0)? {
-                        (h, w) if h >= 1 && w >= 1 => (Dim::known(h), Dim::known(w)),
-                        (h, w) => {
-                            return self.err("E0403", format!("`size` must be positive, found ({h}, {w})"), b.span_of("size"), "not a size")
-                        }
-                    },
-                };
-                let on_error = self.str_arg(b, "on_error")?;
-                if !on_error.is_empty() && on_error != "stop" && on_error != "skip" {
-                    return self.err(
-                        "E0403",
-                        format!("`on_error` must be \"stop\" or \"skip\", found \"{on_error}\""),
-                        b.span_of("on_error"),
-                        "stop or skip",
-                    );
-                }
+                let (channels, h, w) = self.image_source_args(b)?;
                 let image = self.elem_input("images.image", DType::U8, vec![Dim::known(channels), h, w], span);
                 let label = self.elem_input("images.label", DType::I64, vec![], span);
                 source(Self::record(vec![("image", image), ("label", label)]), format!("images({dir})"))
+            }
+            "shards" => {
+                // WebDataset tar files (paths or `*`/`?` patterns): a sample's image member is
+                // decoded as an `images` file is, its label member is a class index as text.
+                let files = self.shard_files_arg(b)?;
+                let (channels, h, w) = self.image_source_args(b)?;
+                let image = self.elem_input("shards.image", DType::U8, vec![Dim::known(channels), h, w], span);
+                let label = self.elem_input("shards.label", DType::I64, vec![], span);
+                source(Self::record(vec![("image", image), ("label", label)]), format!("shards({files})"))
             }
             "csv" => {
                 let path = self.str_arg(b, "path")?;
@@ -174,6 +162,15 @@ impl Tracer {
                 let x = self.elem_input("text.x", DType::I64, vec![Dim::known(block)], span);
                 let y = self.elem_input("text.y", DType::I64, vec![Dim::known(block)], span);
                 source(Value::Tuple(Rc::new(vec![x, y])), format!("text({path})"))
+            }
+            "jsonl" | "parquet" => {
+                // A record a line (JSON Lines) or a row (Parquet): each declared field read from
+                // the key or column of its name, as its declared type (data_fields.rs).
+                let fields = self.record_source_fields(b)?;
+                let path = self.str_arg(b, "path")?;
+                let elem = fields.into_iter().map(|(n, t)| (n.clone(), self.elem_input(&format!("{name}.{n}"), t.dtype, t.shape, span)));
+                let elem = Value::Record(Rc::new(elem.collect()));
+                source(elem, format!("{name}({path})"))
             }
             "tensors" => {
                 // Rows of in-memory tensors: drop the leading dim of each.
@@ -278,6 +275,9 @@ impl Tracer {
             }
             "shuffle" | "prefetch" | "skip" | "take" | "split" => {
                 let p = self.pipeline_arg(b)?;
+                if name == "shuffle" && b.get("buffer").is_some() && self.arg_int(b, "buffer", 1)? < 1 {
+                    return self.err("E0403", "a shuffle `buffer` holds at least 1 element", b.span_of("buffer"), "too small");
+                }
                 if name == "split" {
                     let f = self.arg_float(b, "fraction", 0.9)?;
                     if !(0.0..=1.0).contains(&f) {
@@ -314,6 +314,61 @@ impl Tracer {
             Value::Record(items) => Value::Record(Rc::new(items.iter().map(|(k, x)| (k.clone(), self.batch_elem(x, dim, span))).collect())),
             other => other.clone(),
         }
+    }
+}
+
+impl Tracer {
+    /// An image source's `channels` (1 or 3; 3 by default) and `size: (h, w)` (the image's dims,
+    /// unknown without it), with its `on_error` checked: `images` and `shards` take them alike.
+    fn image_source_args(&mut self, b: &Bound) -> R<(i64, Dim, Dim)> {
+        let channels = self.arg_int(b, "channels", 3)?;
+        if channels != 1 && channels != 3 {
+            return self.err("E0403", format!("`channels` must be 1 or 3, found {channels}"), b.span_of("channels"), "1 or 3");
+        }
+        let (h, w) = match b.get("size") {
+            None => (Dim::Any, Dim::Any),
+            Some(_) => match self.arg_pair(b, "size", 0)? {
+                (h, w) if h >= 1 && w >= 1 => (Dim::known(h), Dim::known(w)),
+                (h, w) => return self.err("E0403", format!("`size` must be positive, found ({h}, {w})"), b.span_of("size"), "not a size"),
+            },
+        };
+        let on_error = self.str_arg(b, "on_error")?;
+        if !on_error.is_empty() && on_error != "stop" && on_error != "skip" {
+            let message = format!("`on_error` must be \"stop\" or \"skip\", found \"{on_error}\"");
+            return self.err("E0403", message, b.span_of("on_error"), "stop or skip");
+        }
+        Ok((channels, h, w))
+    }
+
+    /// A `shards` source's `files`: a path or pattern, or a tuple of them (as the message shows
+    /// them); and its member extensions, `image` (`"jpg"`, or alternatives `"jpg;png"`) and
+    /// `label`, which must not be empty.
+    fn shard_files_arg(&mut self, b: &Bound) -> R<String> {
+        let files = match b.get("files").cloned() {
+            Some((Value::Str(s), _)) => vec![s.to_string()],
+            Some((Value::Tuple(items), s)) => {
+                match items.iter().map(|v| if let Value::Str(p) = v { Some(p.to_string()) } else { None }).collect::<Option<Vec<_>>>() {
+                    Some(files) if !items.is_empty() => files,
+                    _ => return self.err("E0310", "`files` must be a path or a tuple of paths (strings)", s, "not a tuple of strings"),
+                }
+            }
+            Some((v, s)) => {
+                let message = format!("`files` must be a path, a pattern like \"data/train-*.tar\" or a tuple of them, found {}", v.kind());
+                return self.err("E0310", message, s, "expected a string");
+            }
+            None => return Err(super::Reported),
+        };
+        for ext in ["image", "label"] {
+            if b.get(ext).is_some() && self.str_arg(b, ext)?.trim().trim_start_matches('.').is_empty() {
+                return self.err(
+                    "E0403",
+                    format!("`{ext}` names the extension of a sample's member, like \"jpg\""),
+                    b.span_of(ext),
+                    "empty",
+                );
+            }
+        }
+        Ok(files.join(", "))
     }
 }
 

@@ -8,6 +8,7 @@ pub mod builtin_impl;
 pub mod builtins;
 pub mod call;
 pub mod data;
+pub mod data_fields;
 pub mod expr;
 pub mod host;
 mod index;

@@ -95,14 +95,21 @@ impl ImageFolder {
     pub fn get(&self, i: usize) -> Result<(Tensor, i64), DataError> {
         let (path, label) = &self.files[i];
         let bytes = std::fs::read(path).map_err(|e| err(path, format!("cannot read: {e}")))?;
-        let (w, h, pixels) = decode(path, &bytes)?;
-        let planes = to_planes(&pixels, w * h, self.channels);
-        let (planes, h, w) = match self.size {
-            Some((oh, ow)) if (oh, ow) != (h, w) => (resize(&planes, self.channels, (h, w), (oh, ow)), oh, ow),
-            _ => (planes, h, w),
-        };
-        Ok((Tensor::u8(vec![self.channels, h, w], planes), *label))
+        Ok((image_tensor(path, &bytes, self.size, self.channels)?, *label))
     }
+}
+
+/// A JPEG or PNG file's bytes as `u8[channels, h, w]`: decoded, made RGB or gray, resized to
+/// `size` when it differs (`path` is what an error names). A `shards` source's members are
+/// decoded with it too.
+pub(crate) fn image_tensor(path: &Path, bytes: &[u8], size: Option<(usize, usize)>, channels: usize) -> Result<Tensor, DataError> {
+    let (w, h, pixels) = decode(path, bytes)?;
+    let planes = to_planes(&pixels, w * h, channels);
+    let (planes, h, w) = match size {
+        Some((oh, ow)) if (oh, ow) != (h, w) => (resize(&planes, channels, (h, w), (oh, ow)), oh, ow),
+        _ => (planes, h, w),
+    };
+    Ok(Tensor::u8(vec![channels, h, w], planes))
 }
 
 /// An RGB image (`w`, `h`, interleaved RGB bytes); JPEG or PNG by its first bytes. A decoder

@@ -1,12 +1,19 @@
 //! Readers of the data formats DL sources name: IDX (MNIST, Fashion-MNIST; gzip or raw), the
-//! CIFAR-10 binary records, CSV, NumPy .npy, and plain text. Each validates what it reads and fails with the
+//! CIFAR-10 binary records, CSV, NumPy .npy, plain text, WebDataset tar shards, JSON Lines and Parquet
+//! (`fields.rs` their records' fields as the declared tensors). Each validates what it reads and fails with the
 //! file and, for CSV, the row and column.
 
 pub mod cifar;
 pub mod csv;
+pub mod fields;
+pub mod glob;
 pub mod idx;
 pub mod images;
+pub mod jsonl;
 pub mod npy;
+pub mod parquet;
+pub mod row_groups;
+pub mod shards;
 pub mod text;
 
 use std::path::{Path, PathBuf};

@@ -7,6 +7,7 @@ pub mod csv;
 pub mod idx;
 pub mod images;
 pub mod npy;
+pub mod resize;
 pub mod text;
 
 use std::path::{Path, PathBuf};

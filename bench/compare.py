@@ -6,7 +6,8 @@ Usage (after `bash bench/setup.sh`):
 
 GROUPs (all by default): gelu, mlp, bf16 (the MLP step under `precision = bf16` against PyTorch's
 CPU autocast to bf16), cnn, conv-bn, epoch (one MNIST epoch, the whole job in fresh processes,
-data preparation included), startup, memory. E.g. `--quick --no-build --only bf16 epoch`.
+data preparation included), data (MNIST's epoch, loading alone), images (JPEG folders, 32x32 and
+224x224, loading alone), startup, memory. E.g. `--quick --no-build --only bf16 epoch`.
 
 Fairness rules, so that a ratio says something about dlc and not about the set-up:
 - every dlc benchmark and every peer script runs --runs times (3; --quick: 1, with fewer
@@ -557,35 +558,64 @@ def print_data(res, cfg):
           f" (with dlc's one-off preparation counted in its epoch: {med[best] / (epoch + prepare):.2f}x)")
 
 
+# The two folders of the images group: the bundled 32x32 JPEG files, and 1,000 of them scaled up to
+# 224x224 (written on first use by the image_folder example), where decoding dominates.
+JPEG224 = ROOT / "target" / "bench-data" / "jpeg224"
+IMAGE_FOLDERS = [
+    ("3,000 CIFAR-10 images, 32x32", ROOT / "examples" / "cifar_jpeg.dl", []),
+    ("1,000 CIFAR-10 images scaled to 224x224", ROOT / "bench" / "image_folder_224.dl", ["--size", "224", "--folder", str(JPEG224 / "train")]),
+]
+
+
+def write_jpeg224(cfg):
+    """The 224x224 folder, from the bundled CIFAR-10 by `--example image_folder` (nearest-pixel
+    scaling, JPEG quality 95), unless it is there."""
+    if (JPEG224 / "train").is_dir():
+        return
+    args = [JPEG224, "--train", "100", "--test", "10", "--size", "224"]
+    if cfg.no_build:
+        exe = ROOT / "target" / "release" / "examples" / "image_folder"
+        if not exe.exists():
+            raise RuntimeError(f"{JPEG224} is missing: run compare.py without --no-build once, or "
+                               f"`cargo run --release -p dlc --example image_folder -- {' '.join(map(str, args))}`")
+        run([exe, *args])
+    else:
+        run(["cargo", "run", "--release", "-q", "-p", "dlc", "--example", "image_folder", "--", *args])
+
+
 def images_rows(cfg):
-    """The bundled JPEG folder (examples/data/cifar-10-jpeg/train) as training reads it, no step:
-    dlc's feed (`dlc bench examples/cifar_jpeg.dl --data`: each image decoded, resized-cropped,
-    flipped and jittered on the feed's workers, batches of 64) against torchvision's ImageFolder
-    and DataLoader with the same augmentations (image_folder.py) with 0, 1 and 2 workers. Each
-    side's second epoch (the first fills the page cache and starts the workers)."""
-    ours = []
-    for _ in range(cfg.runs):
-        out = run([DLC, "bench", ROOT / "examples" / "cifar_jpeg.dl", "--data", "--json"], env=dlc_env(cfg.threads))
-        ours.append(json_lines(out.stdout)[-1])
-    return ours, peer("image_folder.py", [], cfg)
+    """JPEG folders as training reads them, no step: dlc's feed (`dlc bench PROGRAM --data`: each
+    image decoded, resized-cropped, flipped and jittered on the feed's workers, batches of 64)
+    against torchvision's ImageFolder and DataLoader with the same augmentations
+    (image_folder.py) with 0, 1 and 2 workers. Each side's second epoch (the first fills the page
+    cache and starts the workers). One (title, ours, theirs) a folder."""
+    write_jpeg224(cfg)
+    out = []
+    for title, program, peer_args in IMAGE_FOLDERS:
+        ours = []
+        for _ in range(cfg.runs):
+            res = run([DLC, "bench", program, "--data", "--json"], env=dlc_env(cfg.threads))
+            ours.append(json_lines(res.stdout)[-1])
+        out.append((title, ours, peer("image_folder.py", peer_args, cfg)))
+    return out
 
 
 def print_images(res, cfg):
-    ours, theirs = res
-    epoch = statistics.median(r["epoch_s"][-1] for r in ours)
-    med = {}
-    for r in theirs:
-        med.setdefault(f"{r['variant']}+{r['allocator']}", []).append(r["epoch_s"])
-    med = {k: statistics.median(v) for k, v in med.items()}
-    best = min(med, key=med.get)
-    print(f"\none epoch of the JPEG folder (3,000 CIFAR-10 images), decoded and augmented, no step (batches of 64);"
-          f" seconds, medians of {cfg.runs} run(s), {cfg.threads} threads a side, on {machine_tag()};"
-          f" 'vs' = PyTorch's best / dlc (above 1: dlc is faster)")
-    print(f"  dlc feed: an epoch {epoch:.3f} s ({ours[-1]['workers']} worker(s), {ours[-1]['ahead']} batches ahead);"
-          f" peak RSS {ours[-1]['peak_rss_mb']:.0f} MiB")
-    for k in sorted(med):
-        print(f"  ImageFolder + DataLoader {k:<20} an epoch {med[k]:.3f} s  vs {med[k] / epoch:.2f}x")
-    print(f"  best DataLoader: {best}, {med[best]:.3f} s: {med[best] / epoch:.2f}x")
+    for title, ours, theirs in res:
+        epoch = statistics.median(r["epoch_s"][-1] for r in ours)
+        med = {}
+        for r in theirs:
+            med.setdefault(f"{r['variant']}+{r['allocator']}", []).append(r["epoch_s"])
+        med = {k: statistics.median(v) for k, v in med.items()}
+        best = min(med, key=med.get)
+        print(f"\none epoch of a JPEG folder ({title}), decoded and augmented, no step (batches of 64);"
+              f" seconds, medians of {cfg.runs} run(s), {cfg.threads} threads a side, on {machine_tag()};"
+              f" 'vs' = PyTorch's best / dlc (above 1: dlc is faster)")
+        print(f"  dlc feed: an epoch {epoch:.3f} s ({ours[-1]['workers']} worker(s), {ours[-1]['ahead']} batches ahead);"
+              f" peak RSS {ours[-1]['peak_rss_mb']:.0f} MiB")
+        for k in sorted(med):
+            print(f"  ImageFolder + DataLoader {k:<20} an epoch {med[k]:.3f} s  vs {med[k] / epoch:.2f}x")
+        print(f"  best DataLoader: {best}, {med[best]:.3f} s: {med[best] / epoch:.2f}x")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@
 //! not the same numbers.
 
 use super::{int_arg, Element};
-use crate::runtime::data::images;
+use crate::runtime::data::resize::{resize_window, Window};
 use crate::runtime::rng;
 use crate::runtime::tensor::{Data, Tensor};
 use dlc_language::eval::value::Stage;
@@ -132,16 +132,10 @@ fn resized_crop(img: &Tensor, size: (usize, usize), scale: (f64, f64), ratio: (f
     let (h, w) = (img.shape[r - 2], img.shape[r - 1]);
     let planes = img.numel() / (h * w).max(1);
     let (top, left, ch, cw) = crop_box(h, w, scale, ratio, draw);
-    let mut crop = Vec::with_capacity(planes * ch * cw);
-    for c in 0..planes {
-        for y in top..top + ch {
-            let row = (c * h + y) * w;
-            crop.extend_from_slice(&v[row + left..row + left + cw]);
-        }
-    }
+    let win = Window { channels: planes, plane: h * w, width: w, top, left, h: ch, w: cw };
     let mut shape = img.shape.clone();
     (shape[r - 2], shape[r - 1]) = size;
-    Tensor::u8(shape, images::resize(&crop, planes, (ch, cw), size))
+    Tensor::u8(shape, resize_window(v, win, size))
 }
 
 /// An image ([.., H, W]) moved by (dy, dx) with zeros shifted in (a random crop of the
@@ -170,10 +164,21 @@ fn shift_planes<T: Copy + Default>(v: &[T], h: usize, w: usize, dy: isize, dx: i
                 continue;
             }
             let (row, out_row) = (&src[sy as usize * w..(sy as usize + 1) * w], &mut dst[y * w..(y + 1) * w]);
-            for (x, o) in out_row.iter_mut().enumerate() {
-                let xx = if flip { w - 1 - x } else { x } as isize + dx;
-                if xx >= 0 && xx < w as isize {
-                    *o = row[xx as usize];
+            // Output column x reads xx = x + dx, or w - 1 - x + dx flipped: the columns whose
+            // xx is inside the row, copied as a run (reversed when flipped).
+            let wi = w as isize;
+            if flip {
+                let (lo, hi) = (dx.max(0), (wi + dx).min(wi));
+                if lo < hi {
+                    let src_run = &row[(wi - hi + dx) as usize..(wi - lo + dx) as usize];
+                    for (o, v) in out_row[lo as usize..hi as usize].iter_mut().zip(src_run.iter().rev()) {
+                        *o = *v;
+                    }
+                }
+            } else {
+                let (lo, hi) = ((-dx).max(0), (wi - dx).min(wi));
+                if lo < hi {
+                    out_row[lo as usize..hi as usize].copy_from_slice(&row[(lo + dx) as usize..(hi + dx) as usize]);
                 }
             }
         }
@@ -184,6 +189,29 @@ fn shift_planes<T: Copy + Default>(v: &[T], h: usize, w: usize, dy: isize, dx: i
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shifted_and_flipped_planes_take_each_pixel_from_its_source() {
+        let (h, w) = (5, 7);
+        let v: Vec<u8> = (1..=2 * h * w).map(|i| i as u8).collect();
+        for flip in [false, true] {
+            for dy in -6..=6isize {
+                for dx in -8..=8isize {
+                    let got = shift_planes(&v, h, w, dy, dx, flip);
+                    for c in 0..2 {
+                        for y in 0..h {
+                            for x in 0..w {
+                                let (sy, sx) = (y as isize + dy, if flip { (w - 1 - x) as isize } else { x as isize } + dx);
+                                let inside = (0..h as isize).contains(&sy) && (0..w as isize).contains(&sx);
+                                let want = if inside { v[c * h * w + sy as usize * w + sx as usize] } else { 0 };
+                                assert_eq!(got[c * h * w + y * w + x], want, "flip {flip} dy {dy} dx {dx} at {c},{y},{x}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_crop_box_fits_the_image_and_covers_the_asked_area() {

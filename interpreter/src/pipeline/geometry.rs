@@ -5,7 +5,7 @@
 //! crop is padded with zeros first, as torchvision pads it.
 
 use super::{int_arg, Element};
-use crate::runtime::data::images;
+use crate::runtime::data::resize;
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::Stage;
@@ -63,7 +63,7 @@ impl Geometry {
         let mut shape = t.shape.clone();
         (shape[r - 2], shape[r - 1]) = (oh, ow);
         let out = if !self.crop {
-            images::resize(v, planes, (h, w), (oh, ow))
+            resize::resize(v, planes, (h, w), (oh, ow))
         } else {
             // Padded to at least the crop (zeros, the extra split as torchvision splits it),
             // then cropped at the centre.

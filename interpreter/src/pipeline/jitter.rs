@@ -6,6 +6,7 @@
 //! (x 255.999). The four run in a random order, as `ColorJitter` draws a permutation per image.
 //! Saturation and hue leave a one-channel image as it is, as torchvision does.
 
+use crate::runtime::data::resize::to_byte;
 use crate::runtime::tensor::{Data, Tensor};
 
 /// The image jittered by `[brightness, contrast, saturation, hue]` (0 leaves that one out),
@@ -44,7 +45,9 @@ pub fn jitter(img: &Tensor, amounts: [f64; 4], draw: &mut impl FnMut() -> f64) -
             0 => blend(&mut px, Other::Constant(0.0), f, plane),
             1 => {
                 let gray = gray(&px, channels, plane);
-                let mean = gray.iter().map(|g| *g as f32).sum::<f32>() / plane.max(1) as f32;
+                // The gray plane's mean from its exact sum (torch.mean sums pairwise in f32:
+                // the two differ at most in the mean's last bit).
+                let mean = gray.iter().map(|g| *g as u64).sum::<u64>() as f32 / plane.max(1) as f32;
                 blend(&mut px, Other::Constant(mean), f, plane)
             }
             2 if channels == 3 => {
@@ -64,35 +67,66 @@ enum Other<'a> {
     Plane(&'a [u8]),
 }
 
-/// `f * x + (1 - f) * other`, clamped to [0, 255], truncated; plane by plane. The loops are
-/// written so that they vectorise: no index arithmetic, and the truncation through `i32`
-/// (the value is clamped already, so it is the same as `as u8`, which does not vectorise).
+/// `f * x + (1 - f) * other`, clamped to [0, 255], truncated; plane by plane, built for AVX2
+/// where the CPU has it (the same roundings: no fused multiply-adds). The loops are written so
+/// that they vectorise: no index arithmetic, and the truncation by `to_byte` (the value is
+/// clamped already, so it is the same as `as u8`, whose saturation does not vectorise).
 fn blend(px: &mut [u8], other: Other, f: f32, plane: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2(px: &mut [u8], other: Other, f: f32, plane: usize) {
+            blend_planes(px, other, f, plane)
+        }
+        // SAFETY: the CPU has AVX2.
+        return unsafe { avx2(px, other, f, plane) };
+    }
+    blend_planes(px, other, f, plane)
+}
+
+#[inline(always)]
+fn blend_planes(px: &mut [u8], other: Other, f: f32, plane: usize) {
     for channel in px.chunks_exact_mut(plane.max(1)) {
         match other {
             Other::Constant(k) => {
                 let c = (1.0 - f) * k;
                 for p in channel.iter_mut() {
-                    *p = (f * *p as f32 + c).clamp(0.0, 255.0) as i32 as u8;
+                    *p = to_byte((f * *p as f32 + c).clamp(0.0, 255.0));
                 }
             }
             Other::Plane(g) => {
                 for (p, g) in channel.iter_mut().zip(g) {
-                    *p = (f * *p as f32 + (1.0 - f) * *g as f32).clamp(0.0, 255.0) as i32 as u8;
+                    *p = to_byte((f * *p as f32 + (1.0 - f) * *g as f32).clamp(0.0, 255.0));
                 }
             }
         }
     }
 }
 
-/// `rgb_to_grayscale` of a u8 image: one plane (the image itself when it has one channel).
+/// `rgb_to_grayscale` of a u8 image: one plane (the image itself when it has one channel);
+/// built for AVX2 where the CPU has it.
 fn gray(px: &[u8], channels: usize, plane: usize) -> Vec<u8> {
     if channels != 3 {
         return px[..plane].to_vec();
     }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2(px: &[u8], plane: usize) -> Vec<u8> {
+            weighted(px, plane)
+        }
+        // SAFETY: the CPU has AVX2.
+        return unsafe { avx2(px, plane) };
+    }
+    weighted(px, plane)
+}
+
+#[inline(always)]
+fn weighted(px: &[u8], plane: usize) -> Vec<u8> {
     let (r, rest) = px.split_at(plane);
     let (g, b) = rest.split_at(plane);
-    r.iter().zip(g).zip(&b[..plane]).map(|((r, g), b)| (0.2989 * *r as f32 + 0.587 * *g as f32 + 0.114 * *b as f32) as i32 as u8).collect()
+    // The weights sum to 0.9999: the value stays in [0, 255).
+    r.iter().zip(g).zip(&b[..plane]).map(|((r, g), b)| to_byte(0.2989 * *r as f32 + 0.587 * *g as f32 + 0.114 * *b as f32)).collect()
 }
 
 /// `adjust_hue`: to f32 in [0, 1], to HSV, the hue moved by `shift` (mod 1), back to RGB and

@@ -12,6 +12,7 @@ pub mod images;
 pub mod jsonl;
 pub mod npy;
 pub mod parquet;
+pub mod resize;
 pub mod row_groups;
 pub mod shards;
 pub mod text;

@@ -7,7 +7,9 @@ Usage (after `bash bench/setup.sh`):
 GROUPs (all by default): gelu, mlp, bf16 (the MLP step under `precision = bf16` against PyTorch's
 CPU autocast to bf16), cnn, conv-bn, epoch (one MNIST epoch, the whole job in fresh processes,
 data preparation included), data (MNIST's epoch, loading alone), images (JPEG folders, 32x32 and
-224x224, loading alone), startup, memory. E.g. `--quick --no-build --only bf16 epoch`.
+224x224, loading alone), images-train (training a small CNN on the JPEG folder: the epoch's data
+wait), text (tiny Shakespeare tokenised by a BPE tokenizer into blocks, against `datasets.map`),
+startup, memory. E.g. `--quick --no-build --only bf16 epoch`.
 
 Fairness rules, so that a ratio says something about dlc and not about the set-up:
 - every dlc benchmark and every peer script runs --runs times (3; --quick: 1, with fewer
@@ -619,6 +621,107 @@ def print_images(res, cfg):
 
 
 # ---------------------------------------------------------------------------------------------
+# Training on the JPEG folder: how long the step waits for its data
+
+def train_images_rows(cfg):
+    """examples/cifar_jpeg.dl trained 2 epochs (`dlc run --set epochs=2 --device cpu` in a scratch
+    copy, its checkpoints and metrics there), its second epoch's `epoch_s` and `data_wait_s` from
+    the metrics file, against the same net, optimiser, augmentations and batches in PyTorch
+    (train_folder.py: ImageFolder + DataLoader with 0, 1 and 2 workers, pin_memory, persistent
+    workers; its second epoch, the time in `next()` on the loader as its data wait)."""
+    ours = []
+    for _ in range(cfg.runs):
+        with scratch_copy("examples/cifar_jpeg.dl") as copy:
+            metrics = copy.parent / "metrics.jsonl"
+            child = run([DLC, "run", copy, "--set", "epochs=2", "--device", "cpu", "--metrics", metrics],
+                        env=dlc_env(cfg.threads))
+            lines = json_lines(metrics.read_text()) if metrics.exists() else []
+        epoch = next((m for m in lines if m.get("kind") == "epoch" and m.get("epoch") == 2), None)
+        if epoch is None:  # an older build: the `epoch 2 done` line
+            done = re.search(r"epoch 2 done: .* in ([0-9.]+) s.*data wait ([0-9.]+)%", child.stdout)
+            if not done:
+                raise RuntimeError(f"no second epoch's figures in dlc's metrics or output:\n{child.stdout[-2000:]}")
+            epoch = {"epoch_s": float(done[1]), "data_wait_s": float(done[1]) * float(done[2]) / 100}
+        acc = [m["accuracy"] for m in lines if m.get("kind") == "eval" and m.get("epoch") == 2]
+        ours.append({"epoch_s": epoch["epoch_s"], "data_wait_s": epoch["data_wait_s"], "wall_s": child.wall_s,
+                     "accuracy": acc[0] if acc else None})
+    return ours, peer("train_folder.py", [], cfg)
+
+
+def print_train_images(res, cfg):
+    ours, theirs = res
+    epoch = statistics.median(r["epoch_s"] for r in ours)
+    wait = statistics.median(r["data_wait_s"] for r in ours)
+    pct = statistics.median(100 * r["data_wait_s"] / r["epoch_s"] for r in ours)
+    by = {}
+    for r in theirs:
+        by.setdefault(f"{r['variant']}+{r['allocator']}", []).append(r)
+    print(f"\ntraining examples/cifar_jpeg.dl's SmallNet on the JPEG folder (3,000 CIFAR-10 images, 32x32, decoded and"
+          f" augmented, batches of 64, SGD): the second epoch, and how long its steps waited for data; seconds,"
+          f" medians of {cfg.runs} run(s), {cfg.threads} threads a side, on {machine_tag()}; 'vs' = PyTorch / dlc"
+          f" epoch time (above 1: dlc is faster); goal: dlc's data wait under 5% where PyTorch's is over 5%")
+    acc = [r["accuracy"] for r in ours if r["accuracy"] is not None]
+    acc_note = f" (test accuracy {statistics.median(acc):.4f})" if acc else ""
+    print(f"  dlc run --set epochs=2: epoch {epoch:.3f} s, data wait {wait:.3f} s = {pct:>5.1f}%{acc_note}")
+    for k in sorted(by):
+        rs = by[k]
+        e = statistics.median(r["epoch_s"] for r in rs)
+        w = statistics.median(r["data_wait_s"] for r in rs)
+        p = statistics.median(r["data_wait_pct"] for r in rs)
+        a = statistics.median(r["test_accuracy"] for r in rs)
+        print(f"  PyTorch DataLoader {k:<20} epoch {e:.3f} s, data wait {w:.3f} s = {p:>5.1f}%  vs {e / epoch:.2f}x"
+              f"  (test accuracy {a:.4f})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Text: tokenising a corpus with a BPE tokenizer into blocks
+
+TEXT_VARIANTS = ["datasets-map-np1", "datasets-map-np2", "tokenizers-encode", "tokenizers-encode-batch"]
+
+
+def text_rows(cfg):
+    """examples/shakespeare_bpe.dl's training data prepared: `dlc bench --data --json`'s
+    `prepare_s` (the text read, encoded by the tokenizer.json through the `tokenizers` crate, cut
+    into the (x, y) blocks of 64 and split; once, before the first step) against text_tokenize.py
+    making the same blocks with the same tokenizer.json: `datasets.load_dataset("text")` +
+    `map(batched, num_proc=1 and 2)` with caching off, and `tokenizers` alone (whole text,
+    `encode_batch` on the lines). Each peer variant in its own fresh process."""
+    ours = []
+    for _ in range(cfg.runs):
+        out = run([DLC, "bench", ROOT / "examples" / "shakespeare_bpe.dl", "--data", "--json"], env=dlc_env(cfg.threads))
+        ours.append(json_lines(out.stdout)[-1])
+    theirs = []
+    for v in TEXT_VARIANTS:
+        theirs += peer("text_tokenize.py", ["--variants", v], cfg)
+    return ours, theirs
+
+
+def print_text(res, cfg):
+    ours, theirs = res
+    prepare = statistics.median(r["prepare_s"] for r in ours)
+    by = {}
+    for r in theirs:
+        by.setdefault(f"{r['variant']}+{r['allocator']}", []).append(r)
+    med = {k: statistics.median(r["prepare_s"] for r in rs) for k, rs in by.items()}
+    best = min(med, key=med.get)
+    params = theirs[-1]["params"] if theirs else {}
+    print(f"\ntiny Shakespeare (1.1 MB) tokenised by the bundled byte-level BPE (tokenizer.json, 512 tokens) into"
+          f" {params.get('blocks', '?')} (x, y) blocks of 64 tokens, from nothing read to the blocks, in a running process;"
+          f" seconds, medians of {cfg.runs} run(s), {cfg.threads} threads a side, on {machine_tag()};"
+          f" 'vs' = Python / dlc (above 1: dlc is faster)")
+    print(f"  dlc text(block: 64, tokenizer:) prepared in {prepare:.3f} s (`dlc bench --data`'s prepare_s);"
+          f" then an epoch of batches {statistics.median(r['epoch_s'][-1] for r in ours):.3f} s")
+    for k in sorted(by):
+        rs = by[k]
+        part = lambda f: statistics.median(r[f] for r in rs)  # noqa: E731
+        same = "same ids as the whole text" if all(r["ids_equal_whole"] for r in rs) else \
+            f"{rs[-1]['ids_differ']} ids differ from the whole text's"
+        print(f"  {k:<34} {med[k]:>7.3f} s  vs {med[k] / prepare:>6.2f}x  (load {part('load_s'):.3f}, tokenise"
+              f" {part('tokenize_s'):.3f}, blocks {part('blocks_s'):.3f}; {same})")
+    print(f"  fastest Python: {best}, {med[best]:.3f} s: {med[best] / prepare:.2f}x")
+
+
+# ---------------------------------------------------------------------------------------------
 # Peak memory, total and net of each runtime's empty process
 
 def memory(cfg):
@@ -662,7 +765,7 @@ def memory(cfg):
 
 # ---------------------------------------------------------------------------------------------
 
-GROUPS = ["gelu", "mlp", "bf16", "cnn", "conv-bn", "epoch", "data", "images", "startup", "memory"]
+GROUPS = ["gelu", "mlp", "bf16", "cnn", "conv-bn", "epoch", "data", "images", "images-train", "text", "startup", "memory"]
 
 
 def main():
@@ -714,6 +817,12 @@ def main():
     images = attempt("images", lambda: images_rows(cfg))
     if images:
         print_images(images, cfg)
+    trained = attempt("images-train", lambda: train_images_rows(cfg))
+    if trained:
+        print_train_images(trained, cfg)
+    text = attempt("text", lambda: text_rows(cfg))
+    if text:
+        print_text(text, cfg)
     attempt("startup", lambda: startup(cfg))
     attempt("memory", lambda: memory(cfg))
     print(f"\nload average     {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min) after")

@@ -33,4 +33,7 @@ fi
 .venv/bin/python -c "import torchvision, PIL" 2>/dev/null || .venv/bin/pip install --quiet --no-deps torchvision==0.29.2 pillow
 # Hugging Face's tokenizers: scripts/train_tokenizer.py made the bundled tokenizer.json with it.
 .venv/bin/python -c "import tokenizers" 2>/dev/null || .venv/bin/pip install --quiet tokenizers
+# Hugging Face's datasets for the text peer (peers/text_tokenize.py: `datasets.map` with the same
+# tokenizer.json). 5.2.0 pulls in pyarrow, pandas, dill, multiprocess and xxhash: about 270 MB.
+.venv/bin/python -c "import datasets" 2>/dev/null || .venv/bin/pip install --quiet datasets==5.2.0
 .venv/bin/python -c "import torch; print('torch', torch.__version__)"

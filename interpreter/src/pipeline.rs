@@ -20,6 +20,7 @@ mod geometry;
 mod grouped;
 mod jitter;
 mod records;
+mod sequences;
 mod shard_source;
 mod shuffle_buffer;
 mod source;
@@ -258,6 +259,7 @@ pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> R
             let drop_last = matches!(stage.arg("drop_last"), Some(Value::Bool(true)));
             Ok(elems.chunks(size).filter(|c| !drop_last || c.len() == size).map(stack).collect())
         }
+        "pad_batch" | "bucket" | "pack" => sequences::apply(stage, elems, graph, epoch),
         "take" | "skip" | "split" => {
             let mut elems = elems;
             Ok(elems.drain(stages::kept(stage, elems.len())).collect())
@@ -282,9 +284,10 @@ pub fn prefetch_depth(p: &Pipeline) -> Option<usize> {
     p.stages.iter().rev().find(|st| st.kind == "prefetch").map(|st| int_arg(st, "n", DEFAULT_AHEAD as i64).max(1) as usize)
 }
 
-/// Whether a stage's output depends on the epoch (a new order, new random crops).
+/// Whether a stage's output depends on the epoch (a new order, new random crops; `bucket`'s
+/// batches in a seeded order).
 fn varies_by_epoch(kind: &str) -> bool {
-    matches!(kind, "shuffle" | "random_crop" | "random_flip" | "random_resized_crop" | "color_jitter")
+    matches!(kind, "shuffle" | "bucket" | "random_crop" | "random_flip" | "random_resized_crop" | "color_jitter")
 }
 
 /// What a pipeline yields before its first epoch-dependent stage: the same every epoch, so it is

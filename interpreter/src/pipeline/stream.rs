@@ -10,6 +10,7 @@
 //! use its position at that stage, as the whole-epoch application does (a test checks the two
 //! bit for bit).
 
+use super::sequences::{bucket_groups, Group, Padding};
 use super::stages::{kept, MapStage};
 use super::{int_arg, stack, varies_by_epoch, Augment, Element, Elements};
 use crate::runtime::RuntimeError;
@@ -49,19 +50,23 @@ pub struct EpochPlan {
     /// The final `batch`: its size, and how many batches the epoch has.
     size: usize,
     count: usize,
+    /// `pad_batch` and `bucket`: how elements are padded, and `pad_batch`'s length.
+    padding: Option<(Padding, usize)>,
+    /// `bucket`: each batch's positions and padded length (the batches are not runs of `size`).
+    groups: Option<Vec<Group>>,
     /// For a `shards` source, each shard's place in the epoch's order (a buffered shuffle's
     /// seeded order, else the files'): whole shards are dealt to ranks by it (deal.rs).
     shard_places: Option<Vec<u32>>,
 }
 
 /// Whether the stages after the cached prefix can stream: per-element work and index moves,
-/// ending in `batch` (then only `prefetch`).
+/// ending in `batch`, `pad_batch` or `bucket` (then only `prefetch`).
 pub fn streams(rest: &[Stage]) -> bool {
     let mut kinds: Vec<&str> = rest.iter().map(|s| s.kind).collect();
     while kinds.last() == Some(&"prefetch") {
         kinds.pop();
     }
-    kinds.last() == Some(&"batch")
+    matches!(kinds.last(), Some(&("batch" | "pad_batch" | "bucket")))
         && kinds[..kinds.len() - 1].iter().all(|k| {
             matches!(
                 *k,
@@ -94,6 +99,7 @@ impl EpochPlan {
         let mut source: Vec<u32> = (0..elems.len() as u32).collect();
         let mut stages: Vec<AtStage> = vec![];
         let (mut size, mut drop_last) = (1, false);
+        let (mut padding, mut bucket) = (None, None);
         let mut shard_places = (elems.shard_count() > 0).then(|| (0..elems.shard_count() as u32).collect::<Vec<_>>());
         for st in rest {
             let n = source.len();
@@ -112,16 +118,37 @@ impl EpochPlan {
                     select(&mut source, &mut stages, &shuffled.order)
                 }
                 "take" | "skip" | "split" => select(&mut source, &mut stages, &kept(st, n).collect::<Vec<_>>()),
-                "batch" => {
+                "batch" | "pad_batch" => {
                     size = int_arg(st, "size", 1).max(1) as usize;
                     drop_last = matches!(st.arg("drop_last"), Some(Value::Bool(true)));
+                    if st.kind == "pad_batch" {
+                        padding = Some((Padding::of(st, &graph), int_arg(st, "length", 1).max(1) as usize));
+                    }
+                }
+                "bucket" => {
+                    padding = Some((Padding::of(st, &graph), 0));
+                    bucket = Some(st);
                 }
                 "prefetch" => {}
                 other => return Err(RuntimeError::Unsupported(format!("the `{other}` stage does not stream"))),
             }
         }
         let count = if drop_last { source.len() / size } else { source.len().div_ceil(size) };
-        Ok(EpochPlan { elems, graph, source, stages, size, count, shard_places })
+        let mut plan = EpochPlan { elems, graph, source, stages, size, count, padding, groups: None, shard_places };
+        if let Some(st) = bucket {
+            // The buckets need every element's length: each is made once here (read and
+            // transformed), on all cores, and made again when its batch is.
+            use rayon::prelude::*;
+            let padding = &plan.padding.as_ref().expect("set with the bucket").0;
+            let lengths = (0..plan.source.len())
+                .into_par_iter()
+                .map(|p| Ok(plan.element(p)?.map_or(0, |e| padding.length(&e))))
+                .collect::<Result<Vec<usize>, RuntimeError>>()?;
+            let groups = bucket_groups(st, &lengths, epoch);
+            plan.count = groups.len();
+            plan.groups = Some(groups);
+        }
+        Ok(plan)
     }
 
     /// How many batches the epoch has.
@@ -138,6 +165,20 @@ impl EpochPlan {
     /// shards where there are enough, deal.rs) and batches them alone.
     pub fn shard(mut self, rank: usize, ranks: usize) -> EpochPlan {
         if ranks <= 1 {
+            return self;
+        }
+        if let Some(groups) = self.groups.take() {
+            // `bucket`'s batches are dealt whole: batch i to rank i mod ranks, the last
+            // incomplete round dropped, so every rank takes as many steps.
+            let keep: Vec<Group> = groups
+                .into_iter()
+                .enumerate()
+                .take(self.count / ranks * ranks)
+                .filter(|(i, _)| i % ranks == rank)
+                .map(|(_, g)| g)
+                .collect();
+            self.count = keep.len();
+            self.groups = Some(keep);
             return self;
         }
         let n = self.source.len();
@@ -170,9 +211,17 @@ impl EpochPlan {
 
     /// Batch `b` of the epoch (0-based), stacked; smaller by the elements the source skipped.
     pub fn batch(&self, b: usize) -> Result<Element, RuntimeError> {
-        let end = ((b + 1) * self.size).min(self.source.len());
-        let elems: Vec<Element> =
-            (b * self.size..end).map(|p| self.element(p)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
+        let (positions, length): (Vec<usize>, usize) = match (&self.groups, &self.padding) {
+            (Some(groups), _) => (groups[b].positions.iter().map(|&p| p as usize).collect(), groups[b].length),
+            (None, padding) => {
+                ((b * self.size..((b + 1) * self.size).min(self.source.len())).collect(), padding.as_ref().map_or(0, |p| p.1))
+            }
+        };
+        let mut elems: Vec<Element> =
+            positions.into_iter().map(|p| self.element(p)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
+        if let Some((padding, _)) = &self.padding {
+            elems = elems.into_iter().map(|e| padding.pad(e, length)).collect();
+        }
         if elems.is_empty() {
             return Err(RuntimeError::Unsupported(format!("every element of batch {} could not be read and was skipped", b + 1)));
         }

@@ -29,6 +29,7 @@ mod records;
 mod reporting;
 mod runner_conformance;
 mod runs;
+mod sequences;
 mod shards;
 mod state_dict;
 mod train;

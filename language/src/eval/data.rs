@@ -12,7 +12,7 @@ use crate::types::{DType, Dim, TensorTy};
 use std::rc::Rc;
 
 impl Tracer {
-    fn elem_input(&mut self, name: &str, dtype: DType, shape: Vec<Dim>, span: Span) -> Value {
+    pub(super) fn elem_input(&mut self, name: &str, dtype: DType, shape: Vec<Dim>, span: Span) -> Value {
         let ty = TensorTy::new(dtype, shape);
         let id = self.graph.add_input(name, ty.clone());
         Value::Tensor(self.node(Op::Input(id), ty.dtype, ty.shape, vec![], span))
@@ -22,7 +22,7 @@ impl Tracer {
         Value::Record(Rc::new(fields.into_iter().map(|(n, v)| (n.to_string(), v)).collect()))
     }
 
-    fn pipeline_arg(&mut self, b: &Bound) -> R<Rc<Pipeline>> {
+    pub(super) fn pipeline_arg(&mut self, b: &Bound) -> R<Rc<Pipeline>> {
         match b.get("pipeline").cloned() {
             Some((Value::Pipeline(p), _)) => Ok(p),
             Some((v, s)) => self.err(
@@ -273,6 +273,7 @@ impl Tracer {
                 let elem = with_first_tensor(&p.elem, image, &mut false);
                 Ok(self.stage(&p, name, b, elem))
             }
+            "pad_batch" | "bucket" | "pack" => self.sequence_stage(name, b),
             "shuffle" | "prefetch" | "skip" | "take" | "split" => {
                 let p = self.pipeline_arg(b)?;
                 if name == "shuffle" && b.get("buffer").is_some() && self.arg_int(b, "buffer", 1)? < 1 {
@@ -296,13 +297,13 @@ impl Tracer {
         }
     }
 
-    fn stage(&mut self, p: &Pipeline, name: &'static str, b: &Bound, elem: Value) -> Value {
+    pub(super) fn stage(&mut self, p: &Pipeline, name: &'static str, b: &Bound, elem: Value) -> Value {
         let mut stages = p.stages.clone();
         stages.push(Stage { kind: name, args: bound_args(b), input: p.elem.clone(), output: elem.clone(), span: b.span });
         Value::Pipeline(Rc::new(Pipeline { elem, source: p.source.clone(), stages, span: p.span }))
     }
 
-    fn batch_elem(&mut self, v: &Value, dim: &Dim, span: Span) -> Value {
+    pub(super) fn batch_elem(&mut self, v: &Value, dim: &Dim, span: Span) -> Value {
         match v {
             Value::Tensor(n) => {
                 let ty = self.ty(*n);

@@ -202,7 +202,7 @@ impl Tracer {
         };
         if let ExprKind::Name(n) = &callee.kind {
             if self.lookup(n).is_none() && !self.poisoned.contains(n) {
-                let stages = ["map", "shuffle", "batch", "prefetch", "take", "skip", "split"];
+                let stages = ["map", "shuffle", "batch", "pad_batch", "bucket", "pack", "prefetch", "take", "skip", "split"];
                 let mut d = Diagnostic::error("E0404", format!("unknown data stage `{n}`"), callee.span).with_label("not a pipeline stage");
                 d = match did_you_mean(n, stages) {
                     Some(s) => d.with_help(format!("did you mean `{s}`?")),

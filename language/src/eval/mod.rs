@@ -9,6 +9,7 @@ pub mod builtins;
 pub mod call;
 pub mod data;
 pub mod data_fields;
+pub mod data_sequences;
 pub mod expr;
 pub mod host;
 mod index;

@@ -194,10 +194,22 @@ def peer(script, args, cfg, runs=None):
 
 def peer_stats(rows, keep=lambda r: True):
     """{"variant+allocator": Stat in ms} over the rows kept, pooling the runs."""
-    groups = {}
-    for r in filter(keep, rows):
-        groups.setdefault(f"{r['variant']}+{r['allocator']}", []).append(r)
+    groups = by_variant(filter(keep, rows))
     return {k: stat([r["min_us"] / 1e3 for r in g], [r["median_us"] / 1e3 for r in g]) for k, g in groups.items()}
+
+
+def by_variant(rows):
+    """Peer rows grouped by "variant+allocator"."""
+    groups = {}
+    for r in rows:
+        groups.setdefault(f"{r['variant']}+{r['allocator']}", []).append(r)
+    return groups
+
+
+def medians_by_variant(rows, field):
+    """{"variant+allocator": the median of `field`} over the rows, and the key of the smallest."""
+    med = {k: statistics.median(r[field] for r in g) for k, g in by_variant(rows).items()}
+    return med, min(med, key=med.get)
 
 
 def best_of(stats, variants):
@@ -545,11 +557,7 @@ def print_data(res, cfg):
     ours, theirs = res
     epoch = statistics.median(r["epoch_s"][1] for r in ours)
     prepare = statistics.median(r["prepare_s"] for r in ours)
-    by = {}
-    for r in theirs:
-        by.setdefault(f"{r['variant']}+{r['allocator']}", []).append(r["epoch_s"])
-    med = {k: statistics.median(v) for k, v in by.items()}
-    best = min(med, key=med.get)
+    med, best = medians_by_variant(theirs, "epoch_s")
     print(f"\none epoch of MNIST's training data, no step (batches of 128, shuffled); seconds, medians of {cfg.runs} run(s),"
           f" {cfg.threads} threads a side, on {machine_tag()}; 'vs' = PyTorch's best / dlc (above 1: dlc is faster)")
     print(f"  dlc feed: an epoch {epoch:.3f} s ({ours[-1]['workers']} worker(s), {ours[-1]['ahead']} batches ahead),"
@@ -605,11 +613,7 @@ def images_rows(cfg):
 def print_images(res, cfg):
     for title, ours, theirs in res:
         epoch = statistics.median(r["epoch_s"][-1] for r in ours)
-        med = {}
-        for r in theirs:
-            med.setdefault(f"{r['variant']}+{r['allocator']}", []).append(r["epoch_s"])
-        med = {k: statistics.median(v) for k, v in med.items()}
-        best = min(med, key=med.get)
+        med, best = medians_by_variant(theirs, "epoch_s")
         print(f"\none epoch of a JPEG folder ({title}), decoded and augmented, no step (batches of 64);"
               f" seconds, medians of {cfg.runs} run(s), {cfg.threads} threads a side, on {machine_tag()};"
               f" 'vs' = PyTorch's best / dlc (above 1: dlc is faster)")
@@ -653,9 +657,7 @@ def print_train_images(res, cfg):
     epoch = statistics.median(r["epoch_s"] for r in ours)
     wait = statistics.median(r["data_wait_s"] for r in ours)
     pct = statistics.median(100 * r["data_wait_s"] / r["epoch_s"] for r in ours)
-    by = {}
-    for r in theirs:
-        by.setdefault(f"{r['variant']}+{r['allocator']}", []).append(r)
+    by = by_variant(theirs)
     print(f"\ntraining examples/cifar_jpeg.dl's SmallNet on the JPEG folder (3,000 CIFAR-10 images, 32x32, decoded and"
           f" augmented, batches of 64, SGD): the second epoch, and how long its steps waited for data; seconds,"
           f" medians of {cfg.runs} run(s), {cfg.threads} threads a side, on {machine_tag()}; 'vs' = PyTorch / dlc"
@@ -685,7 +687,11 @@ def text_rows(cfg):
     into the (x, y) blocks of 64 and split; once, before the first step) against text_tokenize.py
     making the same blocks with the same tokenizer.json: `datasets.load_dataset("text")` +
     `map(batched, num_proc=1 and 2)` with caching off, and `tokenizers` alone (whole text,
-    `encode_batch` on the lines). Each peer variant in its own fresh process."""
+    `encode_batch` on the lines). Each peer variant in its own fresh process. dlc's preparation
+    starts a tenth of a second after its process does, the peers' after seconds of imports: on an
+    idle (virtual) machine a cold CPU then slows the first dlc run by up to 2x (0.32 s back to back,
+    0.6-0.8 s after a pause, on the 2-core EPYC), so one untimed dlc run goes first."""
+    run([DLC, "bench", ROOT / "examples" / "shakespeare_bpe.dl", "--data", "--json"], env=dlc_env(cfg.threads))
     ours = []
     for _ in range(cfg.runs):
         out = run([DLC, "bench", ROOT / "examples" / "shakespeare_bpe.dl", "--data", "--json"], env=dlc_env(cfg.threads))
@@ -699,24 +705,23 @@ def text_rows(cfg):
 def print_text(res, cfg):
     ours, theirs = res
     prepare = statistics.median(r["prepare_s"] for r in ours)
-    by = {}
-    for r in theirs:
-        by.setdefault(f"{r['variant']}+{r['allocator']}", []).append(r)
-    med = {k: statistics.median(r["prepare_s"] for r in rs) for k, rs in by.items()}
-    best = min(med, key=med.get)
+    by = by_variant(theirs)
+    med, best = medians_by_variant(theirs, "prepare_s")
     params = theirs[-1]["params"] if theirs else {}
     print(f"\ntiny Shakespeare (1.1 MB) tokenised by the bundled byte-level BPE (tokenizer.json, 512 tokens) into"
           f" {params.get('blocks', '?')} (x, y) blocks of 64 tokens, from nothing read to the blocks, in a running process;"
           f" seconds, medians of {cfg.runs} run(s), {cfg.threads} threads a side, on {machine_tag()};"
           f" 'vs' = Python / dlc (above 1: dlc is faster)")
-    print(f"  dlc text(block: 64, tokenizer:) prepared in {prepare:.3f} s (`dlc bench --data`'s prepare_s);"
+    print(f"  dlc text(block: 64, tokenizer:) prepared in {prepare:.3f} s (min {min(r['prepare_s'] for r in ours):.3f};"
+          f" `dlc bench --data`'s prepare_s, after an untimed run);"
           f" then an epoch of batches {statistics.median(r['epoch_s'][-1] for r in ours):.3f} s")
     for k in sorted(by):
         rs = by[k]
         part = lambda f: statistics.median(r[f] for r in rs)  # noqa: E731
         same = "same ids as the whole text" if all(r["ids_equal_whole"] for r in rs) else \
             f"{rs[-1]['ids_differ']} ids differ from the whole text's"
-        print(f"  {k:<34} {med[k]:>7.3f} s  vs {med[k] / prepare:>6.2f}x  (load {part('load_s'):.3f}, tokenise"
+        print(f"  {k:<34} {med[k]:>7.3f} s (min {min(r['prepare_s'] for r in rs):.3f})  vs {med[k] / prepare:>6.2f}x"
+              f"  (load {part('load_s'):.3f}, tokenise"
               f" {part('tokenize_s'):.3f}, blocks {part('blocks_s'):.3f}; {same})")
     print(f"  fastest Python: {best}, {med[best]:.3f} s: {med[best] / prepare:.2f}x")
 

@@ -279,6 +279,12 @@ pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> R
     }
 }
 
+/// The `size` of the pipeline's last batching stage (`batch`, `pad_batch`, `bucket`), if any.
+pub fn batch_size(p: &Pipeline) -> Option<i64> {
+    let last = p.stages.iter().rev().find(|s| matches!(s.kind, "batch" | "pad_batch" | "bucket"))?;
+    last.arg("size").and_then(|v| v.as_int())
+}
+
 /// How many batches ahead the pipeline's `prefetch(n)` asks for, if it has one.
 pub fn prefetch_depth(p: &Pipeline) -> Option<usize> {
     p.stages.iter().rev().find(|st| st.kind == "prefetch").map(|st| int_arg(st, "n", DEFAULT_AHEAD as i64).max(1) as usize)
@@ -299,6 +305,8 @@ pub struct Prepared {
     elems: Elements,
     /// The graph as the run started, shared with the workers that run `map` stages.
     graph: Arc<Graph>,
+    /// The elements' lengths at a streamed `bucket` stage, measured once.
+    lengths: sequences::Lengths,
 }
 
 impl Prepared {
@@ -383,7 +391,7 @@ pub fn run_cached(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64, cache: &
     if cache.is_none() && stream::streams(&p.stages) {
         // A source read on demand streams all its stages, each epoch: nothing is held whole.
         if let Some(elems) = source::on_demand(root, &p.source)? {
-            *cache = Some(Prepared { stages: 0, elems, graph: Arc::new(graph.clone()) });
+            *cache = Some(Prepared { stages: 0, elems, graph: Arc::new(graph.clone()), lengths: Default::default() });
         }
     }
     if cache.is_none() {
@@ -394,12 +402,12 @@ pub fn run_cached(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64, cache: &
         for st in &p.stages[..stages] {
             elems = elems.apply(st, graph, epoch)?;
         }
-        *cache = Some(Prepared { stages, elems: elems.into_elements(), graph: Arc::new(graph.clone()) });
+        *cache = Some(Prepared { stages, elems: elems.into_elements(), graph: Arc::new(graph.clone()), lengths: Default::default() });
     }
     let prepared = cache.as_ref().expect("just filled");
     let mut rest = &p.stages[prepared.stages..];
     if stream::streams(rest) {
-        let plan = EpochPlan::new(rest, prepared.elems.clone(), prepared.graph.clone(), epoch)?;
+        let plan = EpochPlan::new(rest, prepared.elems.clone(), prepared.graph.clone(), epoch, &prepared.lengths)?;
         return Ok(Batches::Stream(Arc::new(plan)));
     }
     let mut elems = grouped::of(&prepared.elems)?;

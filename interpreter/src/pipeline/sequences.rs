@@ -16,7 +16,7 @@ use dlc_language::eval::value::Stage;
 use dlc_language::eval::Value;
 use dlc_language::ir::Graph;
 use dlc_language::types::{DType, Dim};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Which leaves of an element are variable-length (first dimension `_`), and the pad value.
 #[derive(Clone, Debug)]
@@ -72,6 +72,38 @@ fn pad_leaf(t: &Tensor, length: usize, pad: f64) -> Tensor {
     let mut shape = t.shape.clone();
     shape[0] = length;
     Tensor { dtype: t.dtype, shape, data }
+}
+
+/// Each prepared element's sequence length where it reaches a streamed `bucket` stage, measured
+/// the first time an epoch needs it and kept for the next epochs: the stages before `bucket`
+/// move elements and keep their lengths, so a length is its element's wherever it stands.
+#[derive(Clone, Default)]
+pub struct Lengths(Arc<Mutex<Vec<u32>>>);
+
+impl Lengths {
+    /// The lengths of the elements at these prepared indices, measuring (on all cores) those
+    /// not measured yet by `measure(k)`, `k` the place in `source`.
+    pub fn of(&self, source: &[u32], measure: impl Fn(usize) -> Result<usize, RuntimeError> + Sync) -> Result<Vec<usize>, RuntimeError> {
+        use rayon::prelude::*;
+        const UNKNOWN: u32 = u32::MAX;
+        let known = self.0.lock().expect("no panic holds the lock").clone();
+        let at = |i: u32| known.get(i as usize).copied().unwrap_or(UNKNOWN);
+        let lengths = (0..source.len())
+            .into_par_iter()
+            .map(|k| match at(source[k]) {
+                UNKNOWN => measure(k),
+                n => Ok(n as usize),
+            })
+            .collect::<Result<Vec<usize>, RuntimeError>>()?;
+        let mut all = self.0.lock().expect("no panic holds the lock");
+        for (k, &i) in source.iter().enumerate() {
+            if all.len() <= i as usize {
+                all.resize(i as usize + 1, UNKNOWN);
+            }
+            all[i as usize] = lengths[k].min(UNKNOWN as usize - 1) as u32;
+        }
+        Ok(lengths)
+    }
 }
 
 /// One batch of a `bucket` stage: the positions of its elements in the stream, in order, and

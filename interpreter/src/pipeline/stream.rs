@@ -10,7 +10,7 @@
 //! use its position at that stage, as the whole-epoch application does (a test checks the two
 //! bit for bit).
 
-use super::sequences::{bucket_groups, Group, Padding};
+use super::sequences::{bucket_groups, Group, Lengths, Padding};
 use super::stages::{kept, MapStage};
 use super::{int_arg, stack, varies_by_epoch, Augment, Element, Elements};
 use crate::runtime::RuntimeError;
@@ -95,7 +95,8 @@ fn select(source: &mut Vec<u32>, stages: &mut [AtStage], keep: &[usize]) {
 
 impl EpochPlan {
     /// The plan of epoch `epoch` for `rest` (which `streams`), over the prepared `elems`.
-    pub fn new(rest: &[Stage], elems: Elements, graph: Arc<Graph>, epoch: u64) -> Result<EpochPlan, RuntimeError> {
+    /// A `bucket` stage's lengths are read from `lengths` where an earlier epoch measured them.
+    pub fn new(rest: &[Stage], elems: Elements, graph: Arc<Graph>, epoch: u64, lengths: &Lengths) -> Result<EpochPlan, RuntimeError> {
         let mut source: Vec<u32> = (0..elems.len() as u32).collect();
         let mut stages: Vec<AtStage> = vec![];
         let (mut size, mut drop_last) = (1, false);
@@ -136,14 +137,10 @@ impl EpochPlan {
         let count = if drop_last { source.len() / size } else { source.len().div_ceil(size) };
         let mut plan = EpochPlan { elems, graph, source, stages, size, count, padding, groups: None, shard_places };
         if let Some(st) = bucket {
-            // The buckets need every element's length: each is made once here (read and
-            // transformed), on all cores, and made again when its batch is.
-            use rayon::prelude::*;
+            // The buckets need every element's length: in the first epoch each is made once to
+            // measure it (read and transformed, on all cores), and again when its batch is.
             let padding = &plan.padding.as_ref().expect("set with the bucket").0;
-            let lengths = (0..plan.source.len())
-                .into_par_iter()
-                .map(|p| Ok(plan.element(p)?.map_or(0, |e| padding.length(&e))))
-                .collect::<Result<Vec<usize>, RuntimeError>>()?;
+            let lengths = lengths.of(&plan.source, |p| Ok(plan.element(p)?.map_or(0, |e| padding.length(&e))))?;
             let groups = bucket_groups(st, &lengths, epoch);
             plan.count = groups.len();
             plan.groups = Some(groups);

@@ -489,13 +489,7 @@ impl<'s> Trainer<'s> {
 
     /// `batch_shapes` of another pipeline (an evaluation's).
     fn batch_shapes_of(&self, p: &Pipeline) -> Option<Vec<(DType, Vec<usize>)>> {
-        let size = p
-            .stages
-            .iter()
-            .rev()
-            .find(|s| matches!(s.kind, "batch" | "pad_batch" | "bucket"))
-            .and_then(|s| s.arg("size"))
-            .and_then(|v| v.as_int());
+        let size = pipeline::batch_size(p);
         let mut leaves = vec![];
         pipeline::leaves(&p.elem, &mut leaves);
         leaves

@@ -119,6 +119,32 @@ fn bucket_pads_each_batch_to_its_bucket_in_a_seeded_order() {
     assert!(lengths.contains(&4) && lengths.contains(&8), "{lengths:?}");
     assert_ne!(order(1).1, first, "a new epoch, a new order of the batches");
     assert_eq!(order(0).1, first, "the order is a function of (seed, epoch)");
+    // One run's epochs share the lengths measured: a shuffle and a `take` before the bucket
+    // bring other elements to other places each epoch, and every epoch is still the whole one's.
+    let src2 = format!("use std.data\ndata d = {SOURCE} |> shuffle(seed: 3) |> take(9) |> bucket(2, boundaries: (4, 8), seed: 7)\n");
+    let (s2, p2) = pipeline_of(&dir, &src2);
+    let mut cache = None;
+    for e in [0, 1, 2, 1] {
+        let whole = bits(pipeline::run(&p2, &dir, &s2.t.graph, e).unwrap());
+        let streamed = pipeline::run_cached(&p2, &dir, &s2.t.graph, e, &mut cache).unwrap();
+        assert_eq!(bits(streamed.into_iter().map(|b| b.unwrap())), whole, "epoch {e} with the lengths kept");
+    }
+    // Under data parallelism whole batches are dealt: batch i to rank i mod 2, the odd one out
+    // (seven batches) dropped so that both ranks take as many steps.
+    let (s, p) = pipeline_of(&dir, &src);
+    let mut cache = None;
+    let dealt: Vec<Vec<Vec<Vec<u64>>>> = (0..2)
+        .map(|rank| match pipeline::run_cached(&p, &dir, &s.t.graph, 0, &mut cache).unwrap() {
+            pipeline::Batches::Stream(plan) => {
+                let plan = std::sync::Arc::new(std::sync::Arc::unwrap_or_clone(plan).shard(rank, 2));
+                bits(pipeline::Batches::Stream(plan).into_iter().map(|b| b.unwrap()))
+            }
+            _ => panic!("the epoch streams"),
+        })
+        .collect();
+    assert_eq!(first.len(), 7);
+    assert_eq!(dealt[0], [first[0].clone(), first[2].clone(), first[4].clone()]);
+    assert_eq!(dealt[1], [first[1].clone(), first[3].clone(), first[5].clone()]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -201,5 +227,30 @@ fn a_sequence_model_trains_on_pad_batch_as_on_hand_padded_tensors_and_on_buckets
     assert_eq!(bucketed.len(), 3 * (7 + 1), "seven batches and the epoch's mean, three epochs");
     assert!(bucketed.iter().all(|(_, l)| f64::from_bits(*l).is_finite()));
     assert_eq!(compiled, [true, true, true, true, false], "a step per batch shape, and no other");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The element's types: the mask is a record's field `mask`, a tuple's last item, and beside a
+/// single tensor as `(x: ..., mask: ...)`; `bucket`'s length is the symbolic `L`.
+#[test]
+fn the_checker_types_the_padded_element_and_its_mask() {
+    let dir = scratch("sequences-types");
+    let types = |stages: &str| {
+        let (s, p) = pipeline_of(&dir, &format!("use std.data\ndata d = {SOURCE} {stages}\n"));
+        let show = |v: &Value| match v {
+            Value::Tensor(n) => s.t.ty(*n).to_string(),
+            other => other.kind().to_string(),
+        };
+        match &p.elem {
+            Value::Record(items) => items.iter().map(|(k, v)| format!("{k}: {}", show(v))).collect::<Vec<_>>().join(", "),
+            Value::Tuple(items) => items.iter().map(show).collect::<Vec<_>>().join(", "),
+            other => show(other),
+        }
+    };
+    assert_eq!(types("|> pad_batch(4, length: 8)"), "tokens: i64[B, 8], label: i64[B], mask: f32[B, 8]");
+    assert_eq!(types("|> map(r => (r.tokens, r.label)) |> pad_batch(4, length: 8, drop_last: true)"), "i64[4, 8], i64[4], f32[4, 8]");
+    assert_eq!(types("|> map(r => r.tokens) |> pad_batch(4, length: 8)"), "x: i64[B, 8], mask: f32[B, 8]");
+    assert_eq!(types("|> bucket(4, boundaries: (8, 16))"), "tokens: i64[B, L], label: i64[B], mask: f32[B, L]");
+    assert_eq!(types("|> pack(length: 16) |> batch(2)"), "tokens: i64[B, 16], segments: i64[B, 16]");
     let _ = std::fs::remove_dir_all(&dir);
 }

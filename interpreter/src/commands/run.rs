@@ -324,7 +324,9 @@ impl Run<'_> {
                 // Point at the source expression that named the file, like a compile error.
                 let d = dlc_language::Diagnostic::error("E0502", format!("cannot load data: {message}"), span)
                     .with_label("this data source")
-                    .with_note("nothing was trained and no checkpoint was touched");
+                    // A streamed source (images, shards, jsonl, parquet, npy rows) fails mid-run,
+                    // after steps and checkpoints: say what holds either way.
+                    .with_note("the run stopped here: checkpoints written before it are as they were, and none was written after it");
                 eprint!("{}", dlc::render::render(&d, self.p.sources(), color()));
                 Outcome::Exit(1)
             }

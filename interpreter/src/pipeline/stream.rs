@@ -220,7 +220,12 @@ impl EpochPlan {
             elems = elems.into_iter().map(|e| padding.pad(e, length)).collect();
         }
         if elems.is_empty() {
-            return Err(RuntimeError::Unsupported(format!("every element of batch {} could not be read and was skipped", b + 1)));
+            // A step needs at least one element: say so, with what the source could not read.
+            let first = self.elems.skipped().1.map(|e| format!("; the first element left out so far: {e}")).unwrap_or_default();
+            return Err(RuntimeError::Unsupported(format!(
+                "every element of batch {} was left out by `on_error: \"skip\"` (a batch needs one readable element: fix or remove those records, or make the batches larger){first}",
+                b + 1
+            )));
         }
         Ok(stack(&elems))
     }

@@ -813,21 +813,13 @@ def main():
     rows += attempt("conv-bn", lambda: [conv_row(cfg, "conv-BN-relu SGD step, b64", "conv_bn.py", "conv_bn_step.dl")])
     if rows:
         print_speed(rows, cfg)
-    epochs = attempt("epoch", lambda: epoch_rows(cfg))
-    if epochs:
-        print_epoch(epochs, cfg)
-    data = attempt("data", lambda: data_rows(cfg))
-    if data:
-        print_data(data, cfg)
-    images = attempt("images", lambda: images_rows(cfg))
-    if images:
-        print_images(images, cfg)
-    trained = attempt("images-train", lambda: train_images_rows(cfg))
-    if trained:
-        print_train_images(trained, cfg)
-    text = attempt("text", lambda: text_rows(cfg))
-    if text:
-        print_text(text, cfg)
+    # The groups with a table of their own: measured, then printed when they gave figures.
+    for group, measure, show in [("epoch", epoch_rows, print_epoch), ("data", data_rows, print_data),
+                                 ("images", images_rows, print_images), ("images-train", train_images_rows, print_train_images),
+                                 ("text", text_rows, print_text)]:
+        res = attempt(group, lambda: measure(cfg))
+        if res:
+            show(res, cfg)
     attempt("startup", lambda: startup(cfg))
     attempt("memory", lambda: memory(cfg))
     print(f"\nload average     {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min) after")

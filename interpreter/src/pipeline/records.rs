@@ -4,17 +4,15 @@
 //! record that cannot be read is left out of its batch and counted, and each epoch's end warns
 //! how many and names the first, as an `images` folder's unreadable files are.
 
-use super::{data_err, str_arg, Element, Elements};
+use super::{data_err, str_arg, Elements};
 use crate::runtime::data::jsonl::JsonLines;
 use crate::runtime::data::parquet::ParquetRows;
-use crate::runtime::data::DataError;
+use crate::runtime::data::{DataError, Skipped};
 use crate::runtime::RuntimeError;
 use dlc_language::eval::data_fields::{record_fields, skips};
 use dlc_language::eval::value::Stage;
-use dlc_language::Span;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 enum Reader {
     Jsonl(JsonLines),
@@ -24,10 +22,9 @@ enum Reader {
 pub struct Records {
     reader: Reader,
     /// `on_error: "skip"`.
-    skip: bool,
+    pub skip: bool,
     /// Records left out so far, and the first one's error.
-    skipped: AtomicUsize,
-    first_skipped: Mutex<Option<String>>,
+    pub skipped: Skipped,
 }
 
 /// A `jsonl` or `parquet` source, opened (a JSON Lines file indexed, a Parquet file's footer read
@@ -42,7 +39,7 @@ pub fn open(root: &Path, src: &Stage) -> Result<Elements, RuntimeError> {
     };
     let reader = reader.map_err(|e| data_err(e, src.span))?;
     let skip = skips(src.arg("on_error")).unwrap_or(false);
-    let records = Records { reader, skip, skipped: AtomicUsize::new(0), first_skipped: Mutex::new(None) };
+    let records = Records { reader, skip, skipped: Skipped::default() };
     Ok(Elements::Records { records: Arc::new(records), span: src.span })
 }
 
@@ -59,29 +56,10 @@ impl Records {
     }
 
     /// Record `i`.
-    pub fn read(&self, i: usize) -> Result<Element, DataError> {
+    pub fn read(&self, i: usize) -> Result<super::Element, DataError> {
         match &self.reader {
             Reader::Jsonl(r) => r.read(i),
             Reader::Parquet(r) => r.read(i),
         }
-    }
-
-    /// Record `i`, or `None` when it cannot be read and the source skips such records (counted).
-    pub fn get_or_skip(&self, i: usize, span: Span) -> Result<Option<Element>, RuntimeError> {
-        match self.read(i) {
-            Ok(e) => Ok(Some(e)),
-            Err(e) if self.skip => {
-                self.skipped.fetch_add(1, Ordering::Relaxed);
-                self.first_skipped.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| e.to_string());
-                Ok(None)
-            }
-            Err(e) => Err(data_err(e, span)),
-        }
-    }
-
-    /// How many records were left out so far, and the first one's error.
-    pub fn skipped(&self) -> (usize, Option<String>) {
-        let first = self.first_skipped.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        (self.skipped.load(Ordering::Relaxed), first)
     }
 }

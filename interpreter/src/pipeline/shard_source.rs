@@ -5,14 +5,11 @@
 //! each epoch's end warns how many and names the first, as an `images` folder's files are.
 
 use super::source::image_args;
-use super::{data_err, str_arg, Element, Elements};
+use super::{data_err, str_arg, Elements};
 use crate::runtime::data::shards::{ShardSet, ShardSpec};
-use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::Stage;
 use dlc_language::eval::Value;
-use dlc_language::types::DType;
-use dlc_language::Span;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -31,22 +28,4 @@ pub fn open(root: &Path, src: &Stage) -> Result<Elements, RuntimeError> {
     let label = ext("label", "cls").trim().trim_start_matches('.').to_string();
     let set = ShardSet::open(&files, ShardSpec { image, label, size, channels, skip }).map_err(|e| data_err(e, src.span))?;
     Ok(Elements::Shards { set: Arc::new(set), span: src.span })
-}
-
-/// Sample `i` as an element.
-pub fn get(set: &ShardSet, i: usize, span: Span) -> Result<Element, RuntimeError> {
-    let (image, label) = set.get(i).map_err(|e| data_err(e, span))?;
-    Ok(vec![image, Tensor::from_f64(DType::I64, vec![], [label as f64])])
-}
-
-/// Sample `i`, or `None` when it cannot be read and the source skips such samples (counted).
-pub fn get_or_skip(set: &ShardSet, i: usize, span: Span) -> Result<Option<Element>, RuntimeError> {
-    match set.get(i) {
-        Ok((image, label)) => Ok(Some(vec![image, Tensor::from_f64(DType::I64, vec![], [label as f64])])),
-        Err(e) if set.skips() => {
-            set.note_skipped(&e);
-            Ok(None)
-        }
-        Err(e) => Err(data_err(e, span)),
-    }
 }

@@ -68,33 +68,30 @@ impl Elements {
     }
 
     /// Element `i`, or `None` when it could not be read and the source skips such elements
-    /// (`images(..., on_error: "skip")`; counted, see `skipped`).
+    /// (`on_error: "skip"`; counted, see `skipped`).
     pub fn get_or_skip(&self, i: usize) -> Result<Option<Element>, RuntimeError> {
-        if let Elements::Records { records, span } = self {
-            return records.get_or_skip(i, *span);
+        let (read, skip, skipped, span) = match self {
+            Elements::Images { folder, span } => (folder.get(i).map(labelled), folder.skip, &folder.skipped, span),
+            Elements::Shards { set, span } => (set.get(i).map(labelled), set.skips(), &set.skipped, span),
+            Elements::Records { records, span } => (records.read(i), records.skip, &records.skipped, span),
+            _ => return self.get(i).map(Some),
+        };
+        match read {
+            Ok(e) => Ok(Some(e)),
+            Err(e) if skip => {
+                skipped.note(&e);
+                Ok(None)
+            }
+            Err(e) => Err(data_err(e, *span)),
         }
-        if let Elements::Shards { set, span } = self {
-            return super::shard_source::get_or_skip(set, i, *span);
-        }
-        if let Elements::Images { folder, span } = self {
-            return match folder.get(i) {
-                Ok((image, label)) => Ok(Some(vec![image, Tensor::from_f64(DType::I64, vec![], [label as f64])])),
-                Err(e) if folder.skip => {
-                    folder.note_skipped(&e);
-                    Ok(None)
-                }
-                Err(e) => Err(data_err(e, *span)),
-            };
-        }
-        self.get(i).map(Some)
     }
 
     /// Elements left out so far because they could not be read, and the first one's error.
     pub fn skipped(&self) -> (usize, Option<String>) {
         match self {
-            Elements::Images { folder, .. } => folder.skipped(),
-            Elements::Records { records, .. } => records.skipped(),
-            Elements::Shards { set, .. } => set.skipped(),
+            Elements::Images { folder, .. } => folder.skipped.so_far(),
+            Elements::Records { records, .. } => records.skipped.so_far(),
+            Elements::Shards { set, .. } => set.skipped.so_far(),
             _ => (0, None),
         }
     }
@@ -110,12 +107,9 @@ impl Elements {
                 }
                 Ok(e)
             }
-            Elements::Images { folder, span } => {
-                let (image, label) = folder.get(i).map_err(|e| data_err(e, *span))?;
-                Ok(vec![image, Tensor::from_f64(DType::I64, vec![], [label as f64])])
-            }
+            Elements::Images { folder, span } => folder.get(i).map(labelled).map_err(|e| data_err(e, *span)),
             Elements::Records { records, span } => records.read(i).map_err(|e| data_err(e, *span)),
-            Elements::Shards { set, span } => super::shard_source::get(set, i, *span),
+            Elements::Shards { set, span } => set.get(i).map(labelled).map_err(|e| data_err(e, *span)),
             Elements::Sharded { elems, .. } => Ok(elems[i].clone()),
         }
     }
@@ -146,6 +140,11 @@ impl Elements {
             other => Ok((0..other.len()).map(|i| other.get_or_skip(i)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect()),
         }
     }
+}
+
+/// An image source's element, `(image, label)`, from a decoded image and its class index.
+fn labelled((image, label): (Tensor, i64)) -> Element {
+    vec![image, Tensor::from_f64(DType::I64, vec![], [label as f64])]
 }
 
 /// An image source's `size: (h, w)`, `channels` (3 unless given) and whether it skips what it

@@ -22,8 +22,7 @@ pub struct ImageFolder {
     /// and counted, instead of stopping the run.
     pub skip: bool,
     /// Images left out so far, and the first one's error.
-    skipped: std::sync::atomic::AtomicUsize,
-    first_skipped: std::sync::Mutex<Option<String>>,
+    pub skipped: super::Skipped,
 }
 
 fn is_image(p: &Path) -> bool {
@@ -68,7 +67,7 @@ impl ImageFolder {
         if files.is_empty() {
             return Err(err(dir, "holds no class folder with JPEG or PNG files (`images` reads DIR/CLASS/IMAGE.jpg)"));
         }
-        Ok(ImageFolder { files, classes, size, channels, skip, skipped: Default::default(), first_skipped: Default::default() })
+        Ok(ImageFolder { files, classes, size, channels, skip, skipped: Default::default() })
     }
 
     pub fn len(&self) -> usize {
@@ -77,19 +76,6 @@ impl ImageFolder {
 
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
-    }
-
-    /// Note image `i` left out because of `e` (`on_error: "skip"`).
-    pub fn note_skipped(&self, e: &DataError) {
-        self.skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut first = self.first_skipped.lock().unwrap_or_else(|p| p.into_inner());
-        first.get_or_insert_with(|| e.to_string());
-    }
-
-    /// How many images were left out so far, and the first one's error.
-    pub fn skipped(&self) -> (usize, Option<String>) {
-        let first = self.first_skipped.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        (self.skipped.load(std::sync::atomic::Ordering::Relaxed), first)
     }
 
     /// Image `i` as `u8[C, H, W]`, and its label.

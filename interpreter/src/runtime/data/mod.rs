@@ -28,6 +28,28 @@ pub struct DataError {
     pub detail: String,
 }
 
+/// What a source left out under `on_error: "skip"`: how many elements so far, and the first
+/// one's error (said at each epoch's end). Shared by the feed's workers.
+#[derive(Debug, Default)]
+pub struct Skipped {
+    count: std::sync::atomic::AtomicUsize,
+    first: std::sync::Mutex<Option<String>>,
+}
+
+impl Skipped {
+    /// Count one element left out because of `e`.
+    pub fn note(&self, e: &DataError) {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.first.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| e.to_string());
+    }
+
+    /// How many were left out so far, and the first one's error.
+    pub fn so_far(&self) -> (usize, Option<String>) {
+        let first = self.first.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        (self.count.load(std::sync::atomic::Ordering::Relaxed), first)
+    }
+}
+
 pub(crate) fn err(path: &Path, detail: impl Into<String>) -> DataError {
     DataError { path: path.to_path_buf(), row: None, detail: detail.into() }
 }

@@ -17,8 +17,6 @@ use crate::runtime::tensor::Tensor;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// What a sample is read from and how its image is made.
 #[derive(Clone, Debug)]
@@ -169,8 +167,7 @@ pub struct ShardSet {
     problems: Vec<String>,
     spec: ShardSpec,
     /// Samples left out so far (`on_error: "skip"`), and the first one's error.
-    skipped: AtomicUsize,
-    first_skipped: Mutex<Option<String>>,
+    pub skipped: super::Skipped,
 }
 
 impl ShardSet {
@@ -202,7 +199,7 @@ impl ShardSet {
             let detail = format!("holds no samples{others} (tar members named KEY.{} and KEY.{})", spec.image[0], spec.label);
             return Err(err(&first, detail));
         }
-        Ok(ShardSet { files, samples, names, problems, spec, skipped: Default::default(), first_skipped: Default::default() })
+        Ok(ShardSet { files, samples, names, problems, spec, skipped: Default::default() })
     }
 
     pub fn len(&self) -> usize {
@@ -252,19 +249,6 @@ impl ShardSet {
         let tensor = images::image_tensor(path, &bytes, self.spec.size, self.spec.channels)
             .map_err(|e| err(path, format!("member {image_name}: {}", e.detail)))?;
         Ok((tensor, label))
-    }
-
-    /// Note a sample left out because of `e` (`on_error: "skip"`).
-    pub fn note_skipped(&self, e: &DataError) {
-        self.skipped.fetch_add(1, Ordering::Relaxed);
-        let mut first = self.first_skipped.lock().unwrap_or_else(|p| p.into_inner());
-        first.get_or_insert_with(|| e.to_string());
-    }
-
-    /// How many samples were left out so far, and the first one's error.
-    pub fn skipped(&self) -> (usize, Option<String>) {
-        let first = self.first_skipped.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        (self.skipped.load(Ordering::Relaxed), first)
     }
 }
 

@@ -166,9 +166,9 @@ fn bad_samples_are_errors_naming_the_shard_and_the_member() {
     }
     // Counted when skipped; the first error kept.
     let e = set.get(0).unwrap_err();
-    set.note_skipped(&e);
-    set.note_skipped(&set.get(1).unwrap_err());
-    assert_eq!(set.skipped(), (2, Some(e.to_string())));
+    set.skipped.note(&e);
+    set.skipped.note(&set.get(1).unwrap_err());
+    assert_eq!(set.skipped.so_far(), (2, Some(e.to_string())));
     // Not a tar file at all, and a pattern that matches nothing.
     std::fs::write(dir.join("junk.tar"), vec![b'x'; 1024]).unwrap();
     let junk = ShardSet::open(&[dir.join("junk.tar")], spec()).unwrap();

@@ -251,8 +251,7 @@ pub fn apply(stage: &Stage, elems: Vec<Element>, graph: &Graph, epoch: u64) -> R
         }
         "shuffle" => {
             let order = shuffle_buffer::order(stage, epoch, elems.len(), None).order;
-            let mut slots: Vec<Option<Element>> = elems.into_iter().map(Some).collect();
-            Ok(order.into_iter().map(|i| slots[i].take().expect("a permutation takes each element once")).collect())
+            Ok(grouped::permute(elems, &order))
         }
         "batch" => {
             let size = int_arg(stage, "size", 1).max(1) as usize;

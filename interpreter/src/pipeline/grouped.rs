@@ -44,7 +44,7 @@ pub fn of(elems: &Elements) -> Result<Grouped, RuntimeError> {
 }
 
 /// `v` in `order` (a permutation of its indices).
-fn permute<T>(v: Vec<T>, order: &[usize]) -> Vec<T> {
+pub(super) fn permute<T>(v: Vec<T>, order: &[usize]) -> Vec<T> {
     let mut slots: Vec<Option<T>> = v.into_iter().map(Some).collect();
     order.iter().map(|&i| slots[i].take().expect("a permutation takes each element once")).collect()
 }

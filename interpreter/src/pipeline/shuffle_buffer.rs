@@ -12,7 +12,7 @@
 //! (`stages::shuffle_order`).
 
 use super::int_arg;
-use super::stages::shuffle_order;
+use super::stages::{epoch_stream, seeded_permutation, shuffle_order};
 use crate::runtime::rng;
 use dlc_language::eval::value::Stage;
 
@@ -38,7 +38,7 @@ pub fn order(stage: &Stage, epoch: u64, n: usize, shards: Option<(&[u32], usize)
 
 /// The buffered order: the shards' seeded order (when there are shards), then the buffer.
 pub fn buffered(seed: i64, epoch: u64, buffer: usize, n: usize, shards: Option<(&[u32], usize)>) -> Shuffled {
-    let stream = (seed as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ epoch;
+    let stream = epoch_stream(seed, epoch);
     let mut positions: Vec<usize> = (0..n).collect();
     let places = shards.map(|(of, count)| {
         let places = shard_places(stream ^ SHARD_ORDER, count);
@@ -49,16 +49,11 @@ pub fn buffered(seed: i64, epoch: u64, buffer: usize, n: usize, shards: Option<(
     Shuffled { order: through_buffer(&positions, buffer, stream ^ BUFFER_DRAWS), places }
 }
 
-/// Each of `count` shards' place in a seeded order (Fisher–Yates).
+/// Each of `count` shards' place in a seeded order.
 fn shard_places(stream: u64, count: usize) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..count as u32).collect();
-    for i in (1..count).rev() {
-        let j = (rng::uniform(stream, i as u64) * (i + 1) as f64) as usize;
-        order.swap(i, j.min(i));
-    }
     let mut places = vec![0u32; count];
-    for (k, s) in order.iter().enumerate() {
-        places[*s as usize] = k as u32;
+    for (k, s) in seeded_permutation(stream, count).into_iter().enumerate() {
+        places[s] = k as u32;
     }
     places
 }

@@ -51,7 +51,16 @@ impl MapStage {
 /// The order `shuffle` gives `n` elements in `epoch` (position k takes element `order[k]`):
 /// Fisher–Yates with the counter-based generator, so it depends on (seed, epoch) only.
 pub fn shuffle_order(stage: &Stage, epoch: u64, n: usize) -> Vec<usize> {
-    let stream = (int_arg(stage, "seed", 0) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ epoch;
+    seeded_permutation(epoch_stream(int_arg(stage, "seed", 0), epoch), n)
+}
+
+/// The counter-based generator's stream of a shuffle's draws in `epoch`, for its `seed`.
+pub fn epoch_stream(seed: i64, epoch: u64) -> u64 {
+    (seed as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ epoch
+}
+
+/// A permutation of `0..n` by Fisher–Yates, its draws from `stream`.
+pub fn seeded_permutation(stream: u64, n: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
     for i in (1..n).rev() {
         let j = (rng::uniform(stream, i as u64) * (i + 1) as f64) as usize;

@@ -75,6 +75,11 @@ pub fn runner_summary(r: &dlc::runner::Report) -> String {
     ) + &arena_summary(r)
         + &if r.graph_replays > 0 { format!("; {} runs replayed as {} graphs", r.graph_replays, r.graphs_captured) } else { String::new() }
         + &if r.uploads_ahead > 0 { format!("; {} batches uploaded ahead on the copy stream", r.uploads_ahead) } else { String::new() }
+        + &if r.uploads_pinned_by_workers > 0 {
+            format!(", {} from page-locked memory the data workers filled", r.uploads_pinned_by_workers)
+        } else {
+            String::new()
+        }
         + &if r.device_allreduces > 0 { format!("; {} gradient buckets all-reduced on the device", r.device_allreduces) } else { String::new() }
 }
 
@@ -176,15 +181,17 @@ pub fn products_line(tuning: &serde_json::Value) -> String {
 /// besides: the step's scalars), 4 B down; 1.00 graph launches and 0.0 calls issued one by one;
 /// 1.00 waits for the device`. The scalars are the step and draw counts and each group's
 /// learning rate, written into the graph's input buffers.
+/// Batches uploaded ahead go up during the step before theirs, so a window of steps can count
+/// one batch fewer than it has steps: then the line says so instead of a negative remainder.
 pub fn traffic_line(d: &dlc::runner::PerStep, batch_bytes: usize) -> String {
+    let what = if d.bytes_up >= batch_bytes as f64 {
+        format!("the batch {batch_bytes} B and {:.0} B besides: the step's scalars", d.bytes_up - batch_bytes as f64)
+    } else {
+        format!("a batch is {batch_bytes} B; each goes up during the step before its own, so the steps counted sent one fewer")
+    };
     format!(
-        "copied {:.0} B up (the batch {batch_bytes} B and {:.0} B besides: the step's scalars), {:.0} B down; {:.2} graph launches and {:.1} calls issued one by one; {:.2} waits for the device",
-        d.bytes_up,
-        d.bytes_up - batch_bytes as f64,
-        d.bytes_down,
-        d.graph_launches,
-        d.calls_issued,
-        d.waits
+        "copied {:.0} B up ({what}), {:.0} B down; {:.2} graph launches and {:.1} calls issued one by one; {:.2} waits for the device",
+        d.bytes_up, d.bytes_down, d.graph_launches, d.calls_issued, d.waits
     )
 }
 

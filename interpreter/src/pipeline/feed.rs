@@ -7,6 +7,7 @@
 //! Dropping the feed stops its workers: each finds its queue closed at its next batch.
 
 use super::{BatchIter, Batches, Element};
+use crate::runner::pinned_batches::PageLock;
 use crate::runtime::RuntimeError;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -40,6 +41,14 @@ pub fn next_workers(workers: usize, wait_fraction: f64) -> usize {
 
 type Made = Result<Element, RuntimeError>;
 
+/// `made`, its tensors first copied into `pin`'s page-locked memory.
+fn pinned(made: Made, pin: &Option<Arc<dyn PageLock>>) -> Made {
+    if let (Ok(e), Some(p)) = (&made, pin) {
+        e.iter().for_each(|t| p.pin(t));
+    }
+    made
+}
+
 /// An epoch's batches from its workers, in order.
 pub struct Feed {
     queues: Vec<Receiver<Made>>,
@@ -53,7 +62,17 @@ pub struct Feed {
 impl Feed {
     /// Start making `batches` from batch `skip` on, at most `ahead` batches ahead of the reader,
     /// adding the reader's waits to `waited`.
-    pub fn start(batches: Batches, skip: usize, workers: usize, ahead: usize, waited: Rc<Cell<Duration>>) -> Feed {
+    /// `pin`: a device's page-locked pool, which each batch is copied into by the worker that
+    /// made it (as DataLoader's `pin_memory` thread does), so that the step's thread uploads it
+    /// without a copy of its own.
+    pub fn start(
+        batches: Batches,
+        skip: usize,
+        workers: usize,
+        ahead: usize,
+        waited: Rc<Cell<Duration>>,
+        pin: Option<Arc<dyn PageLock>>,
+    ) -> Feed {
         let end = batches.len();
         let ahead = ahead.max(1);
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
@@ -68,11 +87,12 @@ impl Feed {
                     .map(|k| {
                         let (tx, rx) = sync_channel::<Made>(per);
                         let plan = Arc::clone(&plan);
+                        let pin = pin.clone();
                         spawn(
                             format!("dlc-data-{k}"),
                             Box::new(move || {
                                 for b in (skip..end).filter(|b| b % w == k) {
-                                    if tx.send(plan.batch(b)).is_err() {
+                                    if tx.send(pinned(plan.batch(b), &pin)).is_err() {
                                         return;
                                     }
                                 }
@@ -89,7 +109,7 @@ impl Feed {
                     "dlc-data".into(),
                     Box::new(move || {
                         for b in it.skip(skip) {
-                            if tx.send(b).is_err() {
+                            if tx.send(pinned(b, &pin)).is_err() {
                                 return;
                             }
                         }

@@ -8,8 +8,9 @@
 //! docs/gpu.md): launches, cuBLAS products, copies; every kernel bit for bit the interpreter's.
 
 use super::driver::{Call, Conv, Driver, Epilogue, EventId, GraphId, ModuleId, Product};
+use super::pinned_batches::{HostBuffer, PageLock, PinnedBatches};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaViewMut, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use dlc_jit::cuda::launch::Device;
 use dlc_jit::kir;
 use dlc_jit::kir::Ty;
@@ -29,7 +30,10 @@ pub struct Cuda {
     /// cuDNN on the same stream, opened on the first convolution (or why it could not be).
     convs: Option<Result<super::cudnn_conv::Convolutions, String>>,
     /// Page-locked staging buffers for uploads, each with the upload it last served.
-    staging: Vec<(PinnedHostSlice<u8>, u64)>,
+    staging: Vec<(Pinned, u64)>,
+    /// Batches the data feed's workers copied into page-locked memory (pinned_batches.rs):
+    /// uploaded from there without staging.
+    pinned: std::sync::Arc<PinnedBatches<Pinned>>,
     uploads: u64,
     /// Captured graphs, by `GraphId`.
     graphs: Vec<cudarc::driver::CudaGraph>,
@@ -111,7 +115,7 @@ impl Drop for CudaBuf {
 }
 
 /// Uploads this large go through page-locked staging (smaller ones are not worth a buffer).
-const STAGED_FROM: usize = 64 << 10;
+const STAGED_FROM: usize = super::pinned_batches::PINNED_FROM;
 /// cuBLAS's workspace (what PyTorch gives it on Hopper: `CUBLAS_WORKSPACE_CONFIG=:4096:8`, 32 MiB).
 const CUBLAS_WORKSPACE: usize = 32 << 20;
 /// At most this many staging buffers are kept (the least recently used one is replaced).
@@ -125,8 +129,13 @@ impl Cuda {
     }
 
     pub fn open() -> Result<Cuda, String> {
+        let dev = Device::open()?;
+        let ctx = dev.ctx.clone();
+        // SAFETY: plain page-locked host memory, written whole by a worker before any upload.
+        let pinned = PinnedBatches::new(move |len| Pinned::alloc(&ctx, len));
         Ok(Cuda {
-            dev: Device::open()?,
+            dev,
+            pinned,
             modules: vec![],
             blas: None,
             convs: None,
@@ -211,14 +220,18 @@ impl Cuda {
         if bytes.len() < STAGED_FROM {
             return stream.memcpy_htod(bytes, &mut dst).map_err(|e| format!("copying to the GPU: {e:?}"));
         }
+        if let Some(mut src) = self.pinned.take(bytes) {
+            // A worker copied these bytes into page-locked memory: the DMA reads them there.
+            let sent = src.send(stream, &mut dst);
+            self.pinned.give_back(src);
+            return sent;
+        }
         self.uploads += 1;
-        let same: Vec<usize> = (0..self.staging.len()).filter(|i| self.staging[*i].0.len() == bytes.len()).collect();
+        let same: Vec<usize> = (0..self.staging.len()).filter(|i| self.staging[*i].0.size() == bytes.len()).collect();
         let i = match same.iter().copied().min_by_key(|i| self.staging[*i].1) {
             Some(i) if same.len() >= 2 => i,
             _ => {
-                // SAFETY: plain page-locked host memory, written whole below before any copy.
-                let buf = unsafe { self.dev.ctx.alloc_pinned::<u8>(bytes.len()) }
-                    .map_err(|e| format!("page-locked memory of {} bytes: {e:?}", bytes.len()))?;
+                let buf = Pinned::alloc(&self.dev.ctx, bytes.len())?;
                 if self.staging.len() < STAGING_BUFFERS {
                     self.staging.push((buf, 0));
                     self.staging.len() - 1
@@ -231,8 +244,8 @@ impl Cuda {
         };
         let (staged, used) = &mut self.staging[i];
         *used = self.uploads;
-        staged.as_mut_slice().map_err(|e| format!("waiting for a staging buffer: {e:?}"))?.copy_from_slice(bytes);
-        stream.memcpy_htod(&*staged, &mut dst).map_err(|e| format!("copying to the GPU: {e:?}"))
+        staged.bytes_mut()?.copy_from_slice(bytes);
+        staged.send(stream, &mut dst)
     }
 }
 
@@ -283,8 +296,50 @@ where
     }
 }
 
+/// Page-locked host memory, and an event after the last copy queued from it. The event is
+/// ours: cudarc records its own only while it manages the synchronisation of several streams,
+/// which the executor turns off (launch.rs), and without one a buffer written again could be
+/// read by a copy still queued (stop 38 on an H200: runs with batches overwritten mid-flight
+/// learned nothing).
+pub struct Pinned {
+    mem: PinnedHostSlice<u8>,
+    read: Option<cudarc::driver::CudaEvent>,
+}
+
+impl Pinned {
+    fn alloc(ctx: &std::sync::Arc<cudarc::driver::CudaContext>, len: usize) -> Result<Pinned, String> {
+        // SAFETY: plain page-locked host memory, written whole before any copy reads it.
+        let mem = unsafe { ctx.alloc_pinned::<u8>(len) }.map_err(|e| format!("page-locked memory of {len} bytes: {e:?}"))?;
+        Ok(Pinned { mem, read: None })
+    }
+
+    /// Queue the copy of all of it into `dst` on `stream`, and record the event its next
+    /// writer waits for.
+    fn send(&mut self, stream: &std::sync::Arc<cudarc::driver::CudaStream>, dst: &mut CudaViewMut<'_, u8>) -> Result<(), String> {
+        stream.memcpy_htod(&self.mem, dst).map_err(|e| format!("copying to the GPU: {e:?}"))?;
+        self.read = Some(stream.record_event(None).map_err(|e| format!("an event after a copy to the GPU: {e:?}"))?);
+        Ok(())
+    }
+}
+
+impl HostBuffer for Pinned {
+    fn size(&self) -> usize {
+        self.mem.len()
+    }
+    fn bytes_mut(&mut self) -> Result<&mut [u8], String> {
+        if let Some(copy) = &self.read {
+            copy.synchronize().map_err(|e| format!("waiting for a copy to the GPU: {e:?}"))?;
+        }
+        self.mem.as_mut_slice().map_err(|e| format!("waiting for a page-locked buffer: {e:?}"))
+    }
+}
+
 impl Driver for Cuda {
     type Buf = CudaBuf;
+
+    fn page_lock(&self) -> Option<std::sync::Arc<dyn PageLock>> {
+        Some(self.pinned.clone())
+    }
 
     fn describe(&self) -> String {
         self.dev.gpu.to_string()

@@ -423,7 +423,13 @@ impl<D: Driver> Runner for DeviceExecutor<D> {
     }
 
     fn report(&self) -> Report {
-        self.report.clone()
+        let mut r = self.report.clone();
+        r.uploads_pinned_by_workers = self.driver.page_lock().map_or(0, |p| p.taken());
+        r
+    }
+
+    fn page_lock(&self) -> Option<std::sync::Arc<dyn crate::runner::pinned_batches::PageLock>> {
+        self.driver.page_lock()
     }
 
     fn put_ahead(&mut self, slot: Slot, t: &Tensor) -> Result<(), RuntimeError> {

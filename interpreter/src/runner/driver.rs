@@ -77,6 +77,11 @@ pub trait Driver {
     fn all_reduce_mean(&mut self, buf: &Self::Buf, n: usize) -> Result<(), String>;
     /// Make the work queued next wait for every all-reduce queued so far.
     fn wait_collectives(&mut self) -> Result<(), String>;
+    /// The pool the data feed's workers copy batches into (page-locked memory), which uploads
+    /// of those batches read from (see pinned_batches.rs).
+    fn page_lock(&self) -> Option<std::sync::Arc<dyn super::pinned_batches::PageLock>> {
+        None
+    }
 }
 
 /// A captured graph, by the order of capture.

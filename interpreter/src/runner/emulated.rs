@@ -94,6 +94,9 @@ pub struct Emulated {
     /// Convolutions that have run, whose workspace size is then known (as cuDNN's is once an
     /// algorithm is chosen).
     planned_convs: std::collections::HashSet<Conv>,
+    /// Batches the data feed's workers copied (into plain memory here, page-locked on a GPU):
+    /// uploads ahead send those copies.
+    pinned: std::sync::Arc<super::pinned_batches::PinnedBatches<Vec<u8>>>,
 }
 
 /// The workspace the emulated GPU asks for a convolution: the bytes of its output (an
@@ -121,6 +124,7 @@ impl Emulated {
             ranks: None,
             reducing: vec![],
             planned_convs: Default::default(),
+            pinned: super::pinned_batches::PinnedBatches::new(|len| Ok(vec![0u8; len])),
         }
     }
 }
@@ -231,8 +235,21 @@ impl Driver for Emulated {
         let dst = self.alloc_for(tag, bytes.len())?;
         self.events += 1;
         let alias = HostBuf { mem: dst.mem.clone(), offset: dst.offset, len: dst.len };
-        self.copies.push((self.events, alias, bytes.to_vec()));
+        // From the copy a data worker made, where it made one (the bytes sent are its).
+        let sent = match self.pinned.take(bytes) {
+            Some(src) => {
+                let sent = src.clone();
+                self.pinned.give_back(src);
+                sent
+            }
+            None => bytes.to_vec(),
+        };
+        self.copies.push((self.events, alias, sent));
         Ok((dst, self.events))
+    }
+
+    fn page_lock(&self) -> Option<std::sync::Arc<dyn super::pinned_batches::PageLock>> {
+        Some(self.pinned.clone())
     }
 
     fn wait(&mut self, ev: EventId) -> Result<(), String> {

@@ -17,6 +17,7 @@ pub mod emulation;
 pub mod host;
 pub mod host_lib;
 mod nccl;
+pub mod pinned_batches;
 pub mod registry;
 pub mod storage;
 
@@ -88,6 +89,10 @@ pub struct Report {
     /// Batches uploaded on the copy stream while the step before them ran.
     #[serde(default)]
     pub uploads_ahead: usize,
+    /// Uploads read from page-locked memory a data worker had copied the batch into (no copy
+    /// on the step's thread).
+    #[serde(default)]
+    pub uploads_pinned_by_workers: usize,
     /// Of `launches`, the calls made by replaying graphs (the rest were issued one by one).
     #[serde(default)]
     pub calls_in_graphs: usize,
@@ -194,6 +199,11 @@ pub trait Runner {
     fn put_ahead(&mut self, slot: Slot, t: &Tensor) -> Result<(), RuntimeError> {
         let _ = (slot, t);
         Ok(())
+    }
+    /// Where the data feed's workers copy batches for their uploads (a device's page-locked
+    /// pool), if anywhere.
+    fn page_lock(&self) -> Option<std::sync::Arc<dyn pinned_batches::PageLock>> {
+        None
     }
     /// Make input node `input` read `slot` in the runs that follow.
     fn read_input_from(&mut self, input: u32, slot: Slot);

@@ -178,7 +178,8 @@ impl Trainer<'_> {
         let ahead = pipeline::prefetch_depth(&self.pipeline).unwrap_or(pipeline::DEFAULT_AHEAD);
         let waited_before = p.data_wait.get();
         let skipped_before = self.skipped_elements().0;
-        let mut data = Feed::start(data, skip * h.n_acc, p.feed_workers, ahead, p.data_wait.clone()).peekable();
+        let pin = self.runner.page_lock();
+        let mut data = Feed::start(data, skip * h.n_acc, p.feed_workers, ahead, p.data_wait.clone(), pin).peekable();
         for _ in skip..h.per_epoch {
             // (The losses of the steps read now: none when this step's read is put off.)
             let (losses, stop) = self.step(h, p, epoch, &mut data)?;

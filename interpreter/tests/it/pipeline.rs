@@ -108,7 +108,7 @@ fn a_streamed_epoch_equals_the_whole_epoch_applied() {
         assert_eq!(bits(streamed.into_iter().map(|b| b.expect("batch"))), whole, "epoch {e}");
         for workers in [1, 3] {
             let again = pipeline::run_cached(&p, &examples(), &s.t.graph, e, &mut cache).expect("streams");
-            let fed = pipeline::Feed::start(again, 2, workers, 3, Default::default());
+            let fed = pipeline::Feed::start(again, 2, workers, 3, Default::default(), None);
             assert_eq!(bits(fed.map(|b| b.expect("batch"))), whole[2..], "epoch {e}, {workers} workers, from batch 2");
         }
     }
@@ -179,7 +179,7 @@ fn an_image_folder_reads_as_torchvisions_image_folder() {
     let mut cache = None;
     let streamed = pipeline::run_cached(&p, &examples(), &s.t.graph, 0, &mut cache).unwrap();
     assert!(matches!(streamed, pipeline::Batches::Stream(_)), "decoded on demand");
-    assert_eq!(bits(pipeline::Feed::start(streamed, 0, 2, 2, Default::default()).map(|b| b.unwrap())), bits(batches));
+    assert_eq!(bits(pipeline::Feed::start(streamed, 0, 2, 2, Default::default(), None).map(|b| b.unwrap())), bits(batches));
     // Resized and gray.
     let s = load(&format!("use std.data\ndata d = images({:?}, size: (16, 20), channels: 1) |> batch(8)\n", dir.to_str().unwrap()));
     assert_eq!(epoch(&s, "d", 0)[0][0].shape, vec![8, 1, 16, 20]);
@@ -258,7 +258,7 @@ fn random_resized_crops_and_colour_jitter_are_fixed_by_seed_epoch_and_position()
     let Some(Value::Pipeline(p)) = s.t.modules[s.main].items.get("d").cloned() else { panic!("no pipeline d") };
     let mut cache = None;
     let streamed = pipeline::run_cached(&p, &examples(), &s.t.graph, 0, &mut cache).unwrap();
-    assert_eq!(bits(pipeline::Feed::start(streamed, 0, 2, 2, Default::default()).map(|b| b.unwrap())), bits(first.clone()));
+    assert_eq!(bits(pipeline::Feed::start(streamed, 0, 2, 2, Default::default(), None).map(|b| b.unwrap())), bits(first.clone()));
     // Not the crop of one corner every time: the images differ from a centre-cropped resize.
     let plain = load(
         &src.replace("random_resized_crop(size: (24, 20), scale: (0.3, 1.0), seed: 5)", "resize(size: (24, 20))")

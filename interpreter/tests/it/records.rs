@@ -165,7 +165,7 @@ fn records_stream_on_the_feeds_workers_and_skipped_ones_are_counted() {
     let mut cache = None;
     let streamed = pipeline::run_cached(&p, &dir, &s.t.graph, 0, &mut cache).unwrap();
     assert!(matches!(streamed, pipeline::Batches::Stream(_)), "read on demand");
-    assert_eq!(bits(pipeline::Feed::start(streamed, 0, 2, 2, Default::default()).map(|b| b.unwrap())), bits(whole));
+    assert_eq!(bits(pipeline::Feed::start(streamed, 0, 2, 2, Default::default(), None).map(|b| b.unwrap())), bits(whole));
     // Two bad records of 151: a string label (line 51, the first versicolor) and a last line cut short.
     let src = format!("use std.data\ndata d = jsonl(\"bad.jsonl\", {FIELDS}, on_error: \"skip\") |> batch(8)\n");
     let (s, p) = pipeline_of(&dir, &src);

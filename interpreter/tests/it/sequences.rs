@@ -51,7 +51,7 @@ fn whole_equals_streamed(dir: &Path, src: &str, e: u64) -> Vec<pipeline::Element
     assert_eq!(bits(streamed.into_iter().map(|b| b.unwrap())), bits(whole.clone()), "streamed against whole, epoch {e}");
     for workers in [1, 3] {
         let again = pipeline::run_cached(&p, dir, &s.t.graph, e, &mut cache).unwrap();
-        let fed = pipeline::Feed::start(again, 1, workers, 2, Default::default());
+        let fed = pipeline::Feed::start(again, 1, workers, 2, Default::default(), None);
         assert_eq!(bits(fed.map(|b| b.unwrap())), bits(whole[1..].to_vec()), "{workers} workers from batch 1, epoch {e}");
     }
     whole

@@ -182,7 +182,7 @@ fn a_shuffle_buffer_over_shards_is_fixed_by_seed_and_epoch_and_resumes() {
     assert_eq!(labels(whole.clone()), second);
     let mut cache = None;
     let again = pipeline::run_cached(&p, &examples(), &s.t.graph, 1, &mut cache).unwrap();
-    let fed: Vec<_> = pipeline::Feed::start(again, 3, 3, 2, Default::default()).map(|b| b.unwrap()).collect();
+    let fed: Vec<_> = pipeline::Feed::start(again, 3, 3, 2, Default::default(), None).map(|b| b.unwrap()).collect();
     let pixels = |b: &[pipeline::Element]| b.iter().map(|e| e[0].to_f64()).collect::<Vec<_>>();
     assert_eq!(pixels(&fed), pixels(&whole[3..]));
 

@@ -32,7 +32,15 @@ impl Device {
     pub fn open() -> Result<Device, String> {
         let gpu = super::probe()?;
         let ctx = CudaContext::new(0).map_err(|e| format!("GPU 0 could not be opened: {e:?}"))?;
-        let stream = ctx.default_stream();
+        // A stream of our own, not the legacy default stream: CUDA cannot capture the default
+        // stream into a graph (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, seen on an H200), and
+        // the default stream would also serialise with every other blocking stream.
+        let stream = ctx.new_stream().map_err(|e| format!("a stream on GPU 0: {e:?}"))?;
+        // SAFETY: cudarc's per-buffer events order buffers used on several streams; everything
+        // here is queued on this one stream, and the copy and communication streams are ordered
+        // by the executor's own events (runner/cuda.rs, runner/nccl.rs). Left on, every
+        // buffer use would record an event (and wait for it during a graph capture).
+        unsafe { ctx.disable_event_tracking() };
         let arch = gpu.arch();
         Ok(Device { ctx, stream, gpu, arch })
     }

@@ -47,7 +47,7 @@ fn time_data(file: &Path, info: &RecipeInfo, p: &dlc::Program, root: &Path) -> R
             // As training grows the feed: with no step, the reader waits all the time.
             workers = pipeline::next_workers(workers, 1.0);
         }
-        for b in Feed::start(epoch_batches, 0, workers, ahead, Default::default()) {
+        for b in Feed::start(epoch_batches, 0, workers, ahead, Default::default(), None) {
             let b = b.map_err(|e| e.to_string())?;
             batches += 1;
             samples += b.first().and_then(|t| t.shape.first().copied()).unwrap_or(1);

@@ -132,6 +132,7 @@ pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor)
         "images" => source::image_folder(root, src)?.all(),
         "shards" => shard_source::open(root, src)?.all(),
         "jsonl" | "parquet" => records::open(root, src)?.all(),
+        "safetensors" => source::on_demand(root, src)?.map_or(Ok(vec![]), |rows| rows.all()),
         "csv" => {
             let (label, target) = dlc_language::eval::data::csv_target(src.arg("label"), src.arg("label_row"))
                 .map_err(|message| RuntimeError::Data { message, span: src.span })?;
@@ -306,13 +307,17 @@ pub struct Prepared {
     graph: Arc<Graph>,
     /// The elements' lengths at a streamed `bucket` stage, measured once.
     lengths: sequences::Lengths,
+    /// What the source left out when it was read whole to prepare the elements.
+    read_skipped: grouped::Skips,
 }
 
 impl Prepared {
     /// Elements the source left out so far because they could not be read (`on_error:
-    /// "skip"`), and the first one's error.
+    /// "skip"`): when the elements were prepared, and since, read on demand; and the first
+    /// one's error.
     pub fn skipped(&self) -> (usize, Option<String>) {
-        self.elems.skipped()
+        let (n, first) = self.elems.skipped();
+        (n + self.read_skipped.0, self.read_skipped.1.clone().or(first))
     }
 }
 
@@ -390,18 +395,20 @@ pub fn run_cached(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64, cache: &
     if cache.is_none() && stream::streams(&p.stages) {
         // A source read on demand streams all its stages, each epoch: nothing is held whole.
         if let Some(elems) = source::on_demand(root, &p.source)? {
-            *cache = Some(Prepared { stages: 0, elems, graph: Arc::new(graph.clone()), lengths: Default::default() });
+            *cache =
+                Some(Prepared { stages: 0, elems, graph: Arc::new(graph.clone()), lengths: Default::default(), read_skipped: (0, None) });
         }
     }
     if cache.is_none() {
         let mut exec = Executor::new(0);
         // (A `shards` source's elements keep their shards, for a buffered shuffle: grouped.rs.)
-        let mut elems = grouped::read(root, &p.source, graph, &mut exec)?;
+        let (mut elems, read_skipped) = grouped::read(root, &p.source, graph, &mut exec)?;
         let stages = stream::prefix_len(&p.stages);
         for st in &p.stages[..stages] {
             elems = elems.apply(st, graph, epoch)?;
         }
-        *cache = Some(Prepared { stages, elems: elems.into_elements(), graph: Arc::new(graph.clone()), lengths: Default::default() });
+        let graph = Arc::new(graph.clone());
+        *cache = Some(Prepared { stages, elems: elems.into_elements(), graph, lengths: Default::default(), read_skipped });
     }
     let prepared = cache.as_ref().expect("just filled");
     let mut rest = &p.stages[prepared.stages..];
@@ -441,10 +448,15 @@ pub fn run_cached(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64, cache: &
 
 /// Every element of one epoch of the pipeline.
 pub fn run(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64) -> Result<Vec<Element>, RuntimeError> {
+    run_counting(p, root, graph, epoch).map(|(elems, _)| elems)
+}
+
+/// `run`, and the elements its source left out because they could not be read.
+pub fn run_counting(p: &Pipeline, root: &Path, graph: &Graph, epoch: u64) -> Result<(Vec<Element>, grouped::Skips), RuntimeError> {
     let mut exec = Executor::new(0);
-    let mut elems = grouped::read(root, &p.source, graph, &mut exec)?;
+    let (mut elems, skipped) = grouped::read(root, &p.source, graph, &mut exec)?;
     for st in &p.stages {
         elems = elems.apply(st, graph, epoch)?;
     }
-    Ok(elems.elems)
+    Ok((elems.elems, skipped))
 }

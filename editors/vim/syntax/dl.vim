@@ -71,7 +71,7 @@ syn keyword dlLibrary      MaxPool2d AvgPool2d GlobalAvgPool Flatten Sequential 
 syn keyword dlLibrary      cross_entropy nll mse l1 huber smooth_l1 bce bce_with_logits accuracy top_k_accuracy
 syn keyword dlLibrary      sgd adam adamw lamb lars constant_lr step_lr exponential cosine warmup_cosine one_cycle
 syn keyword dlLibrary      sgd_update adam_update adamw_update lamb_update lars_update data_parallel
-syn keyword dlLibrary      mnist fashion_mnist idx cifar images shards csv npy text jsonl parquet tensors
+syn keyword dlLibrary      mnist fashion_mnist idx cifar images shards csv npy safetensors text jsonl parquet tensors
 syn keyword dlLibrary      map shuffle batch pad_batch bucket pack prefetch skip split random_crop random_flip resize center_crop
 syn keyword dlLibrary      random_resized_crop color_jitter to_unit
 

@@ -71,6 +71,7 @@ const BUILTINS: &[(&str, &str)] = &[
     ("shards", "WebDataset tar files (`\"data/train-*.tar\"`): each sample's `image` and `label` members, `(image: u8[3, h, w], label: i64[])`."),
     ("csv", "Rows of a CSV file: `(features: f32[n], label: T)`."),
     ("npy", "Rows of a `.npy` array of the declared `row` type, with `labels` a pair."),
+    ("safetensors", "Rows of tensor `tensor` of a `.safetensors` file as the declared `row` type; `labels` names a second tensor: a pair."),
     ("text", "Blocks of token ids of a text file and the same blocks shifted by one."),
     ("jsonl", "JSON Lines, one object a line: each of `fields: (x: f32[4], y: i64[])` read from its key."),
     ("parquet", "Rows of a Parquet file: each of `fields: (x: f32[4], y: i64[])` read from its column."),

@@ -20,12 +20,20 @@ pub struct Grouped {
 }
 
 /// A source's elements, read whole, with their shards when it has them.
-pub fn read(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor) -> Result<Grouped, RuntimeError> {
-    if src.kind == "shards" {
-        return of(&shard_source::open(root, src)?);
-    }
-    Ok(Grouped { elems: read_source(root, src, graph, exec)?, shards: None })
+/// Also what was left out because it could not be read (`on_error: "skip"`): how many, and the
+/// first one's error.
+pub fn read(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor) -> Result<(Grouped, Skips), RuntimeError> {
+    let on_demand = match src.kind {
+        "shards" => shard_source::open(root, src)?,
+        "images" => super::source::image_folder(root, src)?,
+        "jsonl" | "parquet" => super::records::open(root, src)?,
+        _ => return Ok((Grouped { elems: read_source(root, src, graph, exec)?, shards: None }, (0, None))),
+    };
+    Ok((of(&on_demand)?, on_demand.skipped()))
 }
+
+/// Elements left out because they could not be read, and the first one's error.
+pub type Skips = (usize, Option<String>);
 
 /// Every element of `elems` but those skipped, with their shards when they have them.
 pub fn of(elems: &Elements) -> Result<Grouped, RuntimeError> {

@@ -7,8 +7,8 @@
 
 use super::{data_err, npy_types, str_arg, Element};
 use crate::runtime::data::images::ImageFolder;
-use crate::runtime::data::npy;
 use crate::runtime::data::shards::ShardSet;
+use crate::runtime::data::{npy, safetensors_rows};
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::Stage;
@@ -179,11 +179,33 @@ pub fn on_demand(root: &Path, src: &Stage) -> Result<Option<Elements>, RuntimeEr
     if src.kind == "shards" {
         return super::shard_source::open(root, src).map(Some);
     }
+    let path = |name: &str| crate::paths::in_program(root, &str_arg(src, name).unwrap_or_default());
+    let (row, label_row) = npy_types(src);
+    if src.kind == "safetensors" {
+        // Two tensors of one file: the rows, and with `labels` their labels.
+        let file = path("path");
+        let rows = |name: &str, ty| safetensors_rows::rows(&file, name, ty).map(Arc::new).map_err(|e| data_err(e, src.span));
+        let x = rows(&str_arg(src, "tensor").unwrap_or_default(), &row)?;
+        let y = match str_arg(src, "labels") {
+            Some(name) => Some(rows(&name, &label_row)?),
+            None => None,
+        };
+        if let Some(y) = y.as_ref().filter(|y| y.len() != x.len()) {
+            let message = format!(
+                "{}: tensor `{}` has {} rows but `{}` has {}",
+                file.display(),
+                str_arg(src, "tensor").unwrap_or_default(),
+                x.len(),
+                str_arg(src, "labels").unwrap_or_default(),
+                y.len()
+            );
+            return Err(RuntimeError::Data { message, span: src.span });
+        }
+        return Ok(Some(Elements::Rows { x, y, span: src.span }));
+    }
     if src.kind != "npy" {
         return Ok(None);
     }
-    let path = |name: &str| crate::paths::in_program(root, &str_arg(src, name).unwrap_or_default());
-    let (row, label_row) = npy_types(src);
     let Some(x) = npy::Rows::open(&path("path"), &row).map_err(|e| data_err(e, src.span))? else { return Ok(None) };
     let y = match str_arg(src, "labels") {
         None => None,

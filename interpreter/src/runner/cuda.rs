@@ -132,7 +132,7 @@ impl Cuda {
         let dev = Device::open()?;
         let ctx = dev.ctx.clone();
         // SAFETY: plain page-locked host memory, written whole by a worker before any upload.
-        let pinned = PinnedBatches::new(move |len| Pinned::alloc(&ctx, len));
+        let pinned = PinnedBatches::new(super::pinned_batches::PINNED_FROM, move |len| Pinned::alloc(&ctx, len));
         Ok(Cuda {
             dev,
             pinned,

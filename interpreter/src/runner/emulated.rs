@@ -95,7 +95,8 @@ pub struct Emulated {
     /// algorithm is chosen).
     planned_convs: std::collections::HashSet<Conv>,
     /// Batches the data feed's workers copied (into plain memory here, page-locked on a GPU):
-    /// uploads ahead send those copies.
+    /// uploads ahead send those copies. Every batch, however small, so that every test on the
+    /// emulated GPU goes through the path.
     pinned: std::sync::Arc<super::pinned_batches::PinnedBatches<Vec<u8>>>,
 }
 
@@ -124,7 +125,7 @@ impl Emulated {
             ranks: None,
             reducing: vec![],
             planned_convs: Default::default(),
-            pinned: super::pinned_batches::PinnedBatches::new(|len| Ok(vec![0u8; len])),
+            pinned: super::pinned_batches::PinnedBatches::new(1, |len| Ok(vec![0u8; len])),
         }
     }
 }

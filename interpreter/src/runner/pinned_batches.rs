@@ -19,14 +19,15 @@ use std::sync::{Arc, Mutex};
 /// What the data feed's workers see of a device's page-locked pool.
 pub trait PageLock: Send + Sync {
     /// Copy `t`'s values into page-locked memory for its upload, when it is an upload large
-    /// enough to be staged (`PINNED_FROM`) and its bytes are the device's without conversion.
+    /// enough to be worth it (on a GPU, `PINNED_FROM`) and its bytes are the device's without
+    /// conversion.
     fn pin(&self, t: &Tensor);
     /// Uploads made from memory a worker pinned, so far.
     fn taken(&self) -> usize;
 }
 
-/// Uploads this large are copied through page-locked memory (smaller ones are not worth a
-/// buffer, and are sent from where they are).
+/// On a GPU, uploads this large are copied through page-locked memory (smaller ones are not
+/// worth a buffer, and are sent from where they are).
 pub const PINNED_FROM: usize = 64 << 10;
 /// Buffers the pool keeps in all: two steps' batches of two inputs each in flight and ahead,
 /// and the feed's default depth of two more.
@@ -43,6 +44,8 @@ pub trait HostBuffer: Send + 'static {
 type Alloc<B> = Box<dyn Fn(usize) -> Result<B, String> + Send + Sync>;
 
 pub struct PinnedBatches<B> {
+    /// The smallest upload pinned, in bytes.
+    from: usize,
     alloc: Alloc<B>,
     state: Mutex<Pool<B>>,
     taken: AtomicUsize,
@@ -57,8 +60,10 @@ struct Pool<B> {
 }
 
 impl<B: HostBuffer> PinnedBatches<B> {
-    pub fn new(alloc: impl Fn(usize) -> Result<B, String> + Send + Sync + 'static) -> Arc<PinnedBatches<B>> {
+    /// A pool for uploads of `from` bytes and more, its buffers made by `alloc`.
+    pub fn new(from: usize, alloc: impl Fn(usize) -> Result<B, String> + Send + Sync + 'static) -> Arc<PinnedBatches<B>> {
         Arc::new(PinnedBatches {
+            from,
             alloc: Box::new(alloc),
             state: Mutex::new(Pool { free: vec![], held: VecDeque::new(), out: 0 }),
             taken: AtomicUsize::new(0),
@@ -73,7 +78,7 @@ impl<B: HostBuffer> PinnedBatches<B> {
     /// The pinned copy of `bytes` (a batch's storage, at that address and length), for an
     /// upload from it; `give_back` it once the copy is queued.
     pub fn take(&self, bytes: &[u8]) -> Option<B> {
-        if bytes.len() < PINNED_FROM {
+        if bytes.len() < self.from {
             return None;
         }
         let mut pool = self.lock();
@@ -131,7 +136,7 @@ fn held_bytes(t: &Tensor) -> Option<&[u8]> {
 
 impl<B: HostBuffer> PageLock for PinnedBatches<B> {
     fn pin(&self, t: &Tensor) {
-        let Some(bytes) = held_bytes(t).filter(|b| b.len() >= PINNED_FROM) else { return };
+        let Some(bytes) = held_bytes(t).filter(|b| b.len() >= self.from) else { return };
         let Some(mut buf) = self.buffer_for(bytes.len()) else { return };
         // Waits (this worker only) for the buffer's last upload to have read it.
         let copied = buf.bytes_mut().map(|dst| dst.copy_from_slice(bytes));
@@ -172,7 +177,7 @@ mod tests {
 
     #[test]
     fn an_upload_of_a_pinned_batch_finds_its_copy_and_no_other() {
-        let pool = PinnedBatches::new(|n| Ok(vec![0u8; n]));
+        let pool = PinnedBatches::new(PINNED_FROM, |n| Ok(vec![0u8; n]));
         let (a, b) = (batch(1 << 15, 1.0), batch(1 << 15, 2.0));
         pool.pin(&a);
         // Equal bytes elsewhere are not the pinned batch: only its own storage is.
@@ -194,7 +199,7 @@ mod tests {
     fn batches_never_uploaded_are_given_up_and_the_pool_stays_bounded() {
         let made = StdArc::new(AtomicUsize::new(0));
         let counter = made.clone();
-        let pool = PinnedBatches::new(move |n| {
+        let pool = PinnedBatches::new(PINNED_FROM, move |n| {
             counter.fetch_add(1, Ordering::Relaxed);
             Ok(vec![0u8; n])
         });

@@ -83,7 +83,15 @@ impl<'s> Trainer<'s> {
                 Some((_, b)) => b.clone(),
                 None => {
                     // Each rank evaluates its share; the sums are added up below.
-                    let b = pipeline::run(&p, &self.opts.root, &self.session.t.graph, 0)?;
+                    let (b, (skipped, first)) = pipeline::run_counting(&p, &self.opts.root, &self.session.t.graph, 0)?;
+                    if let Some(first) = first {
+                        let message = format!(
+                            "evaluation data: {skipped} element{} could not be read and {} left out of every evaluation (`on_error: \"skip\"`); the first: {first}",
+                            if skipped == 1 { "" } else { "s" },
+                            if skipped == 1 { "is" } else { "are" }
+                        );
+                        self.emit(&Event::Warning(&message));
+                    }
                     let b = super::replicas::eval_share(b, self.world.rank(), self.world.size());
                     self.eval_batches.push((p.clone(), b.clone()));
                     b

@@ -168,6 +168,8 @@ impl Trainer<'_> {
         // The epoch's data are prepared before its steps (on all cores); the time is reported
         // beside the epoch's, so a data-bound run shows itself.
         let data_started = Instant::now();
+        // The run's first epoch reports what preparing its data left out, too.
+        let first_of_run = ready.is_some();
         let (data, data_s) = match ready {
             Some(b) if epoch == 0 => (b, h.first_data_s),
             _ => (self.epoch_batches(epoch as u64)?, data_started.elapsed().as_secs_f64()),
@@ -177,7 +179,7 @@ impl Trainer<'_> {
         // The batches are made on worker threads ahead of the step (pipeline/feed.rs).
         let ahead = pipeline::prefetch_depth(&self.pipeline).unwrap_or(pipeline::DEFAULT_AHEAD);
         let waited_before = p.data_wait.get();
-        let skipped_before = self.skipped_elements().0;
+        let skipped_before = if first_of_run { 0 } else { self.skipped_elements().0 };
         let pin = self.runner.page_lock();
         let mut data = Feed::start(data, skip * h.n_acc, p.feed_workers, ahead, p.data_wait.clone(), pin).peekable();
         for _ in skip..h.per_epoch {

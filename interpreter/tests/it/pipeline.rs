@@ -194,6 +194,9 @@ fn an_image_folder_reads_as_torchvisions_image_folder() {
     let Some(Value::Pipeline(p)) = s.t.modules[s.main].items.get("d").cloned() else { panic!("no pipeline d") };
     let whole = pipeline::run(&p, &examples(), &s.t.graph, 0).expect("skips");
     assert_eq!(whole.iter().map(|b| b[0].shape[0]).sum::<usize>(), n, "the 41st file left out");
+    // Read whole (as evaluation data are), the count and the first error come back too.
+    let (_, (left_out, first)) = pipeline::run_counting(&p, &examples(), &s.t.graph, 0).expect("skips");
+    assert!(left_out == 1 && first.is_some_and(|f| f.contains("999.jpg")), "{left_out}");
     let mut cache = None;
     let streamed = pipeline::run_cached(&p, &examples(), &s.t.graph, 0, &mut cache).unwrap();
     let sizes: Vec<usize> = streamed.into_iter().map(|b| b.unwrap()[0].shape[0]).collect();
@@ -307,4 +310,43 @@ fn text_tokenised_by_a_tokenizer_json_gives_windows_of_its_ids() {
     let src = "use std.data\ndata d = text(\"data/tinyshakespeare/input.txt\", level: \"char\", tokenizer: \"data/tinyshakespeare/tokenizer.json\")\n";
     assert!(!bad.run_source("pipeline_test.dl", src, &mut host));
     assert!(bad.diagnostics().iter().any(|d| d.message.contains("`level` and `tokenizer` both say")), "{:?}", bad.diagnostics());
+}
+
+/// A `safetensors` source reads the rows of two named tensors of one file, as `npy` reads two
+/// files: the same values in every batch, read whole and streamed (read on demand on the
+/// feed's workers), shuffled and batched alike; a missing tensor names those the file has.
+#[test]
+fn safetensors_rows_batch_as_npy_rows_do() {
+    use safetensors::tensor::{Dtype, TensorView};
+    let dir = std::env::temp_dir().join(format!("dlc-st-source-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (rows, width) = (40usize, 6usize);
+    let x: Vec<u8> = (0..rows * width).flat_map(|i| ((i * 37 % 101) as f32 / 7.0).to_le_bytes()).collect();
+    let y: Vec<u8> = (0..rows).flat_map(|i| ((i % 3) as i64).to_le_bytes()).collect();
+    std::fs::write(dir.join("x.npy"), dlc::runtime::data::npy::encode("<f4", &[rows, width], &x)).unwrap();
+    std::fs::write(dir.join("y.npy"), dlc::runtime::data::npy::encode("<i8", &[rows], &y)).unwrap();
+    let views = [
+        ("images", TensorView::new(Dtype::F32, vec![rows, width], &x).unwrap()),
+        ("labels", TensorView::new(Dtype::I64, vec![rows], &y).unwrap()),
+    ];
+    std::fs::write(dir.join("d.safetensors"), safetensors::serialize(views, None).unwrap()).unwrap();
+    let d = dir.to_str().unwrap();
+    let s = load(&format!(
+        "use std.data\n\
+         data a = npy(\"{d}/x.npy\", row: f32[6], labels: \"{d}/y.npy\") |> shuffle(seed: 5) |> batch(16)\n\
+         data b = safetensors(\"{d}/d.safetensors\", tensor: \"images\", row: f32[6], labels: \"labels\") |> shuffle(seed: 5) |> batch(16)\n\
+         data c = safetensors(\"{d}/d.safetensors\", tensor: \"pixels\", row: f32[6]) |> batch(16)\n"
+    ));
+    let (from_npy, from_st) = (epoch(&s, "a", 1), epoch(&s, "b", 1));
+    assert_eq!(from_st.len(), 3);
+    assert_eq!(bits(from_st.clone()), bits(from_npy));
+    let Some(Value::Pipeline(p)) = s.t.modules[s.main].items.get("b").cloned() else { panic!("no pipeline b") };
+    let mut cache = None;
+    let streamed = pipeline::run_cached(&p, &examples(), &s.t.graph, 1, &mut cache).unwrap();
+    assert!(matches!(streamed, pipeline::Batches::Stream(_)), "read on demand");
+    assert_eq!(bits(pipeline::Feed::start(streamed, 0, 2, 2, Default::default(), None).map(|b| b.unwrap())), bits(from_st));
+    let Some(Value::Pipeline(p)) = s.t.modules[s.main].items.get("c").cloned() else { panic!("no pipeline c") };
+    let e = pipeline::run(&p, &examples(), &s.t.graph, 0).expect_err("no tensor pixels");
+    assert!(e.to_string().contains("no tensor `pixels`") && e.to_string().contains("images, labels"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

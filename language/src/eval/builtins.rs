@@ -83,6 +83,7 @@ pub const TABLE: &[(&str, &str, &[&str])] = &[
     ("shards", "std.data", &["files", "image=", "label=", "size=", "channels=", "on_error="]),
     ("csv", "std.data", &["path", "features=", "label=", "header=", "classes=", "label_row="]),
     ("npy", "std.data", &["path", "row=", "labels=", "label_row="]),
+    ("safetensors", "std.data", &["path", "tensor", "row=", "labels=", "label_row="]),
     ("text", "std.data", &["path", "block=", "level=", "tokenizer="]),
     ("jsonl", "std.data", &["path", "fields", "on_error="]),
     ("parquet", "std.data", &["path", "fields", "on_error="]),

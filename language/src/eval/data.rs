@@ -135,6 +135,22 @@ impl Tracer {
                 }
                 source(x, format!("npy({path})"))
             }
+            "safetensors" => {
+                // As `npy`, the tensors' shapes are known only at run time: the program declares
+                // each row's type and the reader checks the file's header against it.
+                let path = self.str_arg(b, "path")?;
+                let tensor = self.str_arg(b, "tensor")?;
+                let row = self.type_arg(b, "row", TensorTy::new(DType::F32, vec![Dim::Any]))?;
+                let x = self.elem_input("safetensors.x", row.dtype, row.shape, span);
+                let what = format!("safetensors({path}, {tensor})");
+                if b.get("labels").is_some() {
+                    self.str_arg(b, "labels")?;
+                    let lrow = self.type_arg(b, "label_row", TensorTy::new(DType::I64, vec![]))?;
+                    let y = self.elem_input("safetensors.y", lrow.dtype, lrow.shape, span);
+                    return source(Value::Tuple(Rc::new(vec![x, y])), what);
+                }
+                source(x, what)
+            }
             "text" => {
                 let path = self.str_arg(b, "path")?;
                 let block = self.arg_int(b, "block", 128)?;

@@ -14,6 +14,7 @@ pub mod npy;
 pub mod parquet;
 pub mod resize;
 pub mod row_groups;
+pub mod safetensors_rows;
 pub mod shards;
 pub mod text;
 

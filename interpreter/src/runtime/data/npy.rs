@@ -7,12 +7,13 @@ use crate::runtime::tensor::Tensor;
 use dlc_language::types::{DType, TensorTy};
 use std::path::Path;
 
-/// The array's element kind, size in bytes, and shape, from the header.
-struct Header {
-    kind: char,
-    size: usize,
-    shape: Vec<usize>,
-    data_start: usize,
+/// The array's element kind (NumPy's `b`, `u`, `i`, `f`, and `B` for bf16, which safetensors
+/// files hold), size in bytes, and shape, from the header; and where its data start.
+pub(super) struct Header {
+    pub kind: char,
+    pub size: usize,
+    pub shape: Vec<usize>,
+    pub data_start: usize,
 }
 
 fn header(path: &Path, bytes: &[u8]) -> Result<Header, DataError> {
@@ -67,6 +68,7 @@ fn decode(kind: char, size: usize, b: &[u8]) -> f64 {
         ('i', 4) => i32::from_le_bytes([a[0], a[1], a[2], a[3]]) as f64,
         ('i', _) => i64::from_le_bytes(a) as f64,
         ('f', 2) => half::f16::from_le_bytes([a[0], a[1]]).to_f64(),
+        ('B', _) => half::bf16::from_le_bytes([a[0], a[1]]).to_f64(),
         ('f', 4) => f32::from_le_bytes([a[0], a[1], a[2], a[3]]) as f64,
         _ => f64::from_le_bytes(a),
     }
@@ -93,7 +95,7 @@ pub fn encode(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
 /// Check the header against the declared row type: the file's dimensions after the first must
 /// match `row`'s known dimensions, floats are not read into integer rows, and the data (`have`
 /// bytes after the header) must be all there.
-fn check(path: &Path, h: &Header, row: &TensorTy, have: usize) -> Result<(), DataError> {
+pub(super) fn check(path: &Path, h: &Header, row: &TensorTy, have: usize) -> Result<(), DataError> {
     if h.shape.is_empty() {
         return Err(err(path, "a 0-d array has no rows"));
     }
@@ -103,7 +105,7 @@ fn check(path: &Path, h: &Header, row: &TensorTy, have: usize) -> Result<(), Dat
     if !fits {
         return Err(err(path, format!("rows are {:?} ({} rows), but the source declares `row: {row}`", file_row, h.shape[0])));
     }
-    if h.kind == 'f' && !matches!(row.dtype, DType::F16 | DType::BF16 | DType::F32 | DType::F64) {
+    if matches!(h.kind, 'f' | 'B') && !matches!(row.dtype, DType::F16 | DType::BF16 | DType::F32 | DType::F64) {
         return Err(err(path, format!("holds floats (f{}), but the source declares {} rows", h.size * 8, row.dtype)));
     }
     let n: usize = h.shape.iter().product();
@@ -161,9 +163,16 @@ impl Rows {
             h = header(path, &bytes)?;
         }
         let len = file.metadata().map_err(|e| err(path, format!("cannot read: {e}")))?.len() as usize;
-        check(path, &h, row, len.saturating_sub(h.data_start))?;
+        let have = len.saturating_sub(h.data_start);
+        Rows::of(file, path, h, row, have).map(Some)
+    }
+
+    /// The rows of `h`'s array in `file` (`have` bytes of data from `h.data_start`), checked
+    /// against the declared `row` type.
+    pub(super) fn of(file: std::fs::File, path: &Path, h: Header, row: &TensorTy, have: usize) -> Result<Rows, DataError> {
+        check(path, &h, row, have)?;
         let row_bytes = h.shape[1..].iter().product::<usize>() * h.size;
-        Ok(Some(Rows { file, path: path.to_path_buf(), dtype: row.dtype, row_bytes, h }))
+        Ok(Rows { file, path: path.to_path_buf(), dtype: row.dtype, row_bytes, h })
     }
 
     pub fn len(&self) -> usize {

@@ -50,7 +50,8 @@ const PATH_ARGS: [&str; 5] = ["path", "dir", "images", "labels", "files"];
 pub fn source_paths(root: &Path, src: &Stage) -> Vec<PathBuf> {
     let mut out = vec![];
     for (name, v) in &src.args {
-        if !PATH_ARGS.contains(&name.as_str()) {
+        // (A `safetensors` source's `labels` names a tensor of its file, not a file.)
+        if !PATH_ARGS.contains(&name.as_str()) || (src.kind == "safetensors" && name != "path") {
             continue;
         }
         match v {

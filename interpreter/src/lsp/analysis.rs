@@ -75,9 +75,7 @@ pub fn analyze(path: Option<&Path>, text: &str, version: i32) -> Analysis {
     }
 }
 
-pub fn panic_text(e: &(dyn std::any::Any + Send)) -> String {
-    e.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| e.downcast_ref::<String>().cloned()).unwrap_or_else(|| "a panic".into())
-}
+pub use crate::runtime::data::contained::panic_text;
 
 /// What a recipe's data element binds: `x` and `y` for pairs, a record's fields, `x` for a
 /// tensor, and `batch` always; `x`, `y` and `batch` when the data did not check.

@@ -102,7 +102,7 @@ pub(crate) fn image_tensor(path: &Path, bytes: &[u8], size: Option<(usize, usize
 /// An RGB image (`w`, `h`, interleaved RGB bytes); JPEG or PNG by its first bytes. A decoder
 /// that panics on a malformed file is caught and reported as that file's error.
 fn decode(path: &Path, bytes: &[u8]) -> Result<(usize, usize, Vec<u8>), DataError> {
-    let decoded = std::panic::catch_unwind(|| {
+    let decoded = super::contained::contained(|| {
         if bytes.starts_with(b"\x89PNG") {
             png_rgb(bytes)
         } else if bytes.starts_with(&[0xFF, 0xD8]) {

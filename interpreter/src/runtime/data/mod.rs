@@ -4,6 +4,7 @@
 //! file and, for CSV, the row and column.
 
 pub mod cifar;
+pub mod contained;
 pub mod csv;
 pub mod fields;
 pub mod glob;

@@ -12,6 +12,7 @@
 //! shuffled order decodes a group for most rows it reads, which is slow: give such a data set
 //! smaller row groups, or read it in order.
 
+use super::contained::contained;
 use super::fields::{bytes, to_tensor, AsCell, Cell};
 use super::row_groups::RowGroups;
 use super::{err, DataError};
@@ -117,10 +118,6 @@ impl AsCell for Field {
 }
 
 /// A panic's message (the crate's readers panic on some malformed input).
-fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "a panic".into())
-}
-
 /// Whether column `col` can hold `ty`: numbers at its leaves, and nested (a list) exactly when
 /// `ty` has dimensions; otherwise what is wrong.
 fn check_column(col: &Type, name: &str, ty: &TensorTy) -> Result<(), String> {
@@ -153,10 +150,10 @@ impl ParquetRows {
         let file = File::open(path).map_err(|e| err(path, format!("cannot read: {e}")))?;
         let len = file.metadata().map_err(|e| err(path, format!("cannot read: {e}")))?.len();
         let pos = PosFile { file: Arc::new(file), len };
-        let reader = match std::panic::catch_unwind(|| SerializedFileReader::new(pos)) {
+        let reader = match contained(|| SerializedFileReader::new(pos)) {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Err(err(path, format!("not a readable Parquet file (its footer): {e}"))),
-            Err(p) => return Err(err(path, format!("not a readable Parquet file (its footer): {}", panic_text(p)))),
+            Err(p) => return Err(err(path, format!("not a readable Parquet file (its footer): {p}"))),
         };
         let meta = reader.metadata();
         let schema = meta.file_metadata().schema();
@@ -215,18 +212,18 @@ impl ParquetRows {
     fn decode(&self, g: usize) -> Group {
         let n = self.starts[g + 1] - self.starts[g];
         let mut rows: Group = Vec::with_capacity(n);
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), String> {
+        let run = contained(|| -> Result<(), String> {
             let group = self.reader.get_row_group(g).map_err(|e| e.to_string())?;
             let iter = group.get_row_iter(Some(self.projection.clone())).map_err(|e| e.to_string())?;
             for row in iter.take(n) {
                 rows.push(self.element(&row.map_err(|e| e.to_string())?));
             }
             Ok(())
-        }));
+        });
         let failed = match run {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e),
-            Err(p) => Some(format!("the Parquet reader failed: {}", panic_text(p))),
+            Err(p) => Some(format!("the Parquet reader failed: {p}")),
         };
         let got = rows.len();
         let short = "it holds fewer rows than its metadata says (cut short?)";

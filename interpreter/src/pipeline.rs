@@ -96,6 +96,10 @@ fn npy_types(src: &Stage) -> (TensorTy, TensorTy) {
 /// Read a source's elements. `root` is the directory of the program (paths are relative to it);
 /// `exec` evaluates in-memory tensors given to `tensors(...)`.
 pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor) -> Result<Vec<Element>, RuntimeError> {
+    // The sources read by index are read through that, every element but those skipped.
+    if let Some(elems) = source::opened(root, src)? {
+        return elems.all();
+    }
     let path = |name: &str| -> PathBuf { crate::paths::in_program(root, &str_arg(src, name).unwrap_or_default()) };
     match src.kind {
         "mnist" | "fashion_mnist" => {
@@ -129,10 +133,6 @@ pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor)
             let (x, y) = cifar::read(&refs).map_err(|e| data_err(e, src.span))?;
             Ok(zip_rows(&[x, y]))
         }
-        "images" => source::image_folder(root, src)?.all(),
-        "shards" => shard_source::open(root, src)?.all(),
-        "jsonl" | "parquet" => records::open(root, src)?.all(),
-        "safetensors" => source::on_demand(root, src)?.map_or(Ok(vec![]), |rows| rows.all()),
         "csv" => {
             let (label, target) = dlc_language::eval::data::csv_target(src.arg("label"), src.arg("label_row"))
                 .map_err(|message| RuntimeError::Data { message, span: src.span })?;

@@ -5,7 +5,7 @@
 //! sources carry no shards, and their stages are `apply`'s.
 
 use super::stages::kept;
-use super::{apply, read_source, shard_source, shuffle_buffer, Element, Elements};
+use super::{apply, read_source, shuffle_buffer, Element, Elements};
 use crate::exec::Executor;
 use crate::runtime::RuntimeError;
 use dlc_language::eval::value::Stage;
@@ -23,13 +23,10 @@ pub struct Grouped {
 /// Also what was left out because it could not be read (`on_error: "skip"`): how many, and the
 /// first one's error.
 pub fn read(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor) -> Result<(Grouped, Skips), RuntimeError> {
-    let on_demand = match src.kind {
-        "shards" => shard_source::open(root, src)?,
-        "images" => super::source::image_folder(root, src)?,
-        "jsonl" | "parquet" => super::records::open(root, src)?,
-        _ => return Ok((Grouped { elems: read_source(root, src, graph, exec)?, shards: None }, (0, None))),
-    };
-    Ok((of(&on_demand)?, on_demand.skipped()))
+    match super::source::opened(root, src)? {
+        Some(elems) => Ok((of(&elems)?, elems.skipped())),
+        None => Ok((Grouped { elems: read_source(root, src, graph, exec)?, shards: None }, (0, None))),
+    }
 }
 
 /// Elements left out because they could not be read, and the first one's error.

@@ -167,56 +167,57 @@ pub fn image_folder(root: &Path, src: &Stage) -> Result<Elements, RuntimeError> 
     Ok(Elements::Images { folder: Arc::new(folder), span: src.span })
 }
 
-/// A source read on demand: an `npy` source's rows when its files are not gzip, an `images`
-/// folder; `None` otherwise (every other source is read whole).
+/// A source whose elements are read one at a time by index, whether the pipeline streams or the
+/// elements are prepared whole: an `images` folder, `jsonl` and `parquet` records, `shards`
+/// samples, a `safetensors` file's rows; `None` for every other source.
+pub fn opened(root: &Path, src: &Stage) -> Result<Option<Elements>, RuntimeError> {
+    match src.kind {
+        "images" => image_folder(root, src).map(Some),
+        "jsonl" | "parquet" => super::records::open(root, src).map(Some),
+        "shards" => super::shard_source::open(root, src).map(Some),
+        "safetensors" => rows(root, src),
+        _ => Ok(None),
+    }
+}
+
+/// A source read on demand when the whole pipeline streams: those `opened`, and an `npy`
+/// source's rows when its files are not gzip; `None` otherwise (the source is read whole).
 pub fn on_demand(root: &Path, src: &Stage) -> Result<Option<Elements>, RuntimeError> {
-    if src.kind == "images" {
-        return image_folder(root, src).map(Some);
+    match src.kind {
+        "npy" => rows(root, src),
+        _ => opened(root, src),
     }
-    if matches!(src.kind, "jsonl" | "parquet") {
-        return super::records::open(root, src).map(Some);
-    }
-    if src.kind == "shards" {
-        return super::shard_source::open(root, src).map(Some);
-    }
+}
+
+/// The rows of an `npy` source (its file, and with `labels` its labels' file; `None` when one is
+/// gzip, which is read whole) or of a `safetensors` source (two tensors of one file).
+fn rows(root: &Path, src: &Stage) -> Result<Option<Elements>, RuntimeError> {
     let path = |name: &str| crate::paths::in_program(root, &str_arg(src, name).unwrap_or_default());
     let (row, label_row) = npy_types(src);
-    if src.kind == "safetensors" {
-        // Two tensors of one file: the rows, and with `labels` their labels.
+    let labels = str_arg(src, "labels");
+    // The rows, their labels' rows, and how a mismatch names each.
+    let (x, y, names) = if src.kind == "safetensors" {
         let file = path("path");
-        let rows = |name: &str, ty| safetensors_rows::rows(&file, name, ty).map(Arc::new).map_err(|e| data_err(e, src.span));
-        let x = rows(&str_arg(src, "tensor").unwrap_or_default(), &row)?;
-        let y = match str_arg(src, "labels") {
-            Some(name) => Some(rows(&name, &label_row)?),
+        let tensor = str_arg(src, "tensor").unwrap_or_default();
+        let rows = |name: &str, ty| safetensors_rows::rows(&file, name, ty).map_err(|e| data_err(e, src.span));
+        let x = rows(&tensor, &row)?;
+        let y = labels.as_deref().map(|name| rows(name, &label_row)).transpose()?;
+        (x, y, (format!("{}: tensor `{tensor}`", file.display()), format!("`{}`", labels.unwrap_or_default())))
+    } else {
+        let open = |name: &str, ty| npy::Rows::open(&path(name), ty).map_err(|e| data_err(e, src.span));
+        let Some(x) = open("path", &row)? else { return Ok(None) };
+        let y = match labels {
             None => None,
+            Some(_) => match open("labels", &label_row)? {
+                None => return Ok(None),
+                Some(y) => Some(y),
+            },
         };
-        if let Some(y) = y.as_ref().filter(|y| y.len() != x.len()) {
-            let message = format!(
-                "{}: tensor `{}` has {} rows but `{}` has {}",
-                file.display(),
-                str_arg(src, "tensor").unwrap_or_default(),
-                x.len(),
-                str_arg(src, "labels").unwrap_or_default(),
-                y.len()
-            );
-            return Err(RuntimeError::Data { message, span: src.span });
-        }
-        return Ok(Some(Elements::Rows { x, y, span: src.span }));
-    }
-    if src.kind != "npy" {
-        return Ok(None);
-    }
-    let Some(x) = npy::Rows::open(&path("path"), &row).map_err(|e| data_err(e, src.span))? else { return Ok(None) };
-    let y = match str_arg(src, "labels") {
-        None => None,
-        Some(_) => match npy::Rows::open(&path("labels"), &label_row).map_err(|e| data_err(e, src.span))? {
-            None => return Ok(None),
-            Some(y) if y.len() != x.len() => {
-                let message = format!("{} has {} rows but {} has {}", path("path").display(), x.len(), path("labels").display(), y.len());
-                return Err(RuntimeError::Data { message, span: src.span });
-            }
-            Some(y) => Some(Arc::new(y)),
-        },
+        (x, y, (path("path").display().to_string(), path("labels").display().to_string()))
     };
-    Ok(Some(Elements::Rows { x: Arc::new(x), y, span: src.span }))
+    if let Some(y) = y.as_ref().filter(|y| y.len() != x.len()) {
+        let message = format!("{} has {} rows but {} has {}", names.0, x.len(), names.1, y.len());
+        return Err(RuntimeError::Data { message, span: src.span });
+    }
+    Ok(Some(Elements::Rows { x: Arc::new(x), y: y.map(Arc::new), span: src.span }))
 }

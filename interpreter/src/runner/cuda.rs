@@ -8,7 +8,7 @@
 //! docs/gpu.md): launches, cuBLAS products, copies; every kernel bit for bit the interpreter's.
 
 use super::driver::{Call, Conv, Driver, Epilogue, EventId, GraphId, ModuleId, Product};
-use super::pinned_batches::{HostBuffer, PageLock, PinnedBatches};
+use super::pinned_batches::{HostBuffer, PageLock, PinnedBatches, PINNED_FROM};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaViewMut, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use dlc_jit::cuda::launch::Device;
@@ -114,8 +114,6 @@ impl Drop for CudaBuf {
     }
 }
 
-/// Uploads this large go through page-locked staging (smaller ones are not worth a buffer).
-const STAGED_FROM: usize = super::pinned_batches::PINNED_FROM;
 /// cuBLAS's workspace (what PyTorch gives it on Hopper: `CUBLAS_WORKSPACE_CONFIG=:4096:8`, 32 MiB).
 const CUBLAS_WORKSPACE: usize = 32 << 20;
 /// At most this many staging buffers are kept (the least recently used one is replaced).
@@ -131,8 +129,7 @@ impl Cuda {
     pub fn open() -> Result<Cuda, String> {
         let dev = Device::open()?;
         let ctx = dev.ctx.clone();
-        // SAFETY: plain page-locked host memory, written whole by a worker before any upload.
-        let pinned = PinnedBatches::new(super::pinned_batches::PINNED_FROM, move |len| Pinned::alloc(&ctx, len));
+        let pinned = PinnedBatches::new(PINNED_FROM, move |len| Pinned::alloc(&ctx, len));
         Ok(Cuda {
             dev,
             pinned,
@@ -217,7 +214,7 @@ impl Cuda {
         }
         // SAFETY: `buf` is written by this copy alone.
         let mut dst = unsafe { buf.out() }.slice_mut(..bytes.len());
-        if bytes.len() < STAGED_FROM {
+        if bytes.len() < PINNED_FROM {
             return stream.memcpy_htod(bytes, &mut dst).map_err(|e| format!("copying to the GPU: {e:?}"));
         }
         if let Some(mut src) = self.pinned.take(bytes) {
@@ -374,10 +371,10 @@ impl Driver for Cuda {
     /// A large upload (a batch) is copied into a page-locked buffer and sent from there
     /// without waiting: the host goes on to queue the step while the copy runs, in stream
     /// order before the kernels that read it. Each size keeps two buffers taken in turn, so a
-    /// batch is written into one while the other's copy may still be running (cudarc waits for
+    /// batch is written into one while the other's copy may still be running (`Pinned` waits for
     /// a buffer's last copy before handing it out for writing).
     fn upload(&mut self, bytes: &[u8]) -> Result<CudaBuf, String> {
-        if bytes.len() < STAGED_FROM {
+        if bytes.len() < PINNED_FROM {
             return self.dev.upload(bytes).map(|b| CudaBuf::new(b, &self.dev.stream, None, None));
         }
         let dst = self.alloc(bytes.len())?;
@@ -390,15 +387,15 @@ impl Driver for Cuda {
         self.write_on(&stream, buf, bytes)
     }
 
-    /// The copy stream (made on first use, with cudarc's per-buffer event tracking turned off:
-    /// the executor orders the two streams with its own events) copies from page-locked memory
-    /// while the compute stream runs.
+    /// The copy stream (made on first use; the executor orders the two streams with its own
+    /// events, cudarc's per-buffer tracking being off) copies from page-locked memory while the
+    /// compute stream runs.
     fn upload_ahead(&mut self, tag: u64, bytes: &[u8], after: Option<EventId>) -> Result<(CudaBuf, EventId), String> {
         let copy = match &self.copy_stream {
             Some(s) => s.clone(),
             None => {
-                // SAFETY: every cross-stream use is ordered by `fence`/`wait` events from here on.
-                unsafe { self.dev.ctx.disable_event_tracking() };
+                // (Every cross-stream use is ordered by `fence`/`wait` events: cudarc's own
+                // tracking is off from the device's opening, launch.rs.)
                 let s = self.dev.ctx.new_stream().map_err(|e| format!("a copy stream: {e:?}"))?;
                 self.copy_stream = Some(s.clone());
                 s
@@ -513,9 +510,8 @@ impl Driver for Cuda {
     }
 
     fn join_ranks(&mut self, world: &std::rc::Rc<crate::parallel::World>) -> Result<(), String> {
-        // SAFETY: from here on the streams are ordered by the executor's and nccl.rs's events,
-        // as with the copy stream.
-        unsafe { self.dev.ctx.disable_event_tracking() };
+        // The streams are ordered by the executor's and nccl.rs's events, as with the copy
+        // stream (cudarc's tracking is off from the device's opening, launch.rs).
         self.ranks = Some(super::nccl::Ranks::join(&self.dev.ctx, world)?);
         Ok(())
     }

@@ -216,7 +216,7 @@ pub enum ExecMode {
     /// Elementwise chains fused into one kernel each, run by the vectorised chunk interpreter.
     #[default]
     Fused,
-    /// Fused, and each fused kernel compiled to native code by Cranelift (`--jit`).
+    /// Fused, and each fused kernel compiled to native code, AVX-512 or Cranelift (`--jit`).
     FusedJit,
 }
 

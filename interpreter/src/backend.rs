@@ -1,5 +1,5 @@
 //! How a program's top-level statements and the REPL evaluate nodes of a (growing) graph, one
-//! at a time: the interpreter (fused, with Cranelift's native code for large regions when
+//! at a time: the interpreter (fused, with native code (AVX-512 or Cranelift) for large regions when
 //! asked). Planned computations (training steps, evaluations, `infer` blocks) do not come
 //! through here: they run through `crate::runner::Runner`, on any device of the registry. The
 //! eager interpreter is the reference both are tested against.

@@ -113,7 +113,7 @@ enum Cmd {
         /// the step's peak memory (faster, more memory); results are equal.
         #[arg(long)]
         no_remat: bool,
-        /// Compile fused kernels to native code with Cranelift; results are equal.
+        /// Compile fused kernels to native code (AVX-512 where the CPU has it, else Cranelift); results are equal.
         #[arg(long)]
         jit: bool,
         /// Run on this device, whatever the recipes say: `auto` (the GPU when there is one that
@@ -156,7 +156,7 @@ enum Cmd {
         /// Keep every value backward reads (no automatic rematerialisation).
         #[arg(long)]
         no_remat: bool,
-        /// Compile fused regions to native code with Cranelift.
+        /// Compile fused regions to native code (AVX-512 where the CPU has it, else Cranelift).
         #[arg(long)]
         jit: bool,
         /// Print one JSON object.

@@ -10,6 +10,8 @@
 //!   on-disk PTX cache, device buffers and launches.
 //! - [`cranelift`]: elementwise kernels of the kernel IR compiled to native CPU code, bit for bit
 //!   equal to the interpreter (used with `--jit`, or per region when it measures faster).
+//! - [`x64`]: the same kernels as AVX-512 machine code from our own encoder (sixteen lanes, where
+//!   Cranelift has four), on CPUs with AVX-512F; [`native`] chooses between the two.
 //! - [`coeffs`]: the coefficients of `exp`, `log`, `erf` and `tanh`, shared by the interpreter,
 //!   the renderers and the Cranelift back end so that all compute the same values.
 
@@ -17,4 +19,7 @@ pub mod coeffs;
 pub mod cranelift;
 pub mod cuda;
 pub mod kir;
+pub mod native;
 pub mod render;
+#[cfg(target_arch = "x86_64")]
+pub mod x64;

@@ -4,8 +4,8 @@
 
 use super::fused::{compile, Program, RowProgram, Tune, AUTOTUNE_MIN};
 use crate::runtime::RuntimeError;
-use dlc_jit::cranelift::{self, Compiled};
 use dlc_jit::kir::Elementwise;
+use dlc_jit::native::{self, Native};
 use dlc_language::ir::{Graph, NodeId};
 use dlc_language::passes::fusion::Region;
 use std::collections::HashMap;
@@ -25,14 +25,14 @@ pub struct KernelCache {
     /// Row kernels measured with their regions' native code against the interpreter, by group
     /// (its members, inputs and outputs): the measurement and its key in the tuning file.
     pub(crate) row_tunes: Mutex<HashMap<RegionKey, Arc<(Tune, String)>>>,
-    /// Native code by `dlc_jit::cranelift::key` of its kernel.
-    native: Mutex<HashMap<String, Option<Arc<Compiled>>>>,
+    /// Native code by `dlc_jit::native::key` of its kernel.
+    native: Mutex<HashMap<String, Option<Arc<Native>>>>,
     /// Compile fused regions to native code (`--jit`; results are equal either way).
     pub jit: bool,
     /// Without `--jit`: compile regions of `AUTOTUNE_MIN` elements or more to native code as
     /// well and keep whichever of the two runs faster (`DLC_AUTOTUNE=0` turns it off).
     pub autotune: bool,
-    /// Seconds spent in Cranelift so far.
+    /// Seconds spent compiling native code so far.
     pub jit_seconds: Mutex<f64>,
     /// Choices measured by earlier runs on this machine and build, and where this run's go
     /// (with autotuning on; `DLC_TUNE_CACHE=0` leaves the file alone).
@@ -117,17 +117,17 @@ impl KernelCache {
         Ok(p)
     }
 
-    /// Native code for a kernel, compiled once per key (`dlc_jit::cranelift::key`: what the
-    /// code depends on) (`None` when an op has no compiled form or Cranelift fails).
-    fn native_code(&self, k: &Elementwise) -> Option<Arc<Compiled>> {
-        if !cranelift::supports(k) {
+    /// Native code for a kernel, compiled once per key (`dlc_jit::native::key`: what the
+    /// code depends on) (`None` when an op has no compiled form or compiling fails).
+    fn native_code(&self, k: &Elementwise) -> Option<Arc<Native>> {
+        if !native::supports(k) {
             return None;
         }
         let mut native = self.native.lock().expect("kernel cache");
         native
-            .entry(cranelift::key(k))
+            .entry(native::key(k))
             .or_insert_with(|| {
-                let c = cranelift::compile(k).ok().map(Arc::new);
+                let c = native::compile(k).ok().map(Arc::new);
                 if let Some(c) = &c {
                     *self.jit_seconds.lock().expect("kernel cache") += c.compile_s;
                 }
@@ -162,9 +162,9 @@ impl KernelCache {
         }
         let mut p = compile(g, r)?;
         let measured = !self.jit && self.autotune && p.numel() >= AUTOTUNE_MIN;
-        if (self.jit || measured) && cranelift::supports(&p.kernel) {
+        if (self.jit || measured) && native::supports(&p.kernel) {
             // A choice an earlier run measured: taken as is, and a loser never compiled.
-            let key = cranelift::key(&p.kernel);
+            let key = p.native_text();
             let tune_key = format!("{:016x}:{}", dlc_jit::cuda::ptx_cache::fnv1a(key.as_bytes()), p.numel());
             let stored = if measured { self.store.as_ref().and_then(|s| s.get(&tune_key)) } else { None };
             if measured {

@@ -1,4 +1,4 @@
-//! Choosing between a fused kernel's native code (Cranelift) and the chunk interpreter by
+//! Choosing between a fused kernel's native code (AVX-512 or Cranelift, `dlc_jit::native`) and the chunk interpreter by
 //! measuring both on its first launches (`Tune`), for elementwise regions, row kernels and sum
 //! prologues alike; the choices persist in the tuning file (tune_store.rs).
 
@@ -81,5 +81,6 @@ const TRIALS: u32 = 6;
 pub const TUNE_LAUNCHES: usize = (WARMUP + TRIALS) as usize;
 
 /// Regions with at least this many elements are measured both ways (smaller ones stay
-/// interpreted: a Cranelift compile costs 5-15 ms, more than they would ever save).
+/// interpreted: a Cranelift compile costs 5-15 ms, more than they would ever save; the AVX-512
+/// emitter's takes well under 1 ms, but the trials' alternation has its own cost).
 pub const AUTOTUNE_MIN: usize = 1 << 16;

@@ -61,7 +61,7 @@ pub struct RunnerOptions {
 }
 
 impl RunnerOptions {
-    /// With a kernel cache of its own (`jit`: Cranelift's native code for every fused region).
+    /// With a kernel cache of its own (`jit`: native code for every fused region).
     pub fn new(seed: u64, fuse: bool, jit: bool) -> RunnerOptions {
         RunnerOptions { seed, fuse, kernels: Arc::new(KernelCache::new(jit)), profile: None, tf32: false }
     }

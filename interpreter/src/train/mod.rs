@@ -125,7 +125,7 @@ pub struct TrainOptions {
     /// With `fuse`: recompute cheap forward values in backward instead of keeping them, when
     /// that lowers the step's planned peak (default; passes::remat).
     pub remat: bool,
-    /// Compile fused regions to native code (Cranelift); off (the default) runs them on the
+    /// Compile fused regions to native code (AVX-512 or Cranelift); off (the default) runs them on the
     /// vectorised chunk interpreter, which is faster on AVX2 machines today (docs/benchmarks.md).
     pub jit: bool,
     /// Time every kernel of every step, by kind (see `Executor::profile`).

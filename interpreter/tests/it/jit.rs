@@ -1,5 +1,6 @@
-//! The Cranelift kernels (fused regions compiled to native code) against the eager interpreter:
-//! bit for bit, on sizes that exercise the 4-lane loop, its scalar tail, and the chunking across
+//! The native kernels (fused regions compiled by this machine's back end, AVX-512 or Cranelift:
+//! `dlc_jit::native`) against the eager interpreter: bit for bit, on sizes that exercise the
+//! vector loops, their remainders, and the chunking across
 //! threads (1, 3, 50, 783, 4097 and a multi-chunk 40,000), with every op the JIT compiles.
 
 use dlc::{ExecMode, Program};

@@ -92,7 +92,7 @@ impl Bench {
         let how = match (self.fuse, self.jit) {
             (false, _) => "eager, --no-fuse",
             (true, false) => "fused",
-            (true, true) => "fused, Cranelift JIT",
+            (true, true) => "fused, native JIT",
         };
         let memory = match &self.detail {
             Detail::Train(Train { planned_peak_mib: Some(plan), page_faults_per_step, .. }) => {

@@ -70,15 +70,15 @@ pub struct Program {
     direct: Vec<bool>,
     /// The kernel IR it was made from, which its native code is compiled from.
     pub(super) kernel: dlc_jit::kir::Elementwise,
-    /// The same region as native code (Cranelift), when every op has a compiled form; it reads
-    /// the region's inputs and then, in order, the broadcast loads' buffers (see
-    /// `dlc_jit::cranelift`).
-    pub(super) native: Option<Arc<dlc_jit::cranelift::Compiled>>,
+    /// The same region as native code (AVX-512 or Cranelift), when every op has a compiled form;
+    /// it reads the region's inputs and then, in order, the broadcast loads' buffers (see
+    /// `dlc_jit::native`).
+    pub(super) native: Option<Arc<dlc_jit::native::Native>>,
     /// When the native code was compiled to be measured against the interpreter (not forced by
     /// `--jit`): the trials so far and the choice (see `Tune`).
     pub(super) tune: Option<Tune>,
-    /// The key of its choice in the tuning file (a hash of its native code's key,
-    /// `dlc_jit::cranelift::key`, and the element count), for regions that are measured.
+    /// The key of its choice in the tuning file (a hash of its native code's text,
+    /// `native_text`, and the element count), for regions that are measured.
     pub(super) tune_key: Option<String>,
     /// Per instruction: the one value it has at every element, when it is a constant or a
     /// broadcast scalar input. Readers take that value directly; nothing fills a buffer with it.
@@ -159,9 +159,11 @@ impl Program {
         self.native.as_ref().map(|_| self)
     }
 
-    /// The text of its native kernel (what names it in the tuning file).
+    /// The text of its native kernel (what names it in the tuning file): the back end this
+    /// machine compiles with and the kernel's key, so a choice measured against Cranelift's code
+    /// is not taken for the AVX-512 code's.
     pub(crate) fn native_text(&self) -> String {
-        dlc_jit::cranelift::key(&self.kernel)
+        format!("{}: {}", dlc_jit::native::Backend::preferred().name(), dlc_jit::native::key(&self.kernel))
     }
 
     /// The dtype of each output, in `Region::outputs` order.

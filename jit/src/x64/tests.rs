@@ -1,0 +1,251 @@
+//! The AVX-512 back end against the Cranelift one (itself checked against the interpreter's Rust
+//! definitions): every op on values that include NaN, infinities, signed zeros, subnormals and
+//! the math functions' clamps, over lengths that exercise full vectors, the masked remainder and
+//! both; the calling convention's splats and buffers; more pointers than registers; and a body
+//! too wide for the registers, which is declined. Skipped (passing) on CPUs without AVX-512F,
+//! where the back end is never used.
+
+use super::{available, compile};
+use crate::kir::{Buf, Elementwise, Index, Inst, Param, Ty};
+use dlc_language::ir::{BinaryOp, UnaryOp};
+
+fn param() -> Param {
+    Param { ty: Ty::F32, len: 0 }
+}
+
+/// Values that probe every edge: specials, clamps, tiny and huge, and a spread of ordinary ones.
+fn probe(n: usize, salt: u32) -> Vec<f32> {
+    let specials = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::MIN_POSITIVE,
+        1e-40,
+        -1e-40,
+        3.9,
+        -3.9,
+        9.1,
+        88.7,
+        88.8,
+        -87.3,
+        -87.4,
+        -103.0,
+        1e30,
+        -1e30,
+        std::f32::consts::SQRT_2,
+        0.5,
+    ];
+    (0..n)
+        .map(|i| {
+            let k = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(salt.wrapping_mul(40_503));
+            if k % 5 == 0 {
+                specials[(k as usize / 5) % specials.len()]
+            } else {
+                ((k >> 8) as f32 / (1u32 << 24) as f32 - 0.5) * [0.1f32, 4.0, 30.0, 200.0][(k % 4) as usize]
+            }
+        })
+        .collect()
+}
+
+/// Run `e` through both back ends on the same inputs (one buffer per input pointer, `len`
+/// values each) and compare every output's bits.
+fn same_as_cranelift(e: &Elementwise, lens: &[usize]) {
+    let x = compile(e).expect("the AVX-512 back end compiles it");
+    let c = crate::cranelift::compile(e).expect("Cranelift compiles it");
+    let n_in = crate::native::input_count(e);
+    for &len in lens {
+        let ins: Vec<Vec<f32>> = (0..n_in).map(|k| probe(len.max(1), k as u32 * 7 + len as u32)).collect();
+        let ptrs: Vec<*const f32> = ins.iter().map(|v| v.as_ptr()).collect();
+        let run = |f: &dyn Fn(&[*const f32], &[*mut f32])| {
+            // A guard value after each output: the masked remainder must not write past `len`.
+            let mut outs = vec![vec![-7.25f32; len + 1]; e.outputs.len()];
+            let o: Vec<*mut f32> = outs.iter_mut().map(|v| v.as_mut_ptr()).collect();
+            f(&ptrs, &o);
+            outs
+        };
+        // SAFETY: every buffer holds `len` values (at least one).
+        let got = run(&|i, o| unsafe { x.call(i, o, len) });
+        let want = run(&|i, o| unsafe { c.call(i, o, len) });
+        for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g[len], -7.25, "output {j} written past len {len}");
+            for i in 0..len {
+                assert_eq!(
+                    g[i].to_bits(),
+                    w[i].to_bits(),
+                    "output {j}, len {len}, element {i}: {} vs {} (inputs {:?})",
+                    g[i],
+                    w[i],
+                    ins.iter().map(|v| v[i]).collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+}
+
+const LENS: [usize; 9] = [1, 7, 15, 16, 17, 33, 64, 100, 1031];
+
+fn one_input(body: Vec<Inst>, out: usize) -> Elementwise {
+    Elementwise { shape: vec![8], inputs: vec![param()], body, outputs: vec![(out, Ty::F32)] }
+}
+
+#[test]
+fn every_unary_op_gives_cranelifts_bits() {
+    if !available() {
+        return;
+    }
+    for op in [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Sqrt, UnaryOp::Recip, UnaryOp::Exp, UnaryOp::Erf, UnaryOp::Tanh, UnaryOp::Log] {
+        let e = one_input(vec![Inst::Load { from: Buf::Param(0), index: Index::Linear }, Inst::Unary(op, 0)], 1);
+        same_as_cranelift(&e, &LENS);
+    }
+}
+
+#[test]
+fn every_binary_op_gives_cranelifts_bits_with_registers_and_constants() {
+    if !available() {
+        return;
+    }
+    use BinaryOp::*;
+    for op in [Add, Sub, Mul, Div, Max, Min, CmpLt, CmpLe, CmpEq, CmpNe, And, Or] {
+        let load = |k| Inst::Load { from: Buf::Param(k), index: Index::Linear };
+        // Two inputs; a constant on either side.
+        let e = Elementwise {
+            shape: vec![8],
+            inputs: vec![param(), param()],
+            body: vec![load(0), load(1), Inst::Const(0.75), Inst::Binary(op, 0, 1), Inst::Binary(op, 2, 0), Inst::Binary(op, 1, 2)],
+            outputs: vec![(3, Ty::F32), (4, Ty::F32), (5, Ty::F32)],
+        };
+        same_as_cranelift(&e, &LENS);
+    }
+}
+
+#[test]
+fn selects_splats_buffers_and_constant_outputs_follow_the_calling_convention() {
+    if !available() {
+        return;
+    }
+    let e = Elementwise {
+        shape: vec![4, 5],
+        inputs: vec![param(), param(), param(), param()],
+        body: vec![
+            Inst::Load { from: Buf::Param(0), index: Index::Linear },
+            Inst::Load { from: Buf::Param(1), index: Index::Strided(vec![1, 0]) },
+            Inst::Load { from: Buf::Param(2), index: Index::Splat },
+            Inst::Const(2.0),
+            Inst::Binary(BinaryOp::CmpLt, 1, 0),
+            Inst::Binary(BinaryOp::Mul, 0, 2),
+            Inst::Binary(BinaryOp::Add, 5, 3),
+            Inst::Load { from: Buf::Param(3), index: Index::Strided(vec![0, 1]) },
+            Inst::Binary(BinaryOp::Max, 1, 7),
+            Inst::Where(4, 6, 8),
+            Inst::Binary(BinaryOp::Sub, 0, 1),
+            Inst::ToBool(10),
+            Inst::Where(0, 3, 2),
+            Inst::Unary(UnaryOp::Exp, 3),
+        ],
+        // A load, a constant and a value output twice among the outputs.
+        outputs: vec![(9, Ty::F32), (11, Ty::Bool), (0, Ty::F32), (3, Ty::F32), (12, Ty::F32), (9, Ty::F32), (13, Ty::F32)],
+    };
+    same_as_cranelift(&e, &LENS);
+}
+
+#[test]
+fn more_pointers_than_registers_are_fetched_at_each_use() {
+    if !available() {
+        return;
+    }
+    // Eight inputs and six outputs: fourteen pointers for ten registers.
+    let n = 8;
+    let mut body: Vec<Inst> = (0..n).map(|k| Inst::Load { from: Buf::Param(k), index: Index::Linear }).collect();
+    for k in 1..n {
+        body.push(Inst::Binary(BinaryOp::Add, body.len() - 1, k));
+    }
+    let outputs = (0..6).map(|j| (body.len() - 1 - j, Ty::F32)).collect();
+    let e = Elementwise { shape: vec![8], inputs: vec![param(); n], body, outputs };
+    same_as_cranelift(&e, &LENS);
+}
+
+#[test]
+fn a_body_wider_than_the_registers_is_declined() {
+    if !available() {
+        return;
+    }
+    // 40 loads all live until one sum at the end.
+    let n = 40;
+    let mut body: Vec<Inst> = (0..n).map(|_| Inst::Load { from: Buf::Param(0), index: Index::Linear }).collect();
+    for k in 1..n {
+        let last = if k == 1 { 0 } else { body.len() - 1 };
+        body.push(Inst::Binary(BinaryOp::Add, last, k));
+    }
+    let out = body.len() - 1;
+    let e = one_input(body, out);
+    assert!(compile(&e).is_err());
+    // And the native layer serves it with Cranelift instead.
+    let n = crate::native::compile_with(&e, crate::native::Backend::Avx512).expect("Cranelift serves it");
+    assert_eq!(n.backend, crate::native::Backend::Cranelift);
+}
+
+#[test]
+fn the_guides_gelu_and_an_adamw_update_give_cranelifts_bits() {
+    if !available() {
+        return;
+    }
+    use BinaryOp::*;
+    let load = |k| Inst::Load { from: Buf::Param(k), index: Index::Linear };
+    let splat = |k| Inst::Load { from: Buf::Param(k), index: Index::Splat };
+    // x * 0.5 * (1 + erf(x * 0.70710677))
+    let gelu = one_input(
+        vec![
+            load(0),
+            Inst::Const(0.5),
+            Inst::Binary(Mul, 0, 1),
+            Inst::Const(std::f32::consts::FRAC_1_SQRT_2),
+            Inst::Binary(Mul, 0, 3),
+            Inst::Unary(UnaryOp::Erf, 4),
+            Inst::Const(1.0),
+            Inst::Binary(Add, 6, 5),
+            Inst::Binary(Mul, 2, 7),
+        ],
+        8,
+    );
+    same_as_cranelift(&gelu, &LENS);
+    // p, g, m, v, then lr, beta1, beta2, eps, wd as splats: m' = b1 m + (1 - b1) g,
+    // v' = b2 v + (1 - b2) g^2, p' = p - lr (m' / (sqrt(v') + eps) + wd p).
+    let adamw = Elementwise {
+        shape: vec![8],
+        inputs: vec![param(); 9],
+        body: vec![
+            load(0),
+            load(1),
+            load(2),
+            load(3),
+            splat(4),
+            splat(5),
+            splat(6),
+            splat(7),
+            splat(8),
+            Inst::Const(1.0),
+            Inst::Binary(Mul, 5, 2),
+            Inst::Binary(Sub, 9, 5),
+            Inst::Binary(Mul, 11, 1),
+            Inst::Binary(Add, 10, 12),
+            Inst::Binary(Mul, 6, 3),
+            Inst::Binary(Sub, 9, 6),
+            Inst::Binary(Mul, 1, 1),
+            Inst::Binary(Mul, 15, 16),
+            Inst::Binary(Add, 14, 17),
+            Inst::Unary(UnaryOp::Sqrt, 18),
+            Inst::Binary(Add, 19, 7),
+            Inst::Binary(Div, 13, 20),
+            Inst::Binary(Mul, 8, 0),
+            Inst::Binary(Add, 21, 22),
+            Inst::Binary(Mul, 4, 23),
+            Inst::Binary(Sub, 0, 24),
+        ],
+        outputs: vec![(25, Ty::F32), (13, Ty::F32), (18, Ty::F32)],
+    };
+    same_as_cranelift(&adamw, &LENS);
+}

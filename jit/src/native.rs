@@ -43,7 +43,7 @@ pub fn input_count(e: &Elementwise) -> usize {
     e.inputs.len() + e.body.iter().filter(|i| matches!(i, Inst::Load { index, .. } if read(index) == Read::Buffer)).count()
 }
 
-/// Whether every instruction of `e` has a compiled form.
+/// Whether every instruction of `e` has a compiled form on both back ends.
 pub fn supports(e: &Elementwise) -> bool {
     e.body.iter().all(|i| match i {
         Inst::Load { from, .. } => matches!(from, Buf::Param(_)),
@@ -56,6 +56,24 @@ pub fn supports(e: &Elementwise) -> bool {
         Inst::Round(..) => false,
         Inst::Const(_) | Inst::Where(..) | Inst::ToBool(_) => true,
     })
+}
+
+/// Whether `e` has a compiled form on `backend`: the AVX-512 back end also rounds to bf16
+/// (`Round(BF16, _)`, which Cranelift does not), so bf16 kernels run natively there.
+pub fn supports_on(e: &Elementwise, backend: Backend) -> bool {
+    let bf16_round = |i: &Inst| matches!(i, Inst::Round(crate::kir::Ty::BF16, _));
+    match backend {
+        Backend::Cranelift => supports(e),
+        Backend::Avx512 => {
+            let without: Vec<Inst> = e.body.iter().map(|i| if bf16_round(i) { Inst::Const(0.0) } else { i.clone() }).collect();
+            supports(&Elementwise { body: without, ..e.clone() })
+        }
+    }
+}
+
+/// Whether `e` has a compiled form on this machine's back end.
+pub fn compilable(e: &Elementwise) -> bool {
+    supports_on(e, Backend::preferred())
 }
 
 /// The text of what the native code of `e` depends on, and nothing else: its body with each load

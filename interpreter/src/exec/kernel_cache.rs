@@ -120,7 +120,7 @@ impl KernelCache {
     /// Native code for a kernel, compiled once per key (`dlc_jit::native::key`: what the
     /// code depends on) (`None` when an op has no compiled form or compiling fails).
     fn native_code(&self, k: &Elementwise) -> Option<Arc<Native>> {
-        if !native::supports(k) {
+        if !native::compilable(k) {
             return None;
         }
         let mut native = self.native.lock().expect("kernel cache");
@@ -162,7 +162,7 @@ impl KernelCache {
         }
         let mut p = compile(g, r)?;
         let measured = !self.jit && self.autotune && p.numel() >= AUTOTUNE_MIN;
-        if (self.jit || measured) && native::supports(&p.kernel) {
+        if (self.jit || measured) && native::compilable(&p.kernel) {
             // A choice an earlier run measured: taken as is, and a loser never compiled.
             let key = p.native_text();
             let tune_key = format!("{:016x}:{}", dlc_jit::cuda::ptx_cache::fnv1a(key.as_bytes()), p.numel());

@@ -21,7 +21,9 @@ fn compiled_kernels_equal_the_interpreter_bit_for_bit() {
              print(where(x > y, exp(-abs(x)), sqrt(abs(y))) / (1.0 + abs(x)) + erf(y) * cast(x != y, f32))\n\
              print(cast((x > 0.0) and (y <= 0.0), f32) + cast((x < -1.0) or (y == 0.0), f32) - x * 1e30 * exp(x * 30.0))\n\
              print(exp(x * 40.0), exp(-x * 40.0), erf(x * 3.0), -x, 1.0 / (x + 0.25))\n\
-             print(tanh(x * 3.0), tanh(y), log(abs(x)), log(x), log(abs(y) * 1e-40), log(exp(x * 30.0)), log(x * 0.0))\n"
+             print(tanh(x * 3.0), tanh(y), log(abs(x)), log(x), log(abs(y) * 1e-40), log(exp(x * 30.0)), log(x * 0.0))\n\
+             let xb = cast(x, bf16)\n\
+             print(cast(xb * cast(y, bf16) + exp(xb) / (xb + 0.5), f32))\n"
         );
         let fused = printed(&src, ExecMode::FusedJit);
         let eager = printed(&src, ExecMode::Eager);

@@ -212,7 +212,7 @@ impl Asm {
         self.evex(VCMPPS, k, a, b, NO_MASK, bcst, Some(pred));
     }
 
-    /// `vpslld` (`ext` 6) or `vpsrad` (`ext` 4) by an immediate.
+    /// `vpslld` (`ext` 6), `vpsrld` (2) or `vpsrad` (4) by an immediate.
     pub fn shift(&mut self, ext: u8, dst: u8, src: u8, by: u8) {
         self.evex(VPSHIFT_IMM, ext, dst, Rm::Z(src), NO_MASK, false, Some(by));
     }

@@ -10,7 +10,7 @@
 //! use; constants stay in the table after the code and are read as broadcast memory operands.
 
 use super::asm::*;
-use crate::kir::{Buf, Elementwise, Inst};
+use crate::kir::{Buf, Elementwise, Inst, Ty};
 use crate::native::{input_count, read, Read};
 use dlc_language::ir::{BinaryOp, UnaryOp};
 
@@ -167,7 +167,7 @@ impl Gen {
         }
     }
 
-    /// `vpslld` (`ext` 6) or `vpsrad` (`ext` 4) by an immediate.
+    /// `vpslld` (`ext` 6), `vpsrld` (2) or `vpsrad` (4) by an immediate.
     pub fn shift(&mut self, ext: u8, d: R, src: R, by: u8) {
         for i in 0..self.u {
             self.a.shift(ext, d.0[i], src.0[i], by);
@@ -399,7 +399,15 @@ fn body(g: &mut Gen, e: &Elementwise, ins: &[Option<Pointer>], outs: &[Pointer])
                 }
                 V::R(g.bool01())
             }
-            Inst::Round(..) => unreachable!("`supports` keeps rounding out of compiled kernels"),
+            Inst::Round(Ty::BF16, x) => {
+                let (x, owned) = g.reg(vals[*x]);
+                let d = g.round_bf16(x);
+                if owned {
+                    g.release(x);
+                }
+                V::R(d)
+            }
+            Inst::Round(..) => unreachable!("`supports_on` keeps f16 rounding out of compiled kernels"),
         };
         vals.push(v);
         // Registers whose last reader this was (or that nothing reads) go back to the free list.
@@ -475,6 +483,21 @@ impl Gen {
             UnaryOp::Log => self.log32(x),
             other => unreachable!("`supports` keeps {other:?} out of compiled kernels"),
         }
+    }
+
+    /// f32 to bf16 and back, on the bits as the interpreter's `round_bf16`: round to nearest,
+    /// ties to even (`b + 0x7fff + lsb`, then the low half cleared); a NaN kept, made quiet.
+    fn round_bf16(&mut self, x: R) -> R {
+        let d = self.alloc();
+        self.shift(2, d, x, 16);
+        let (one, half_ulp, quiet, high) = (self.ci(1), self.ci(0x7fff), self.ci(0x0040_0000), self.ci(0xffff_0000_u32 as i32));
+        self.op3(VPANDD, d, d, Src::M(one), None);
+        self.op3(VPADDD, d, d, Src::M(half_ulp), None);
+        self.op3(VPADDD, d, d, Src::Z(x), None);
+        self.cmp(0, x, Src::Z(x), CMP_UNORD_Q);
+        self.op3(VPORD, d, x, Src::M(quiet), keep(0));
+        self.op3(VPANDD, d, d, Src::M(high), None);
+        d
     }
 
     fn binary(&mut self, op: BinaryOp, x: V, y: V) -> R {

@@ -58,7 +58,7 @@ pub fn compile(e: &Elementwise) -> Result<Compiled, String> {
     if !available() {
         return Err("this CPU has no AVX-512F".into());
     }
-    if !crate::native::supports(e) {
+    if !crate::native::supports_on(e, crate::native::Backend::Avx512) {
         return Err("the kernel uses an op the JIT does not compile".into());
     }
     let started = std::time::Instant::now();

@@ -249,3 +249,38 @@ fn the_guides_gelu_and_an_adamw_update_give_cranelifts_bits() {
     };
     same_as_cranelift(&adamw, &LENS);
 }
+
+#[test]
+fn rounding_to_bf16_gives_the_interpreters_bits() {
+    if !available() {
+        return;
+    }
+    // The interpreter's `round_bf16` (interpreter/src/runtime/tensor.rs).
+    let want = |v: f32| {
+        let b = v.to_bits();
+        let quiet = (b | 0x0040_0000) & 0xFFFF_0000;
+        let rounded = b.wrapping_add(0x7FFF + ((b >> 16) & 1)) & 0xFFFF_0000;
+        f32::from_bits(if b & 0x7FFF_FFFF > 0x7F80_0000 { quiet } else { rounded })
+    };
+    // round(x * 3) as an output: a rounded value read by a later op, and a signalling NaN.
+    let e = one_input(
+        vec![
+            Inst::Load { from: Buf::Param(0), index: Index::Linear },
+            Inst::Const(3.0),
+            Inst::Binary(BinaryOp::Mul, 0, 1),
+            Inst::Round(Ty::BF16, 2),
+        ],
+        3,
+    );
+    assert!(!crate::native::supports(&e) && crate::native::supports_on(&e, crate::native::Backend::Avx512));
+    let x = compile(&e).expect("compiles");
+    let mut xs = probe(4099, 11);
+    // Ties (to even both ways), the largest finite value (rounds to infinity), a signalling NaN.
+    xs.extend([f32::from_bits(0x3F80_8000), f32::from_bits(0x3F81_8000), f32::MAX / 3.0, f32::from_bits(0x7F80_0001)]);
+    let mut out = vec![0f32; xs.len()];
+    // SAFETY: one input and one output of `xs.len()` values.
+    unsafe { x.call(&[xs.as_ptr()], &[out.as_mut_ptr()], xs.len()) };
+    for (v, o) in xs.iter().zip(&out) {
+        assert_eq!(o.to_bits(), want(v * 3.0).to_bits(), "round_bf16({v} * 3)");
+    }
+}

@@ -158,6 +158,30 @@ impl Native {
     }
 }
 
+impl Native {
+    /// Whether [`Native::call_streaming`] stores non-temporally (else it is [`Native::call`]).
+    pub fn streams(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        return matches!(self.code, Code::X64(_));
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+
+    /// As [`Native::call`], with outputs that are 64-byte aligned and larger than the caches:
+    /// full vectors stored non-temporally where the back end can ([`Native::streams`]); the
+    /// caller fences (`sfence`) before another thread reads the outputs.
+    ///
+    /// # Safety
+    /// As [`Native::call`]; and every output pointer must be 64-byte aligned.
+    pub unsafe fn call_streaming(&self, inputs: &[*const f32], outputs: &[*mut f32], len: usize) {
+        match &self.code {
+            Code::Cranelift(c) => unsafe { c.call(inputs, outputs, len) },
+            #[cfg(target_arch = "x86_64")]
+            Code::X64(c) => unsafe { c.call_streaming(inputs, outputs, len) },
+        }
+    }
+}
+
 /// Compile `e` with `backend` (AVX-512 falls back to Cranelift for a kernel it declines, such as
 /// one that needs more than 32 vector registers).
 pub fn compile_with(e: &Elementwise, backend: Backend) -> Result<Native, String> {

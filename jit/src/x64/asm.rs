@@ -56,6 +56,7 @@ pub const fn op(map: u8, pp: u8, code: u8) -> Op {
 pub const VMOVUPS_LOAD: Op = op(1, 0, 0x10);
 pub const VMOVUPS_STORE: Op = op(1, 0, 0x11);
 pub const VMOVAPS: Op = op(1, 0, 0x28);
+pub const VMOVNTPS: Op = op(1, 0, 0x2B);
 pub const VSQRTPS: Op = op(1, 0, 0x51);
 pub const VADDPS: Op = op(1, 0, 0x58);
 pub const VMULPS: Op = op(1, 0, 0x59);
@@ -199,6 +200,11 @@ impl Asm {
 
     pub fn store(&mut self, at: Mem, src: u8, mask: Mask) {
         self.evex(VMOVUPS_STORE, src, 0, Rm::M(at), Mask { zero: false, ..mask }, false, None);
+    }
+
+    /// A non-temporal store (to a 64-byte aligned address; no mask).
+    pub fn store_nt(&mut self, at: Mem, src: u8) {
+        self.evex(VMOVNTPS, src, 0, Rm::M(at), NO_MASK, false, None);
     }
 
     /// One f32 from memory into every lane.

@@ -73,6 +73,8 @@ pub(super) struct Gen {
     tail: bool,
     /// Vectors computed side by side (independent chains for the out-of-order core).
     u: usize,
+    /// Full vectors are stored non-temporally (`vmovntps`, the outputs 64-byte aligned).
+    stream: bool,
 }
 
 /// Where a buffer pointer is: the array (`rdi` inputs, `rsi` outputs) and its index, and the
@@ -233,22 +235,29 @@ impl Gen {
         let mask = self.tail_mask();
         for i in 0..self.u {
             let base = self.base(p);
-            self.a.store(Mem::At { base, index: Some(RAX), disp: 64 * i as i32 }, s.0[i], mask);
+            let at = Mem::At { base, index: Some(RAX), disp: 64 * i as i32 };
+            if self.stream && !self.tail {
+                self.a.store_nt(at, s.0[i]);
+            } else {
+                self.a.store(at, s.0[i], mask);
+            }
         }
     }
 }
 
 /// The machine code of `e` (with its constant table), or why there is none: with three
-/// vectors interleaved in the main loop where the registers allow, else two, else one.
-pub fn generate(e: &Elementwise) -> Result<Vec<u8>, String> {
+/// vectors interleaved in the main loop where the registers allow, else two, else one. With
+/// `stream`, full vectors are stored non-temporally (every output must be 64-byte aligned; the
+/// caller fences before another thread reads them) for outputs larger than the caches.
+pub fn generate(e: &Elementwise, stream: bool) -> Result<Vec<u8>, String> {
     (1..=MAX_U)
         .rev()
-        .find_map(|u| generate_with(e, u).ok())
+        .find_map(|u| generate_with(e, u, stream).ok())
         .ok_or_else(|| "the kernel keeps more values live than there are vector registers".into())
 }
 
 /// The code with `u` vectors a step of the main loop.
-fn generate_with(e: &Elementwise, u: usize) -> Result<Vec<u8>, String> {
+fn generate_with(e: &Elementwise, u: usize, stream: bool) -> Result<Vec<u8>, String> {
     let n_in = input_count(e);
     // Which inputs the code reads: a parameter only read through broadcast buffers is not.
     let mut used = vec![false; n_in];
@@ -269,7 +278,7 @@ fn generate_with(e: &Elementwise, u: usize) -> Result<Vec<u8>, String> {
     let ins: Vec<Option<Pointer>> = (0..n_in).map(|i| used[i].then(|| pointer(RDI, i))).collect();
     let outs: Vec<Pointer> = (0..e.outputs.len()).map(|j| pointer(RSI, j)).collect();
 
-    let mut g = Gen { a: Asm::default(), free: (0..32).rev().collect(), failed: false, tail: false, u: 1 };
+    let mut g = Gen { a: Asm::default(), free: (0..32).rev().collect(), failed: false, tail: false, u: 1, stream };
     for r in SAVED {
         g.a.push(r);
     }

@@ -35,10 +35,6 @@ impl Code {
     pub fn entry(&self) -> *const u8 {
         self.ptr as *const u8
     }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
 }
 
 impl Drop for Code {

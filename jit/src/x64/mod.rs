@@ -27,6 +27,8 @@ pub fn available() -> bool {
 /// A compiled kernel; the code lives as long as this value.
 pub struct Compiled {
     code: memory::Code,
+    /// The same kernel storing its full vectors non-temporally (see [`Compiled::call_streaming`]).
+    streaming: memory::Code,
     inputs: usize,
     outputs: usize,
     /// Seconds spent generating and mapping the code.
@@ -46,9 +48,17 @@ impl Compiled {
         unsafe { f(inputs.as_ptr(), outputs.as_ptr(), len as u64) }
     }
 
-    /// The machine code and constant table (for tests and `dlc explain`-style dumps).
-    pub fn len_bytes(&self) -> usize {
-        self.code.len()
+    /// As [`Compiled::call`], but full vectors go to memory with non-temporal stores (no read
+    /// of the lines they overwrite, and the caches kept for the inputs): for outputs larger than
+    /// the caches. The caller orders them (`sfence`) before another thread reads the outputs.
+    ///
+    /// # Safety
+    /// As [`Compiled::call`]; and every output pointer must be 64-byte aligned.
+    pub unsafe fn call_streaming(&self, inputs: &[*const f32], outputs: &[*mut f32], len: usize) {
+        debug_assert!(outputs.iter().all(|o| *o as usize % 64 == 0));
+        // SAFETY: as `call`.
+        let f = unsafe { std::mem::transmute::<*const u8, KernelFn>(self.streaming.entry()) };
+        unsafe { f(inputs.as_ptr(), outputs.as_ptr(), len as u64) }
     }
 }
 
@@ -62,9 +72,15 @@ pub fn compile(e: &Elementwise) -> Result<Compiled, String> {
         return Err("the kernel uses an op the JIT does not compile".into());
     }
     let started = std::time::Instant::now();
-    let bytes = codegen::generate(e)?;
-    let code = memory::Code::new(&bytes)?;
-    Ok(Compiled { code, inputs: crate::native::input_count(e), outputs: e.outputs.len(), compile_s: started.elapsed().as_secs_f64() })
+    let code = memory::Code::new(&codegen::generate(e, false)?)?;
+    let streaming = memory::Code::new(&codegen::generate(e, true)?)?;
+    Ok(Compiled {
+        code,
+        streaming,
+        inputs: crate::native::input_count(e),
+        outputs: e.outputs.len(),
+        compile_s: started.elapsed().as_secs_f64(),
+    })
 }
 
 #[cfg(test)]

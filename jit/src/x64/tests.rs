@@ -284,3 +284,41 @@ fn rounding_to_bf16_gives_the_interpreters_bits() {
         assert_eq!(o.to_bits(), want(v * 3.0).to_bits(), "round_bf16({v} * 3)");
     }
 }
+
+#[test]
+fn the_streaming_variant_stores_the_same_bits() {
+    if !available() {
+        return;
+    }
+    let e = one_input(
+        vec![
+            Inst::Load { from: Buf::Param(0), index: Index::Linear },
+            Inst::Unary(UnaryOp::Exp, 0),
+            Inst::Const(2.0),
+            Inst::Binary(BinaryOp::Mul, 1, 2),
+        ],
+        3,
+    );
+    let x = compile(&e).expect("compiles");
+    // An output 64-byte aligned: a buffer of 64-byte blocks (written through a raw pointer).
+    #[repr(align(64))]
+    #[derive(Clone, Copy)]
+    struct Block(#[allow(dead_code)] [f32; 16]);
+    for len in [5usize, 16, 48, 1000, 1024] {
+        let xs = probe(len, 5);
+        let mut plain = vec![0f32; len];
+        let mut streamed = vec![Block([0.0; 16]); len.div_ceil(16)];
+        let out = streamed.as_mut_ptr() as *mut f32;
+        // SAFETY: one input and one output of `len` values, the output 64-byte aligned.
+        unsafe {
+            x.call(&[xs.as_ptr()], &[plain.as_mut_ptr()], len);
+            x.call_streaming(&[xs.as_ptr()], &[out], len);
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: `len` values were written.
+        let got = unsafe { std::slice::from_raw_parts(out, len) };
+        for i in 0..len {
+            assert_eq!(got[i].to_bits(), plain[i].to_bits(), "len {len}, element {i}");
+        }
+    }
+}

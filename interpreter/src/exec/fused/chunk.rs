@@ -48,39 +48,8 @@ impl Program {
     pub(crate) fn chunk(&self, ins: &[&[f32]], start: usize, dsts: &mut [&mut [MaybeUninit<f32>]], regs: &mut [Vec<f32>], native: bool) {
         let len = dsts.first().map(|d| d.len()).unwrap_or(0);
         let end = start + len;
-        if let (Some(native), true) = (&self.native, native) {
-            // Broadcast loads into their registers, then one native pass over the chunk, with
-            // the calling convention of `dlc_jit::cranelift`: inputs read elementwise point at
-            // this chunk, those only read through a broadcast (smaller, and never read by the
-            // kernel but for a splat's element 0) at their start, then the broadcasts' registers
-            // in order (the kernel's strided loads, in body order, became these `Expand`s in
-            // that order).
-            let mut ptrs: Small<*const f32> = Small::new(std::ptr::null());
-            for (k, x) in ins.iter().enumerate() {
-                ptrs.push(if self.direct[k] { x[start..end].as_ptr() } else { x.as_ptr() });
-            }
-            // (A scalar broadcast is a splat in the kernel, not a buffer.)
-            let buffered = |strides: &[usize]| !strides.iter().all(|s| *s == 0);
-            for (i, inst) in self.instrs.iter().enumerate() {
-                if let Instr::Expand { src: Operand::Input(k), strides } = inst {
-                    if buffered(strides) {
-                        broadcast_load(ins[*k], &self.shape, strides, start, as_uninit(&mut regs[i][..len]));
-                    }
-                }
-            }
-            for (i, inst) in self.instrs.iter().enumerate() {
-                if let Instr::Expand { src: Operand::Input(_), strides } = inst {
-                    if buffered(strides) {
-                        ptrs.push(regs[i].as_ptr());
-                    }
-                }
-            }
-            let mut outs: Small<*mut f32> = Small::new(std::ptr::null_mut());
-            for d in dsts.iter_mut() {
-                outs.push(d.as_mut_ptr() as *mut f32);
-            }
-            // SAFETY: every pointer covers `len` f32 values; outputs are fresh buffers.
-            unsafe { native.call(ptrs.as_slice(), outs.as_slice(), len) };
+        if let (Some(code), true) = (&self.native, native) {
+            self.native_chunk(code, ins, start, dsts, regs, false);
             return;
         }
         // Where each register lives for this chunk: an output it is written straight into, or
@@ -163,6 +132,78 @@ impl Program {
                 write_all(dsts[k], src);
             }
         }
+    }
+}
+
+impl Program {
+    /// As `chunk` through the native code, its outputs (64-byte aligned, larger than the caches)
+    /// written with non-temporal stores by the code itself; `false` (nothing done) when the
+    /// program has no native code that streams.
+    pub(crate) fn chunk_streaming(
+        &self,
+        ins: &[&[f32]],
+        start: usize,
+        dsts: &mut [&mut [MaybeUninit<f32>]],
+        regs: &mut [Vec<f32>],
+    ) -> bool {
+        match &self.native {
+            Some(code) if code.streams() && dsts.iter().all(|d| d.as_ptr() as usize % 64 == 0) => {
+                self.native_chunk(code, ins, start, dsts, regs, true);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Broadcast loads into their registers, then one native pass over the chunk, with the
+    /// calling convention of `dlc_jit::native`: inputs read elementwise point at this chunk,
+    /// those only read through a broadcast (smaller, and never read by the kernel but for a
+    /// splat's element 0) at their start, then the broadcasts' registers in order (the kernel's
+    /// strided loads, in body order, became these `Expand`s in that order).
+    fn native_chunk(
+        &self,
+        code: &dlc_jit::native::Native,
+        ins: &[&[f32]],
+        start: usize,
+        dsts: &mut [&mut [MaybeUninit<f32>]],
+        regs: &mut [Vec<f32>],
+        stream: bool,
+    ) {
+        let len = dsts.first().map(|d| d.len()).unwrap_or(0);
+        let end = start + len;
+        let mut ptrs: Small<*const f32> = Small::new(std::ptr::null());
+        for (k, x) in ins.iter().enumerate() {
+            ptrs.push(if self.direct[k] { x[start..end].as_ptr() } else { x.as_ptr() });
+        }
+        // (A scalar broadcast is a splat in the kernel, not a buffer.)
+        let buffered = |strides: &[usize]| !strides.iter().all(|s| *s == 0);
+        for (i, inst) in self.instrs.iter().enumerate() {
+            if let Instr::Expand { src: Operand::Input(k), strides } = inst {
+                if buffered(strides) {
+                    broadcast_load(ins[*k], &self.shape, strides, start, as_uninit(&mut regs[i][..len]));
+                }
+            }
+        }
+        for (i, inst) in self.instrs.iter().enumerate() {
+            if let Instr::Expand { src: Operand::Input(_), strides } = inst {
+                if buffered(strides) {
+                    ptrs.push(regs[i].as_ptr());
+                }
+            }
+        }
+        let mut outs: Small<*mut f32> = Small::new(std::ptr::null_mut());
+        for d in dsts.iter_mut() {
+            outs.push(d.as_mut_ptr() as *mut f32);
+        }
+        // SAFETY: every pointer covers `len` f32 values; outputs are fresh buffers (64-byte
+        // aligned when streaming, checked by the caller).
+        unsafe {
+            if stream {
+                code.call_streaming(ptrs.as_slice(), outs.as_slice(), len)
+            } else {
+                code.call(ptrs.as_slice(), outs.as_slice(), len)
+            }
+        };
     }
 }
 

@@ -56,16 +56,19 @@ pub fn run_many(items: &[(&Program, &[Tensor])]) -> Vec<Vec<Tensor>> {
         while off < len {
             let step = CHUNK.min(len - off);
             // (The chunk writes every element of its outputs.)
-            if streamed {
-                let mut parts: Vec<&mut [MaybeUninit<f32>]> = staging.iter_mut().map(|s| &mut s[..step]).collect();
-                p.chunk(&views[pi], start + off, &mut parts, &mut regs, native);
-                for (s, d) in staging.iter().zip(dsts.iter_mut()) {
+            // Native code that streams writes straight to the outputs; otherwise each chunk is
+            // staged in L1 and copied out with non-temporal stores (see stream.rs), or, for
+            // outputs that fit the caches, written in place.
+            let mut parts: Vec<&mut [MaybeUninit<f32>]> = dsts.iter_mut().map(|d| &mut d[off..off + step]).collect();
+            if streamed && !(native && p.chunk_streaming(&views[pi], start + off, &mut parts, &mut regs)) {
+                let mut staged: Vec<&mut [MaybeUninit<f32>]> = staging.iter_mut().map(|s| &mut s[..step]).collect();
+                p.chunk(&views[pi], start + off, &mut staged, &mut regs, native);
+                for (s, d) in staging.iter().zip(parts.iter_mut()) {
                     // SAFETY: the chunk initialised the first `step` values of every staging buffer.
                     let s = unsafe { std::slice::from_raw_parts(s.as_ptr() as *const f32, step) };
-                    crate::exec::stream::stream_copy(s, &mut d[off..off + step]);
+                    crate::exec::stream::stream_copy(s, d);
                 }
-            } else {
-                let mut parts: Vec<&mut [MaybeUninit<f32>]> = dsts.iter_mut().map(|d| &mut d[off..off + step]).collect();
+            } else if !streamed {
                 p.chunk(&views[pi], start + off, &mut parts, &mut regs, native);
             }
             off += step;

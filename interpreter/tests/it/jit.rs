@@ -125,3 +125,15 @@ fn autotuned_prologue_sums_train_bit_for_bit_as_the_interpreter() {
     assert_eq!(auto_losses, eager_losses);
     assert!(auto_params == jit_params && auto_params == eager_params, "parameters differ after training");
 }
+
+/// An output larger than the caches (4M elements and a remainder) is streamed to memory: by the
+/// native code itself with non-temporal stores where it can (AVX-512), else through L1 staging
+/// buffers; either way the interpreter's bits.
+#[test]
+fn streamed_outputs_equal_the_interpreter_bit_for_bit() {
+    let n = (1 << 22) + 37;
+    let src = format!("let x = randn(f32[{n}], seed: 3)\nprint(gelu(x) * 2.0 + exp(-x))\n");
+    let fused = printed(&src, ExecMode::FusedJit);
+    let eager = printed(&src, ExecMode::Eager);
+    assert!(fused == eager, "streamed output differs from the interpreter's");
+}

@@ -136,9 +136,10 @@ impl Program {
 }
 
 impl Program {
-    /// As `chunk` through the native code, its outputs (64-byte aligned, larger than the caches)
-    /// written with non-temporal stores by the code itself; `false` (nothing done) when the
-    /// program has no native code that streams.
+    /// As `chunk` through the native code, its outputs (larger than the caches) written with
+    /// non-temporal stores by the code itself: the elements before the outputs' first 64-byte
+    /// boundary in an ordinary call, the rest streamed. `false` (nothing done) when the program
+    /// has no native code that streams, or its outputs are not equally aligned.
     pub(crate) fn chunk_streaming(
         &self,
         ins: &[&[f32]],
@@ -146,13 +147,23 @@ impl Program {
         dsts: &mut [&mut [MaybeUninit<f32>]],
         regs: &mut [Vec<f32>],
     ) -> bool {
-        match &self.native {
-            Some(code) if code.streams() && dsts.iter().all(|d| d.as_ptr() as usize % 64 == 0) => {
-                self.native_chunk(code, ins, start, dsts, regs, true);
-                true
-            }
-            _ => false,
+        let Some(code) = self.native.as_ref().filter(|c| c.streams()) else { return false };
+        let offset = |d: &[MaybeUninit<f32>]| d.as_ptr() as usize % 64;
+        let first = dsts.first().map(|d| offset(d)).unwrap_or(0);
+        if first % 4 != 0 || dsts.iter().any(|d| offset(d) != first) {
+            return false;
         }
+        let len = dsts.first().map(|d| d.len()).unwrap_or(0);
+        let head = (((64 - first) % 64) / 4).min(len);
+        let (mut heads, mut rests): (Vec<&mut [MaybeUninit<f32>]>, Vec<&mut [MaybeUninit<f32>]>) =
+            dsts.iter_mut().map(|d| d.split_at_mut(head)).unzip();
+        if head > 0 {
+            self.native_chunk(code, ins, start, &mut heads, regs, false);
+        }
+        if len > head {
+            self.native_chunk(code, ins, start + head, &mut rests, regs, true);
+        }
+        true
     }
 
     /// Broadcast loads into their registers, then one native pass over the chunk, with the

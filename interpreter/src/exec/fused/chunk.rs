@@ -155,8 +155,13 @@ impl Program {
         }
         let len = dsts.first().map(|d| d.len()).unwrap_or(0);
         let head = (((64 - first) % 64) / 4).min(len);
-        let (mut heads, mut rests): (Vec<&mut [MaybeUninit<f32>]>, Vec<&mut [MaybeUninit<f32>]>) =
-            dsts.iter_mut().map(|d| d.split_at_mut(head)).unzip();
+        let mut heads: Vec<&mut [MaybeUninit<f32>]> = Vec::with_capacity(dsts.len());
+        let mut rests: Vec<&mut [MaybeUninit<f32>]> = Vec::with_capacity(dsts.len());
+        for d in dsts.iter_mut() {
+            let (h, r) = d.split_at_mut(head);
+            heads.push(h);
+            rests.push(r);
+        }
         if head > 0 {
             self.native_chunk(code, ins, start, &mut heads, regs, false);
         }

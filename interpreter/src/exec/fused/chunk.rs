@@ -171,6 +171,12 @@ impl Program {
         true
     }
 
+    /// Whether instruction `i` is a broadcast load of an input with strides, which native code
+    /// reads from a buffer the caller fills (a scalar broadcast is a splat in the kernel).
+    pub(crate) fn buffered_load(&self, i: usize) -> bool {
+        matches!(&self.instrs[i], Instr::Expand { src: Operand::Input(_), strides } if !strides.iter().all(|s| *s == 0))
+    }
+
     /// Broadcast loads into their registers, then one native pass over the chunk, with the
     /// calling convention of `dlc_jit::native`: inputs read elementwise point at this chunk,
     /// those only read through a broadcast (smaller, and never read by the kernel but for a
@@ -191,21 +197,13 @@ impl Program {
         for (k, x) in ins.iter().enumerate() {
             ptrs.push(if self.direct[k] { x[start..end].as_ptr() } else { x.as_ptr() });
         }
-        // (A scalar broadcast is a splat in the kernel, not a buffer.)
-        let buffered = |strides: &[usize]| !strides.iter().all(|s| *s == 0);
         for (i, inst) in self.instrs.iter().enumerate() {
-            if let Instr::Expand { src: Operand::Input(k), strides } = inst {
-                if buffered(strides) {
-                    broadcast_load(ins[*k], &self.shape, strides, start, as_uninit(&mut regs[i][..len]));
-                }
+            if let (Instr::Expand { src: Operand::Input(k), strides }, true) = (inst, self.buffered_load(i)) {
+                broadcast_load(ins[*k], &self.shape, strides, start, as_uninit(&mut regs[i][..len]));
             }
         }
-        for (i, inst) in self.instrs.iter().enumerate() {
-            if let Instr::Expand { src: Operand::Input(_), strides } = inst {
-                if buffered(strides) {
-                    ptrs.push(regs[i].as_ptr());
-                }
-            }
+        for i in (0..self.instrs.len()).filter(|i| self.buffered_load(*i)) {
+            ptrs.push(regs[i].as_ptr());
         }
         let mut outs: Small<*mut f32> = Small::new(std::ptr::null_mut());
         for d in dsts.iter_mut() {

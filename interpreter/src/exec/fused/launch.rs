@@ -38,12 +38,13 @@ pub fn run_many(items: &[(&Program, &[Tensor])]) -> Vec<Vec<Tensor>> {
         let p = items[pi].0;
         let native = native[pi];
         let len = dsts.first().map(|d| d.len()).unwrap_or(0);
-        // Registers for the values that need a buffer: not a scalar, not written straight to
-        // an output (the native kernel keeps outputs itself but needs its broadcast buffers).
+        // Registers for the values that need a buffer: interpreted, those not a scalar and not
+        // written straight to an output; native, only the broadcast loads' buffers (the native
+        // code keeps every other value in registers).
         let regs_len = CHUNK.min(len.max(1));
         let mut regs: Vec<Vec<f32>> = (0..p.instrs.len())
             .map(|i| {
-                let needed = p.scalar[i].is_none() && (p.output_of[i].is_none() || p.native.is_some());
+                let needed = if native { p.buffered_load(i) } else { p.scalar[i].is_none() && p.output_of[i].is_none() };
                 vec![0f32; if needed { regs_len } else { 0 }]
             })
             .collect();
@@ -52,7 +53,17 @@ pub fn run_many(items: &[(&Program, &[Tensor])]) -> Vec<Vec<Tensor>> {
         let streamed = p.numel() >= crate::exec::stream::STREAM_MIN;
         let mut staging: Vec<Vec<MaybeUninit<f32>>> =
             if streamed { dsts.iter().map(|_| vec![MaybeUninit::uninit(); regs_len]).collect() } else { vec![] };
+        // Native code with no broadcast buffers to fill runs the task's whole range in one call
+        // (chunks are only for the buffers and the staging); streamed, when it can stream.
         let mut off = 0;
+        if native && !(0..p.instrs.len()).any(|i| p.buffered_load(i)) {
+            if !streamed {
+                p.chunk(&views[pi], start, &mut dsts, &mut regs, native);
+                off = len;
+            } else if p.chunk_streaming(&views[pi], start, &mut dsts, &mut regs) {
+                off = len;
+            }
+        }
         while off < len {
             let step = CHUNK.min(len - off);
             // (The chunk writes every element of its outputs.)

@@ -147,9 +147,10 @@ enum Cmd {
         /// Timed steps (or inference runs).
         #[arg(long, default_value_t = 20)]
         steps: usize,
-        /// Untimed steps first.
-        #[arg(long, default_value_t = 3)]
-        warmup: usize,
+        /// Untimed steps first (by default 3 and at least 0.2 s of them; a number given here is
+        /// taken exactly).
+        #[arg(long)]
+        warmup: Option<usize>,
         /// Run one kernel per op (the eager interpreter) for comparison.
         #[arg(long)]
         no_fuse: bool,
@@ -252,7 +253,7 @@ pub fn main() -> i32 {
         Cmd::Bench { file, data: true, json, recipe, .. } => commands::bench::data::main(&file, recipe.as_deref(), json),
         Cmd::Bench { file, steps, warmup, no_fuse, no_remat, jit, json, profile, recipe, device, .. } => commands::bench::main(
             &file,
-            commands::bench::Options { steps, warmup, fuse: !no_fuse, remat: !no_remat, jit, json, profile, recipe, device },
+            commands::bench::Options { steps, warmup: warmup.unwrap_or(3), warmup_min_s: if warmup.is_some() { 0.0 } else { commands::bench::WARMUP_MIN_S }, fuse: !no_fuse, remat: !no_remat, jit, json, profile, recipe, device },
         ),
         Cmd::Kernels { file, emit, check, out, json } => commands::kernels::main(&file, emit, &check, out, json),
         Cmd::Tune { file } => commands::tune::main(&file),

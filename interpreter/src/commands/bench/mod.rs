@@ -17,6 +17,14 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
 
+/// Warm-up lasts at least this long as well as 3 steps, unless `--warmup` names a number: in a
+/// fresh process the first
+/// 10-20 ms ran the guide's 1M gelu at half speed in about half the processes on the 2-core VM of
+/// stop 39 (no gain from the second thread until the scheduler had spread the pool's threads:
+/// medians of 0.48-0.53 ms against 0.24-0.28 in the others, 40 steps each), a start-up
+/// transient that a peer timing its variants one after another in one process never sees.
+pub const WARMUP_MIN_S: f64 = 0.2;
+
 /// Minor page faults of this process so far: memory the OS handed over for the first time (or
 /// again, after it was returned). A step that reuses its buffers takes none.
 fn page_faults() -> u64 {
@@ -35,6 +43,8 @@ fn page_faults() -> u64 {
 pub struct Options {
     pub steps: usize,
     pub warmup: usize,
+    /// Warm-up also lasts this long (seconds; 0 when `--warmup` was given).
+    pub warmup_min_s: f64,
     pub fuse: bool,
     pub remat: bool,
     pub jit: bool,
@@ -139,9 +149,15 @@ fn timed(
 }
 
 fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo, root: &Path, o: &Options) -> Result<Bench, String> {
-    let Options { steps, warmup, fuse, remat, jit, profile, .. } = *o;
-    let total = warmup + steps;
+    let Options { steps, warmup, warmup_min_s, fuse, remat, jit, profile, .. } = *o;
+    // Steps enough for any warm-up: the run is stopped once `steps` steps after warm-up are timed.
+    let total = warmup + steps + 100_000;
     apply_overrides(&mut info, &[("steps".into(), total.to_string())]).map_err(|e| e.to_string())?;
+    // How many steps warm-up took (0 while it lasts): `warmup` and `warmup_min_s`, whichever is longer.
+    let warmed: Rc<std::cell::Cell<usize>> = Rc::default();
+    let warmed_seen = warmed.clone();
+    // Warm-up's time counts from the first step's end (the first includes reading the data).
+    let first_done: std::cell::Cell<Option<Instant>> = Default::default();
     // Time from one step's end to the next: the step itself (data are prepared per epoch, before).
     let times: Rc<RefCell<Vec<f64>>> = Rc::default();
     let seen = times.clone();
@@ -175,14 +191,23 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
     let prof_warm = prof.clone();
     opts.on_step = Some(Box::new(move |ev| {
         seen.borrow_mut().push(last.elapsed().as_secs_f64() * 1e3);
-        if seen.borrow().len() == warmup.max(1) {
+        let n = seen.borrow().len();
+        let first = first_done.get().unwrap_or_else(Instant::now);
+        first_done.set(Some(first));
+        let since_first = first.elapsed().as_secs_f64();
+        if warmed_seen.get() == 0 && n >= warmup.max(1) && since_first >= warmup_min_s {
+            warmed_seen.set(n);
             prof_warm.lock().expect("profile lock").clear();
         }
         faults_seen.borrow_mut().push(page_faults());
         counters_seen.borrow_mut().push(ev.device);
         waits_seen.borrow_mut().push(ev.data_wait_s);
         last = Instant::now();
-        Control::Continue
+        if warmed_seen.get() > 0 && n >= warmed_seen.get() + steps {
+            Control::Stop
+        } else {
+            Control::Continue
+        }
     }));
     let mut trainer = Trainer::new(&mut p.session, info, opts).map_err(|e| e.to_string())?;
     let shapes = trainer.batch_shapes().ok_or("the batch shapes are only known at run time")?;
@@ -192,7 +217,8 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
     // The first entry includes reading the data; steps of another batch shape (a last, smaller
     // batch) are not expected inside warm-up + steps.
     let all = times.borrow().clone();
-    let timed_steps: Vec<f64> = all.iter().skip(warmup.max(1)).copied().collect();
+    let warmup = if warmed.get() > 0 { warmed.get() } else { warmup.max(1) };
+    let timed_steps: Vec<f64> = all.iter().skip(warmup).copied().collect();
     // Faults per timed step: after warm-up, a step whose buffers are reused takes no new pages.
     let f = faults.borrow().clone();
     let faults_per_step = match (f.get(warmup.max(1) - 1), f.last()) {
@@ -248,7 +274,7 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
 /// parameters and input put on a runner on the block's device, then the model's plan run and
 /// its output fetched, `warmup + steps` times.
 fn bench_infer(p: &mut Program, info: &dlc_language::eval::recipe::RecipeInfo, root: &Path, o: &Options) -> Result<Bench, String> {
-    let Options { steps, warmup, fuse, jit, .. } = *o;
+    let Options { steps, warmup, warmup_min_s, fuse, jit, .. } = *o;
     let choice = dlc::device::for_recipe(info, o.device).map(|c| c.0)?;
     let compile_started = Instant::now();
     let c = infer::compile(&mut p.session, info, fuse).map_err(|e| e.to_string())?;
@@ -260,16 +286,24 @@ fn bench_infer(p: &mut Program, info: &dlc_language::eval::recipe::RecipeInfo, r
     infer::bind_input(&p.session, &c, runner.as_mut()).map_err(fail)?;
     let mut times = vec![];
     let mut n = 0;
-    for i in 0..warmup + steps {
+    // Warm-up: `warmup` runs and `warmup_min_s`, whichever is longer; then `steps` timed.
+    let (started, mut runs, mut warmed) = (Instant::now(), 0, None);
+    while times.len() < steps {
+        if warmed.is_none() && runs >= warmup && started.elapsed().as_secs_f64() >= warmup_min_s {
+            warmed = Some(runs);
+        }
         let t0 = Instant::now();
         let y = infer::execute(&p.session, &c, runner.as_mut()).map_err(fail)?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         n = y.numel();
         std::hint::black_box(&y);
-        if i >= warmup {
+        if warmed.is_some() {
             times.push(ms);
+        } else {
+            runs += 1;
         }
     }
+    let warmup = warmed.unwrap_or(warmup);
     let input_ty = &p.session.t.graph.inputs[c.input_id as usize].ty;
     let batch = input_ty.shape.first().and_then(|d| d.as_known()).unwrap_or(1) as usize;
     let median = stats(times.clone()).0;

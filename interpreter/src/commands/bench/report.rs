@@ -90,9 +90,11 @@ impl Bench {
             println!("device: {}", crate::reports::runner_summary(r));
         }
         let how = match (self.fuse, self.jit) {
-            (false, _) => "eager, --no-fuse",
-            (true, false) => "fused",
-            (true, true) => "fused, native JIT",
+            (false, _) => "eager, --no-fuse".to_string(),
+            (true, false) => "fused".to_string(),
+            // (The back end native code comes from on this machine: a kernel it declines is
+            // compiled by Cranelift.)
+            (true, true) => format!("fused, native JIT: {}", dlc_jit::native::Backend::preferred().name()),
         };
         let memory = match &self.detail {
             Detail::Train(Train { planned_peak_mib: Some(plan), page_faults_per_step, .. }) => {

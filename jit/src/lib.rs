@@ -16,6 +16,7 @@
 //!   the renderers and the Cranelift back end so that all compute the same values.
 
 pub mod coeffs;
+pub mod convention;
 pub mod cranelift;
 pub mod cuda;
 pub mod kir;

@@ -2,96 +2,25 @@
 //! machine best: the AVX-512 emitter ([`crate::x64`], sixteen lanes a vector) on CPUs with
 //! AVX-512F, Cranelift ([`crate::cranelift`], four lanes) elsewhere or for kernels the emitter
 //! declines. Both compute the interpreter's bits exactly, so the choice changes only the speed;
-//! `DLC_NATIVE=cranelift` (or `avx512`) forces one, to measure them apart.
+//! `DLC_NATIVE=cranelift` forces Cranelift, to measure the two apart.
 //!
-//! The calling convention both follow (see [`Native::call`]): every buffer holds f32 values,
-//! whatever the kernel IR's storage type (the caller widens inputs and narrows outputs, as the
-//! chunk interpreter does). The inputs are first the kernel's parameters, in order: a parameter
-//! loaded at the output's index is passed at the chunk's first element, one only read as a
-//! broadcast scalar ([`Index::Splat`]) at its element 0. Then, for every broadcast load with
-//! strides ([`Index::Strided`]) in body order, a buffer the caller filled with that load's values
-//! for the chunk. The outputs are the kernel's outputs, in order, each at the chunk's first
-//! element.
+//! Both follow the calling convention of [`crate::convention`].
 
-use crate::kir::{Buf, Elementwise, Index, Inst};
-use dlc_language::ir::{BinaryOp, UnaryOp};
-
-/// How the native code reads a load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Read {
-    /// At the current element, from the parameter's pointer.
-    Chunk,
-    /// Element 0 of the parameter, the same at every element.
-    Splat,
-    /// At the current element, from a buffer the caller filled (a broadcast with strides).
-    Buffer,
-}
-
-pub(crate) fn read(index: &Index) -> Read {
-    match index {
-        Index::Linear => Read::Chunk,
-        Index::Splat => Read::Splat,
-        // (All-zero strides broadcast one value: a splat, as the chunk interpreter takes it.)
-        Index::Strided(s) if s.iter().all(|s| *s == 0) => Read::Splat,
-        Index::Strided(_) => Read::Buffer,
-    }
-}
-
-/// How many input pointers the native code takes: the parameters, then a buffer per broadcast
-/// load with a non-zero stride.
-pub fn input_count(e: &Elementwise) -> usize {
-    e.inputs.len() + e.body.iter().filter(|i| matches!(i, Inst::Load { index, .. } if read(index) == Read::Buffer)).count()
-}
-
-/// Whether every instruction of `e` has a compiled form on both back ends.
-pub fn supports(e: &Elementwise) -> bool {
-    e.body.iter().all(|i| match i {
-        Inst::Load { from, .. } => matches!(from, Buf::Param(_)),
-        Inst::Unary(op, _) => matches!(
-            op,
-            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sqrt | UnaryOp::Recip | UnaryOp::Exp | UnaryOp::Erf | UnaryOp::Tanh | UnaryOp::Log
-        ),
-        Inst::Binary(op, _, _) => !matches!(op, BinaryOp::Mod | BinaryOp::Pow),
-        // (Rounding to bf16/f16 has no native form yet: such kernels stay interpreted.)
-        Inst::Round(..) => false,
-        Inst::Const(_) | Inst::Where(..) | Inst::ToBool(_) => true,
-    })
-}
+pub use crate::convention::{input_count, key, supports};
+use crate::kir::Elementwise;
 
 /// Whether `e` has a compiled form on `backend`: the AVX-512 back end also rounds to bf16
 /// (`Round(BF16, _)`, which Cranelift does not), so bf16 kernels run natively there.
 pub fn supports_on(e: &Elementwise, backend: Backend) -> bool {
-    let bf16_round = |i: &Inst| matches!(i, Inst::Round(crate::kir::Ty::BF16, _));
     match backend {
         Backend::Cranelift => supports(e),
-        Backend::Avx512 => {
-            let without: Vec<Inst> = e.body.iter().map(|i| if bf16_round(i) { Inst::Const(0.0) } else { i.clone() }).collect();
-            supports(&Elementwise { body: without, ..e.clone() })
-        }
+        Backend::Avx512 => crate::convention::supports_with_bf16_rounding(e),
     }
 }
 
 /// Whether `e` has a compiled form on this machine's back end.
 pub fn compilable(e: &Elementwise) -> bool {
     supports_on(e, Backend::preferred())
-}
-
-/// The text of what the native code of `e` depends on, and nothing else: its body with each load
-/// as how it is read (not the shape, the buffers' lengths and storage, or a broadcast's
-/// strides, which the caller handles), and its output registers. Kernels with the same key share
-/// native code, so a body run over many shapes (an optimiser update over every parameter) is
-/// compiled once.
-pub fn key(e: &Elementwise) -> String {
-    let body: Vec<String> = e
-        .body
-        .iter()
-        .map(|i| match i {
-            Inst::Load { from, index } => format!("Load({from:?}, {:?})", read(index)),
-            other => format!("{other:?}"),
-        })
-        .collect();
-    let outputs: Vec<usize> = e.outputs.iter().map(|o| o.0).collect();
-    format!("inputs {} body [{}] outputs {outputs:?}", e.inputs.len(), body.join(", "))
 }
 
 /// Which back end made a kernel's code.
@@ -144,7 +73,7 @@ pub struct Native {
 impl Native {
     /// Compute elements `0..len`: `inputs[k]` and `outputs[j]` each point at `len` f32 values
     /// (at least one for a parameter only read as a splat; a parameter only read through
-    /// buffers is not read), in the order this module's doc gives.
+    /// buffers is not read), in the order `crate::convention` gives.
     ///
     /// # Safety
     /// The pointers must be valid for those elements, as many as [`input_count`] and the
@@ -200,4 +129,32 @@ pub fn compile_with(e: &Elementwise, backend: Backend) -> Result<Native, String>
 /// Compile `e` with this machine's preferred back end.
 pub fn compile(e: &Elementwise) -> Result<Native, String> {
     compile_with(e, Backend::preferred())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{compile_with, Backend};
+    use crate::kir::{Buf, Elementwise, Index, Inst, Param, Ty};
+    use dlc_language::ir::BinaryOp;
+
+    /// A body the AVX-512 back end declines (40 loads live at once, more than its 32 registers)
+    /// is still compiled, by Cranelift, and says so.
+    #[test]
+    fn a_kernel_the_emitter_declines_is_compiled_by_cranelift() {
+        let n = 40;
+        let mut body: Vec<Inst> = (0..n).map(|_| Inst::Load { from: Buf::Param(0), index: Index::Linear }).collect();
+        for k in 1..n {
+            let last = if k == 1 { 0 } else { body.len() - 1 };
+            body.push(Inst::Binary(BinaryOp::Add, last, k));
+        }
+        let out = body.len() - 1;
+        let e = Elementwise { shape: vec![8], inputs: vec![Param { ty: Ty::F32, len: 0 }], body, outputs: vec![(out, Ty::F32)] };
+        let c = compile_with(&e, Backend::Avx512).expect("compiled");
+        assert_eq!(c.backend, Backend::Cranelift);
+        let x: Vec<f32> = (0..8).map(|i| i as f32).collect();
+        let mut y = vec![0f32; 8];
+        // SAFETY: one input and one output of 8 values.
+        unsafe { c.call(&[x.as_ptr()], &[y.as_mut_ptr()], 8) };
+        assert_eq!(y, x.iter().map(|v| v * 40.0).collect::<Vec<_>>());
+    }
 }

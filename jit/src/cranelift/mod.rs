@@ -10,15 +10,15 @@
 //! and the bf16/f16 rounding `Round`) are not compiled and stay on the interpreter
 //! ([`supports`]).
 //!
-//! The calling convention is `crate::native`'s.
+//! The calling convention is `crate::convention`'s.
 
 mod codegen;
 mod math;
 
 pub use codegen::{compile, Compiled};
 
-pub use crate::native::{input_count, key, supports};
-use crate::native::{read, Read};
+pub use crate::convention::{input_count, key, supports};
+use crate::convention::{read, Read};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -13,7 +13,7 @@ fn param() -> Param {
 
 /// out0 = where(a > b, a * s + 2, max(b, c)); out1 = bool(a - b); out2 = a (a load as output).
 /// `a` is read at the output's index, `s` as a splat, `b` and `c` through broadcast buffers.
-fn kernel(shape: Vec<usize>) -> Elementwise {
+pub(crate) fn kernel(shape: Vec<usize>) -> Elementwise {
     Elementwise {
         shape,
         inputs: vec![param(), param(), param(), param()],

@@ -1,5 +1,5 @@
 //! An elementwise kernel as AVX-512 code: `fn(inputs, outputs, len)` (the calling convention of
-//! `crate::native`) that runs the body over sixteen elements at a time in `zmm` registers, the
+//! `crate::convention`) that runs the body over sixteen elements at a time in `zmm` registers, the
 //! remainder once more under an opmask (loads zero the missing lanes, stores skip them), so
 //! there is no scalar tail.
 //!
@@ -10,8 +10,8 @@
 //! use; constants stay in the table after the code and are read as broadcast memory operands.
 
 use super::asm::*;
+use crate::convention::{input_count, read, Read};
 use crate::kir::{Buf, Elementwise, Inst, Ty};
-use crate::native::{input_count, read, Read};
 use dlc_language::ir::{BinaryOp, UnaryOp};
 
 const POINTER_REGS: [u8; 9] = [RCX, R8, R9, R10, RBX, RBP, R12, R13, R14];

@@ -5,7 +5,7 @@
 //! 1.54 ms for 1M values against the chunk interpreter's 0.72-0.90 on a Zen 4).
 //!
 //! It computes what the Cranelift back end computes, bit for bit (the same operations in the
-//! same order, see math.rs), with its calling convention and its `supports` (crate::native),
+//! same order, see math.rs), with its calling convention and its `supports` (crate::convention),
 //! so either can serve a kernel and the tests compare them lane for lane. Used on CPUs with
 //! AVX-512F (checked at run time, with the OS saving `zmm` state), for kernels whose values fit
 //! in the 32 vector registers.
@@ -68,7 +68,7 @@ pub fn compile(e: &Elementwise) -> Result<Compiled, String> {
     if !available() {
         return Err("this CPU has no AVX-512F".into());
     }
-    if !crate::native::supports_on(e, crate::native::Backend::Avx512) {
+    if !crate::convention::supports_with_bf16_rounding(e) {
         return Err("the kernel uses an op the JIT does not compile".into());
     }
     let started = std::time::Instant::now();
@@ -77,7 +77,7 @@ pub fn compile(e: &Elementwise) -> Result<Compiled, String> {
     Ok(Compiled {
         code,
         streaming,
-        inputs: crate::native::input_count(e),
+        inputs: crate::convention::input_count(e),
         outputs: e.outputs.len(),
         compile_s: started.elapsed().as_secs_f64(),
     })

@@ -56,7 +56,7 @@ fn probe(n: usize, salt: u32) -> Vec<f32> {
 fn same_as_cranelift(e: &Elementwise, lens: &[usize]) {
     let x = compile(e).expect("the AVX-512 back end compiles it");
     let c = crate::cranelift::compile(e).expect("Cranelift compiles it");
-    let n_in = crate::native::input_count(e);
+    let n_in = crate::convention::input_count(e);
     for &len in lens {
         let ins: Vec<Vec<f32>> = (0..n_in).map(|k| probe(len.max(1), k as u32 * 7 + len as u32)).collect();
         let ptrs: Vec<*const f32> = ins.iter().map(|v| v.as_ptr()).collect();
@@ -127,28 +127,12 @@ fn selects_splats_buffers_and_constant_outputs_follow_the_calling_convention() {
     if !available() {
         return;
     }
-    let e = Elementwise {
-        shape: vec![4, 5],
-        inputs: vec![param(), param(), param(), param()],
-        body: vec![
-            Inst::Load { from: Buf::Param(0), index: Index::Linear },
-            Inst::Load { from: Buf::Param(1), index: Index::Strided(vec![1, 0]) },
-            Inst::Load { from: Buf::Param(2), index: Index::Splat },
-            Inst::Const(2.0),
-            Inst::Binary(BinaryOp::CmpLt, 1, 0),
-            Inst::Binary(BinaryOp::Mul, 0, 2),
-            Inst::Binary(BinaryOp::Add, 5, 3),
-            Inst::Load { from: Buf::Param(3), index: Index::Strided(vec![0, 1]) },
-            Inst::Binary(BinaryOp::Max, 1, 7),
-            Inst::Where(4, 6, 8),
-            Inst::Binary(BinaryOp::Sub, 0, 1),
-            Inst::ToBool(10),
-            Inst::Where(0, 3, 2),
-            Inst::Unary(UnaryOp::Exp, 3),
-        ],
-        // A load, a constant and a value output twice among the outputs.
-        outputs: vec![(9, Ty::F32), (11, Ty::Bool), (0, Ty::F32), (3, Ty::F32), (12, Ty::F32), (9, Ty::F32), (13, Ty::F32)],
-    };
+    // Cranelift's own calling-convention kernel (a select, a max with NaN, a splat, two
+    // buffers, a load and a bool as outputs), and more: selects with constants, a constant's exp,
+    // a constant and a value output twice.
+    let mut e = crate::cranelift::tests::kernel(vec![4, 5]);
+    e.body.extend([Inst::Where(0, 3, 2), Inst::Unary(UnaryOp::Exp, 3)]);
+    e.outputs.extend([(3, Ty::F32), (12, Ty::F32), (9, Ty::F32), (13, Ty::F32)]);
     same_as_cranelift(&e, &LENS);
 }
 
@@ -183,9 +167,7 @@ fn a_body_wider_than_the_registers_is_declined() {
     let out = body.len() - 1;
     let e = one_input(body, out);
     assert!(compile(&e).is_err());
-    // And the native layer serves it with Cranelift instead.
-    let n = crate::native::compile_with(&e, crate::native::Backend::Avx512).expect("Cranelift serves it");
-    assert_eq!(n.backend, crate::native::Backend::Cranelift);
+    // (`crate::native`'s tests check that Cranelift serves it instead.)
 }
 
 #[test]
@@ -272,7 +254,7 @@ fn rounding_to_bf16_gives_the_interpreters_bits() {
         ],
         3,
     );
-    assert!(!crate::native::supports(&e) && crate::native::supports_on(&e, crate::native::Backend::Avx512));
+    assert!(!crate::convention::supports(&e) && crate::convention::supports_with_bf16_rounding(&e));
     let x = compile(&e).expect("compiles");
     let mut xs = probe(4099, 11);
     // Ties (to even both ways), the largest finite value (rounds to infinity), a signalling NaN.

@@ -84,4 +84,4 @@ pub fn compile(e: &Elementwise) -> Result<Compiled, String> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -153,8 +153,9 @@ impl GemmSelect {
     }
 
     /// A product of bf16 values stored as f32 (`precision = bf16`): on the f32 kernel chosen for
-    /// its shape, or on oneDNN's bf16 matmul (AMX, AVX512-BF16) when that measures faster for it
-    /// (`onednn_matmul.rs`; a named `DLC_GEMM` keeps every product on its f32 kernel).
+    /// its shape, on oneDNN's bf16 matmul (AMX, AVX512-BF16; `onednn_matmul.rs`) or on dlc's own
+    /// AVX512-BF16 tiles (`bf16_product.rs`), whichever this machine has and measures fastest for
+    /// the shape (a named `DLC_GEMM` keeps every product on its f32 kernel).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn gemm_bf16(
         &self,
@@ -169,22 +170,38 @@ impl GemmSelect {
         par: Parallelism,
     ) {
         let small = m * n * k < MEASURE_MIN || lhs.len() < m * k || rhs.len() < k * n || dst.len() < m * n;
-        if self.forced.is_some() || small || !super::onednn_api::available() {
+        let names = bf16_candidates();
+        if self.forced.is_some() || small || names.len() < 2 {
             return self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par);
         }
-        let key = Shape { ty: "bf16", m, n, k, lhs_t, rhs_t, threads: threads(par) }.key();
-        // SAFETY: the lengths were checked above.
-        let amx = |dst: &mut [MaybeUninit<f32>]| unsafe { self.matmuls.run(m, n, k, lhs, lhs_t, rhs, rhs_t, dst.as_mut_ptr() as *mut f32) };
+        // The candidates are part of the key, as for f32 products (`kernel_for`).
+        let key = format!("{}:{}", Shape { ty: "bf16", m, n, k, lhs_t, rhs_t, threads: threads(par) }.key(), names.join("+"));
+        // Whether candidate `name` computed the product (oneDNN may have no primitive for it).
+        let run = |name: &str, dst: &mut [MaybeUninit<f32>]| -> bool {
+            let out = dst.as_mut_ptr() as *mut f32;
+            match name {
+                // SAFETY (both): the lengths were checked above; m, n, k > 0.
+                "onednn-bf16" => unsafe { self.matmuls.run(m, n, k, lhs, lhs_t, rhs, rhs_t, out) },
+                #[cfg(target_arch = "x86_64")]
+                "avx512-bf16" => super::bf16_product::tiles().is_some_and(|t| {
+                    unsafe { super::bf16_product::run(t, m, n, k, lhs, lhs_t, rhs, rhs_t, out, threads(par)) };
+                    true
+                }),
+                _ => {
+                    self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par);
+                    true
+                }
+            }
+        };
         let mut time = |c: usize| {
             let started = std::time::Instant::now();
-            if c == 0 {
-                self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par);
-            } else if !amx(dst) {
+            if !run(names[c], dst) {
                 return u64::MAX;
             }
             started.elapsed().as_nanos() as u64
         };
-        if self.choose(key, &["f32", "onednn-bf16"], &mut time) == 0 || !amx(dst) {
+        let pick = self.choose(key, &names, &mut time);
+        if !run(names[pick], dst) {
             self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par);
         }
     }
@@ -244,6 +261,20 @@ impl GemmSelect {
         }
         position(kept).unwrap_or(mine)
     }
+}
+
+/// The kernels a bf16 product may run on here: the f32 kernels always, oneDNN's bf16 matmul
+/// where a 2.x library is installed, dlc's AVX512-BF16 tiles where the CPU has the instruction.
+fn bf16_candidates() -> Vec<&'static str> {
+    let mut names = vec!["f32"];
+    if super::onednn_api::available() {
+        names.push("onednn-bf16");
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::bf16_product::tiles().is_some() {
+        names.push("avx512-bf16");
+    }
+    names
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! reference every compiled kernel is tested against.
 
 mod backward;
+#[cfg(target_arch = "x86_64")]
+mod bf16_product;
 mod contract;
 pub(crate) mod conv;
 mod elem;

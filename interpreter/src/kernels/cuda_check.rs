@@ -57,12 +57,32 @@ pub fn translation_unit(gens: &[Generated]) -> Result<String, String> {
     render::translation_unit(&named, Dialect::Cuda).map(|(src, _)| src).map_err(|e| e.to_string())
 }
 
-/// Compile and assemble `gens` for every architecture, writing the source and PTX to `dir`.
+/// Kernels whose CUDA C is the same but for the name (a training step's layers of one shape, the
+/// same update for every parameter of a size) are compiled once: the distinct kernels, first of
+/// each, and for every kernel the index of its distinct one. Half of a transformer's kernels
+/// repeat another's, and ptxas's time grows with the translation unit.
+fn distinct(gens: &[Generated]) -> Result<(Vec<&Generated>, Vec<usize>), String> {
+    let mut seen = std::collections::HashMap::new();
+    let (mut firsts, mut of) = (vec![], vec![]);
+    for g in gens {
+        let (text, _) = render::render_function(&g.kernel, "k", Dialect::Cuda).map_err(|e| format!("{}: {e}", g.name))?;
+        of.push(*seen.entry(text).or_insert_with(|| {
+            firsts.push(g);
+            firsts.len() - 1
+        }));
+    }
+    Ok((firsts, of))
+}
+
+/// Compile and assemble `gens` for every architecture, writing the source and PTX (of the
+/// distinct kernels) to `dir`. Every kernel gets its report, a repeated one its first's.
 pub fn check(gens: &[Generated], dir: &Path) -> Result<Vec<Assembled>, String> {
     nvrtc_version()?;
     let ptxas = ptxas()?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let src = translation_unit(gens)?;
+    let (firsts, of) = distinct(gens)?;
+    let named: Vec<(&str, &dlc_jit::kir::Kernel)> = firsts.iter().map(|g| (g.name.as_str(), &g.kernel)).collect();
+    let src = render::translation_unit(&named, Dialect::Cuda).map(|(src, _)| src).map_err(|e| e.to_string())?;
     let cu = dir.join("kernels.cu");
     std::fs::write(&cu, &src).map_err(|e| format!("{}: {e}", cu.display()))?;
     let mut out = vec![];
@@ -88,7 +108,12 @@ pub fn check(gens: &[Generated], dir: &Path) -> Result<Vec<Assembled>, String> {
         if !run.status.success() {
             return Err(format!("ptxas rejected {} for {arch}:\n{report}", file.display()));
         }
-        out.extend(parse_ptxas(&report, arch));
+        let assembled = parse_ptxas(&report, arch);
+        for (g, first) in gens.iter().zip(&of) {
+            let a =
+                assembled.iter().find(|a| a.name == firsts[*first].name).ok_or_else(|| format!("ptxas reported nothing for {}", g.name))?;
+            out.push(Assembled { name: g.name.clone(), ..a.clone() });
+        }
     }
     Ok(out)
 }

@@ -5,7 +5,7 @@
 //! loops, the group's member ranges, a row kernel's shared-memory slots, barriers and warp-shuffle
 //! reductions, and the launch shapes. It runs each kernel with a grid of at most two blocks
 //! (every kind walks its index space in grid-stride loops, so any grid computes the same), and is
-//! meant for small programs: every barrier is a rendezvous of OS threads.
+//! meant for small programs: every barrier switches through all of a block's threads.
 
 use super::reference::{compare, reference, tolerance, Checked, Reference};
 use super::Generated;

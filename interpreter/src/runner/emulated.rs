@@ -475,7 +475,7 @@ impl Driver for Emulated {
         let f = self.modules.get(module).and_then(|m| m.1.get(index)).ok_or_else(|| format!("no kernel {index} in module {module}"))?;
         let mut ptrs: Vec<*mut libc::c_void> = params.iter().map(|b| b.ptr()).collect();
         // Every kind walks its index space in grid-stride loops, so two blocks compute what the
-        // whole grid would (and keep the emulation's OS threads few).
+        // whole grid would (and keep the emulation's block runs few).
         f(ptrs.as_mut_ptr(), launch.grid.clamp(1, 2) as u32, launch.block as u32);
         Ok(())
     }

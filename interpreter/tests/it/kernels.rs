@@ -209,8 +209,8 @@ fn kernels_without_contraction(out: &Path, name: &str) -> usize {
 }
 
 /// The CUDA C itself, compiled for the CPU with an emulation of blocks, threads, barriers and
-/// warp shuffles, against the interpreter: the small programs (every barrier is a rendezvous of
-/// OS threads), batch norm's sums, and rows long enough for cross-warp reductions.
+/// warp shuffles, against the interpreter: the small programs (every barrier switches through
+/// all of a block's threads), batch norm's sums, and rows long enough for cross-warp reductions.
 #[test]
 fn the_cuda_c_emulated_on_the_cpu_computes_what_the_interpreter_computes() {
     let wanted = [

@@ -91,6 +91,7 @@ pub const CMP_GT_OS: u8 = 0x0E;
 /// Condition codes of `jcc`.
 pub const CC_B: u8 = 0x2;
 pub const CC_Z: u8 = 0x4;
+pub const CC_NZ: u8 = 0x5;
 pub const CC_L: u8 = 0xC;
 
 /// Opmask: which `k` register masks the destination and whether masked lanes are zeroed.
@@ -304,6 +305,21 @@ impl Asm {
         self.byte(0xC1);
         self.byte(0xC0 | 4 << 3 | (r & 7));
         self.byte(by);
+    }
+
+    /// `shr r64, imm8`.
+    pub fn shr_imm(&mut self, r: u8, by: u8) {
+        self.rex(true, 0, r);
+        self.byte(0xC1);
+        self.byte(0xC0 | 5 << 3 | (r & 7));
+        self.byte(by);
+    }
+
+    /// `add dst, src` (64-bit).
+    pub fn add_gpr(&mut self, dst: u8, src: u8) {
+        self.rex(true, src, dst);
+        self.byte(0x01);
+        self.byte(0xC0 | (src & 7) << 3 | (dst & 7));
     }
 
     /// `mov r32, imm32`.

@@ -11,6 +11,7 @@
 //! in the 32 vector registers.
 
 mod asm;
+pub mod bf16_gemm;
 mod codegen;
 mod math;
 mod memory;

@@ -1,14 +1,19 @@
 //! bf16 products on dlc's own AVX512-BF16 tile kernel (`dlc_jit::x64::bf16_gemm`), one of the
 //! candidates `precision = bf16` products are measured on (gemm_select.rs). The operands are bf16
-//! values stored as f32 (autocast rounded them); they are packed as bf16 pairs along the depth,
-//! the layout `vdpbf16ps` reads: the left operand in blocks of `MR` rows, the right in panels of
-//! `NR` columns (zero past the edges), then every (panel, rows) tile is one kernel call over the
-//! whole depth. The products are exact and summed in f32, as the f32 kernels and oneDNN's bf16
-//! matmul sum them (in their own orders), and the caller rounds the result to bf16.
+//! values stored as f32 (autocast rounded them); each is converted to a matrix of 32-bit words,
+//! one row per pair of depths and one word per row (of the left operand) or column (of the
+//! right), two bf16 values a word: the layout `vdpbf16ps` reads. Then every tile of `MR` rows and
+//! `NR` columns is one kernel call over the whole depth. The products are exact and summed in
+//! f32, as the f32 kernels and oneDNN's bf16 matmul sum them (in their own orders), and the caller
+//! rounds the result to bf16.
 //!
-//! Tiles are spread over rayon's threads by panel (a panel's packed columns stay in the core's
-//! caches across its row blocks), with the rows split too when there are too few panels to go
-//! round.
+//! An operand stored with its depth across (a row-major left operand, a transposed right one)
+//! is converted row by row and then transposed as 32-bit words in 4×4 blocks: converting word
+//! by word straight into the kernel's layout took longer than the product itself (0.6 ms for
+//! the 128×784 by 784×512 forward product on one core, against 0.45 ms of tiles).
+//!
+//! Tiles are spread over rayon's threads by column panel, with the rows split too when there are
+//! too few panels to go round.
 
 use crate::runtime::tensor::round_bf16;
 use dlc_jit::x64::bf16_gemm::{Bf16Tiles, MR, NR};
@@ -21,67 +26,26 @@ pub fn tiles() -> Option<&'static Bf16Tiles> {
     TILES.get_or_init(|| Bf16Tiles::new().ok()).as_ref()
 }
 
-/// Sixteen packed words on a cache line (B's panels are read a vector at a time).
-#[repr(C, align(64))]
-#[derive(Clone, Copy)]
-struct Line([u32; 16]);
-
 /// Two values' bf16 bits as one word: `lo` in the low half (the even depth).
 #[inline(always)]
 fn pair(lo: f32, hi: f32) -> u32 {
     round_bf16(lo).to_bits() >> 16 | (round_bf16(hi).to_bits() & 0xFFFF_0000)
 }
 
-/// Row block `block` of op(lhs) (m×k), packed: `kp` groups of MR words.
-fn pack_rows(out: &mut [u32], lhs: &[f32], lhs_t: bool, m: usize, k: usize, block: usize) {
-    let (r0, rows) = (block * MR, MR.min(m - block * MR));
-    let at = |row: usize, d: usize| {
-        if d >= k {
-            0.0
-        } else if lhs_t {
-            lhs[d * m + row]
-        } else {
-            lhs[row * k + d]
-        }
-    };
-    if lhs_t {
-        // Stored k×m: a depth's rows are contiguous.
-        for (p, words) in out.chunks_exact_mut(MR).enumerate() {
-            for (r, w) in words[..rows].iter_mut().enumerate() {
-                *w = pair(at(r0 + r, 2 * p), at(r0 + r, 2 * p + 1));
-            }
-        }
-    } else {
-        for r in 0..rows {
-            let src = &lhs[(r0 + r) * k..(r0 + r + 1) * k];
-            for (p, two) in src.chunks(2).enumerate() {
-                out[p * MR + r] = pair(two[0], two.get(1).copied().unwrap_or(0.0));
-            }
-        }
-    }
-}
-
-/// Column panel `panel` of op(rhs) (k×n), packed: `kp` groups of NR words.
-fn pack_columns(out: &mut [u32], rhs: &[f32], rhs_t: bool, n: usize, k: usize, panel: usize) {
-    let (c0, cols) = (panel * NR, NR.min(n - panel * NR));
-    if rhs_t {
-        // Stored n×k: a column's depths are contiguous.
-        for c in 0..cols {
-            let src = &rhs[(c0 + c) * k..(c0 + c + 1) * k];
-            for (p, two) in src.chunks(2).enumerate() {
-                out[p * NR + c] = pair(two[0], two.get(1).copied().unwrap_or(0.0));
-            }
-        }
-    } else {
-        for (p, words) in out.chunks_exact_mut(NR).enumerate() {
-            let even = &rhs[2 * p * n + c0..][..cols];
+crate::runtime::cpu::widest! {
+    /// Columns `c0..c0 + cols` of a matrix `x` whose depth runs down (k rows of `stride`) as
+    /// words: `out[p * width + c] = pair(x[2p][c0 + c], x[2p + 1][c0 + c])`, zero past an odd
+    /// depth. One call a panel, so that the pairs of a row are made in the widest vectors.
+    fn zip_rows(out: &mut [u32], x: &[f32], stride: usize, k: usize, c0: usize, cols: usize, width: usize) {
+        for (p, words) in out.chunks_mut(width).take(k.div_ceil(2)).enumerate() {
+            let even = &x[2 * p * stride + c0..][..cols];
             if 2 * p + 1 < k {
-                let odd = &rhs[(2 * p + 1) * n + c0..][..cols];
-                for ((w, lo), hi) in words.iter_mut().zip(even).zip(odd) {
+                let odd = &x[(2 * p + 1) * stride + c0..][..cols];
+                for ((w, lo), hi) in words[..cols].iter_mut().zip(even).zip(odd) {
                     *w = pair(*lo, *hi);
                 }
             } else {
-                for (w, lo) in words.iter_mut().zip(even) {
+                for (w, lo) in words[..cols].iter_mut().zip(even) {
                     *w = pair(*lo, 0.0);
                 }
             }
@@ -89,17 +53,108 @@ fn pack_columns(out: &mut [u32], rhs: &[f32], rhs_t: bool, n: usize, k: usize, p
     }
 }
 
-/// `f` over `0..n`, on rayon's threads when `parallel`.
-fn for_each(parallel: bool, n: usize, f: impl Fn(usize) + Sync + Send) {
-    if parallel {
-        (0..n).into_par_iter().for_each(f);
+crate::runtime::cpu::widest! {
+    /// `out[p] = pair(row[2p], row[2p + 1])` (zero past an odd end): a row whose depth runs across.
+    fn row_pairs(out: &mut [u32], row: &[f32]) {
+        for (w, two) in out.iter_mut().zip(row.chunks_exact(2)) {
+            *w = pair(two[0], two[1]);
+        }
+        if row.len() % 2 == 1 {
+            out[row.len() / 2] = pair(row[row.len() - 1], 0.0);
+        }
+    }
+}
+
+/// `dst[c * dst_stride + r] = src[r * src_stride + c]` for `r < rows`, `c < cols`: 4×4 blocks
+/// through SSE2 registers, the edges word by word.
+fn transpose(src: &[u32], src_stride: usize, rows: usize, cols: usize, dst: &mut [u32], dst_stride: usize) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    assert!(src.len() >= (rows - 1) * src_stride + cols && dst.len() >= (cols - 1) * dst_stride + rows);
+    let (r4, c4) = (rows / 4 * 4, cols / 4 * 4);
+    for c in (0..c4).step_by(4) {
+        for r in (0..r4).step_by(4) {
+            // SAFETY: rows r..r+4 and columns c..c+4 are inside both matrices (asserted above).
+            unsafe { transpose4(src.as_ptr().add(r * src_stride + c), src_stride, dst.as_mut_ptr().add(c * dst_stride + r), dst_stride) };
+        }
+    }
+    for c in 0..cols {
+        let from = if c < c4 { r4 } else { 0 };
+        for r in from..rows {
+            dst[c * dst_stride + r] = src[r * src_stride + c];
+        }
+    }
+}
+
+/// One 4×4 block of `transpose`.
+///
+/// # Safety
+/// Four rows of four words at `src` (rows `src_stride` apart) and at `dst` (`dst_stride`).
+#[inline(always)]
+unsafe fn transpose4(src: *const u32, src_stride: usize, dst: *mut u32, dst_stride: usize) {
+    use std::arch::x86_64::*;
+    // SAFETY: as the function's (SSE2 is part of x86-64).
+    unsafe {
+        let row = |i: usize| _mm_loadu_si128(src.add(i * src_stride) as *const __m128i);
+        let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
+        let (t0, t1) = (_mm_unpacklo_epi32(r0, r1), _mm_unpacklo_epi32(r2, r3));
+        let (t2, t3) = (_mm_unpackhi_epi32(r0, r1), _mm_unpackhi_epi32(r2, r3));
+        let out = |i: usize, v: __m128i| _mm_storeu_si128(dst.add(i * dst_stride) as *mut __m128i, v);
+        out(0, _mm_unpacklo_epi64(t0, t1));
+        out(1, _mm_unpackhi_epi64(t0, t1));
+        out(2, _mm_unpacklo_epi64(t2, t3));
+        out(3, _mm_unpackhi_epi64(t2, t3));
+    }
+}
+
+thread_local! {
+    /// Buffers kept between products (fresh ones cost page faults and zeroing: 8% of the MLP
+    /// step). Words past an operand's rows or columns are never stored from, so none is cleared.
+    static BUFFERS: std::cell::RefCell<Vec<Vec<u32>>> = Default::default();
+}
+
+/// A buffer of at least `len` words from this thread's pool. Taken, not borrowed: a product that
+/// waits for rayon may run another on this thread.
+fn buffer(len: usize) -> Vec<u32> {
+    let mut v = BUFFERS.with(|b| b.borrow_mut().pop()).unwrap_or_default();
+    v.resize(v.len().max(len), 0);
+    v
+}
+
+fn recycle(v: Vec<u32>) {
+    BUFFERS.with(|b| b.borrow_mut().push(v));
+}
+
+/// Rows (or columns) `start..start + count` of an operand as the kernel reads them: `kp` rows of
+/// `width` words, row p holding each one's pair at depth p (words past `count` are left as they
+/// were: they are never stored from). `x` is `len` rows (columns) of depth k, stored `len`×k
+/// when `across` (the depth runs along a stored row: converted row by row, then transposed),
+/// else k×`len`.
+#[allow(clippy::too_many_arguments)]
+fn block_words(out: &mut [u32], x: &[f32], across: bool, len: usize, k: usize, start: usize, count: usize, width: usize) {
+    let kp = k.div_ceil(2);
+    if across {
+        let mut converted = buffer(count * kp);
+        for (r, words) in converted.chunks_mut(kp).take(count).enumerate() {
+            row_pairs(words, &x[(start + r) * k..(start + r + 1) * k]);
+        }
+        transpose(&converted, kp, count, kp, out, width);
+        recycle(converted);
     } else {
-        (0..n).for_each(f);
+        zip_rows(out, x, len, k, start, count, width);
     }
 }
 
 /// dst[m×n] = op(lhs)[m×k] @ op(rhs)[k×n], row-major (`lhs_t`: lhs stored k×m; `rhs_t`: rhs
 /// stored n×k), on `threads` of rayon's threads. Every one of dst's first m*n values is written.
+///
+/// The left operand is converted first, a block of MR rows at a time (contiguous, so that a
+/// tile reads one stream: rows of words a whole row of the product apart crossed a page every
+/// depth pair at batch 1024); then each column panel's task converts its panel of the right
+/// operand and computes its tiles, so the conversion is spread over the threads without a pass
+/// of its own (a pass of rayon tasks costs 20-40 µs on the 2-core VM, more than the conversion it
+/// spreads).
 ///
 /// # Safety
 /// `dst` has room for m*n values; lhs and rhs hold m*k and k*n; m, n, k > 0.
@@ -116,38 +171,50 @@ pub unsafe fn run(
     dst: *mut f32,
     threads: usize,
 ) {
-    let kp = k.div_ceil(2);
-    let (blocks, panels) = (m.div_ceil(MR), n.div_ceil(NR));
+    let (kp, blocks, panels) = (k.div_ceil(2), m.div_ceil(MR), n.div_ceil(NR));
     let parallel = threads > 1;
-    let mut a = vec![0u32; blocks * kp * MR];
-    let mut b = vec![Line([0; 16]); panels * kp * NR / 16];
-    // SAFETY: `Line` is 16 u32 with no padding.
-    let b_words = unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr() as *mut u32, b.len() * 16) };
-    let pack_a = |(i, s): (usize, &mut [u32])| pack_rows(s, lhs, lhs_t, m, k, i);
-    let pack_b = |(i, s): (usize, &mut [u32])| pack_columns(s, rhs, rhs_t, n, k, i);
-    if parallel {
-        a.par_chunks_exact_mut(kp * MR).enumerate().for_each(pack_a);
-        b_words.par_chunks_exact_mut(kp * NR).enumerate().for_each(pack_b);
+    let mut a = buffer(blocks * kp * MR);
+    let a_block = |(block, words): (usize, &mut [u32])| block_words(words, lhs, !lhs_t, m, k, block * MR, MR.min(m - block * MR), MR);
+    if parallel && m * k >= 1 << 18 {
+        a[..blocks * kp * MR].par_chunks_mut(kp * MR).enumerate().for_each(a_block);
     } else {
-        a.chunks_exact_mut(kp * MR).enumerate().for_each(pack_a);
-        b_words.chunks_exact_mut(kp * NR).enumerate().for_each(pack_b);
+        a[..blocks * kp * MR].chunks_mut(kp * MR).enumerate().for_each(a_block);
     }
-    // Row groups per panel: enough tasks to keep every thread busy.
+    let mut b = buffer(panels * kp * NR);
+    // Row groups per panel: enough tasks to keep every thread busy. With several groups a panel
+    // is shared, so the panels are converted in a pass of their own first.
     let groups = if !parallel || panels >= 4 * threads { 1 } else { (4 * threads).div_ceil(panels).min(blocks) };
-    let (a, b, out) = (&a, &b, dst as usize);
-    for_each(parallel, panels * groups, |task| {
-        let (panel, group) = (task / groups, task % groups);
+    let b_panel = |(panel, words): (usize, &mut [u32])| block_words(words, rhs, rhs_t, n, k, panel * NR, NR.min(n - panel * NR), NR);
+    let (a_words, out) = (&a, dst as usize);
+    let tiles_of = |panel: usize, group: usize, words: &[u32]| {
         let cols = NR.min(n - panel * NR);
-        let b_panel = b[panel * kp * NR / 16..].as_ptr() as *const u32;
         for block in group * blocks / groups..(group + 1) * blocks / groups {
             let rows = MR.min(m - block * MR);
             let c = (out as *mut f32).wrapping_add(block * MR * n + panel * NR);
-            // SAFETY: the packed operands hold kp groups for every block and panel; the tile
+            // SAFETY: a block's words are kp rows of MR, a panel's kp rows of NR; the tile
             // writes rows × cols values of dst inside its m×n (the caller's room); tasks write
             // disjoint tiles.
-            unsafe { tiles.tile(rows, a[block * kp * MR..].as_ptr(), b_panel, kp, c, n, cols) };
+            unsafe { tiles.tile(rows, (a_words[block * kp * MR..].as_ptr(), MR), (words.as_ptr(), NR), kp, (c, n), cols) };
         }
-    });
+    };
+    let b_panels = &mut b[..panels * kp * NR];
+    if groups == 1 {
+        let task = |(panel, words): (usize, &mut [u32])| {
+            b_panel((panel, &mut *words));
+            tiles_of(panel, 0, words);
+        };
+        if parallel {
+            b_panels.par_chunks_mut(kp * NR).enumerate().for_each(task);
+        } else {
+            b_panels.chunks_mut(kp * NR).enumerate().for_each(task);
+        }
+    } else {
+        b_panels.par_chunks_mut(kp * NR).enumerate().for_each(b_panel);
+        let b_panels = &b[..panels * kp * NR];
+        (0..panels * groups).into_par_iter().for_each(|t| tiles_of(t / groups, t % groups, &b_panels[t / groups * kp * NR..]));
+    }
+    recycle(b);
+    recycle(a);
 }
 
 #[cfg(test)]
@@ -163,7 +230,8 @@ mod tests {
             return;
         };
         let bf = |v: f32| half::bf16::from_f32(v).to_f32();
-        for (m, n, k) in [(37, 29, 53), (1, 1, 1), (12, 32, 2), (25, 65, 130), (128, 70, 7)] {
+        // (20, 400, 9) has a panel a task on three threads, the others several tasks a panel.
+        for (m, n, k) in [(37, 29, 53), (1, 1, 1), (12, 32, 2), (25, 65, 130), (128, 70, 7), (5, 3, 67), (20, 400, 9)] {
             let a: Vec<f32> = (0..m * k).map(|i| bf(((i * 7) % 13) as f32 * 0.3 - 1.7)).collect();
             let b: Vec<f32> = (0..k * n).map(|i| bf(((i * 5) % 11) as f32 * 0.7 - 2.1)).collect();
             let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
@@ -184,6 +252,65 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// The 4×4 blocks and the edges of the transpose.
+    #[test]
+    fn transposes_every_shape() {
+        for (rows, cols) in [(1, 1), (4, 4), (5, 9), (16, 3), (13, 17)] {
+            let stride = cols + 2;
+            let src: Vec<u32> = (0..rows * stride).map(|i| i as u32).collect();
+            let mut dst = vec![u32::MAX; cols * (rows + 1)];
+            transpose(&src, stride, rows, cols, &mut dst, rows + 1);
+            for c in 0..cols {
+                for r in 0..rows {
+                    assert_eq!(dst[c * (rows + 1) + r], src[r * stride + c], "{rows}x{cols} [{r},{c}]");
+                }
+                assert_eq!(dst[c * (rows + 1) + rows], u32::MAX, "{rows}x{cols}: written past a row");
+            }
+        }
+    }
+
+    /// A product's time on one thread and on all, conversions included, the MLP's shapes (run
+    /// with `cargo test --release -p dlc --lib bf16_product -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn time_the_products() {
+        let Some(tiles) = tiles() else { return };
+        for (m, n, k, lt, rt) in
+            [(128, 512, 784, false, true), (128, 512, 512, false, true), (128, 512, 512, false, false), (512, 784, 128, true, false)]
+        {
+            let lhs = vec![0.5f32; m * k];
+            let rhs = vec![0.25f32; k * n];
+            let mut out = vec![0f32; m * n];
+            let kp = k.div_ceil(2);
+            let mut words = vec![0u32; m.div_ceil(MR) * kp * MR.max(NR)];
+            let parts: Vec<f64> = [(lt, m, MR, true), (rt, n, NR, false)]
+                .iter()
+                .map(|&(t, len, width, left)| {
+                    let x = if left { &lhs } else { &rhs };
+                    let t0 = std::time::Instant::now();
+                    for _ in 0..20 {
+                        for (i, w) in words.chunks_mut(kp * width).take(len.div_ceil(width)).enumerate() {
+                            block_words(w, x, t != left, len, k, i * width, width.min(len - i * width), width);
+                        }
+                    }
+                    t0.elapsed().as_secs_f64() * 1e6 / 20.0
+                })
+                .collect();
+            eprintln!("{m}x{n}x{k} {lt} {rt}: converting A {:.0} us, B {:.0} us on one thread", parts[0], parts[1]);
+            for threads in [1, rayon::current_num_threads()] {
+                let us = (0..50)
+                    .map(|_| {
+                        let t = std::time::Instant::now();
+                        // SAFETY: the buffers hold m*k, k*n and m*n values.
+                        unsafe { run(tiles, m, n, k, &lhs, lt, &rhs, rt, out.as_mut_ptr(), threads) };
+                        t.elapsed().as_secs_f64() * 1e6
+                    })
+                    .fold(f64::MAX, f64::min);
+                eprintln!("{m}x{n}x{k} {lt} {rt}, {threads} threads: {us:.0} us ({:.1} GMAC/s)", (m * n * k) as f64 / us / 1e3);
             }
         }
     }

@@ -16,6 +16,7 @@ pub mod gemm_select;
 mod kernel_cache;
 mod math32;
 mod movement;
+mod on_pool;
 mod onednn;
 mod onednn_api;
 mod onednn_conv;
@@ -112,6 +113,19 @@ impl Executor {
     /// `run_planned`, calling `after(i, values)` once kernel `i` has run (before the values it
     /// read last are dropped): a data-parallel step starts a bucket's all-reduce there.
     pub fn run_planned_with(
+        &mut self,
+        g: &Graph,
+        plan: &Plan,
+        memory: &dlc_language::passes::memory::MemoryPlan,
+        after: AfterKernel,
+    ) -> Result<(), RuntimeError> {
+        if !on_pool::worthwhile() {
+            return self.run_kernels(g, plan, memory, after);
+        }
+        on_pool::run(|| self.run_kernels(g, plan, memory, after))
+    }
+
+    fn run_kernels(
         &mut self,
         g: &Graph,
         plan: &Plan,

@@ -4,17 +4,19 @@
 //! library Debian ships, lost to the f32 kernels on most of the MLP's shapes on a Zen 4).
 //!
 //! One call computes a tile of up to `MR` rows by `NR` (32) columns over the whole depth, from
-//! operands packed as pairs along the depth (the layout `vdpbf16ps` reads; the caller packs,
-//! see the interpreter's `exec/bf16_product.rs`):
-//! - A, `kp` groups of `MR` 32-bit words: word `p * MR + r` holds row r's bf16 values at depths
-//!   2p (low half) and 2p + 1 (high half), rows past the tile's zero;
-//! - B, `kp` groups of `NR` words: word `p * NR + c` holds column c's values at 2p and 2p + 1.
+//! operands converted to pairs along the depth (the layout `vdpbf16ps` reads; the caller
+//! converts, see the interpreter's `exec/bf16_product.rs`): a 32-bit word holds two bf16 values,
+//! the even depth's in its low half, and each operand is a matrix of words with one row per depth
+//! pair:
+//! - A: row p holds the tile's rows' words at depth pair p, `lda` bytes from row p - 1;
+//! - B: row p holds the tile's 32 columns' words at depth pair p, `ldb` bytes apart.
 //!
 //! Each of the tile's rows keeps two accumulators (columns 0-15 and 16-31), so a twelve-row tile
 //! holds 24 of the 32 `zmm` registers; each depth pair loads B's two vectors once and reads A's
 //! words as broadcast memory operands. The result is stored (not added) under two column masks.
+//! B's 32 words of a row are read whole even where fewer columns are stored (the caller pads).
 
-use super::asm::{self, Asm, Mask, Mem, Rm, NO_MASK, R8, R9, RCX, RDI, RDX, RSI};
+use super::asm::{self, Asm, Mask, Mem, Rm, NO_MASK, R10, R11, R8, R9, RCX, RDI, RDX, RSI, RSP};
 use super::memory::Code;
 
 /// Rows a tile has at most (two accumulators each, plus two registers for B).
@@ -25,7 +27,7 @@ pub const NR: usize = 32;
 /// `vdpbf16ps zmm, zmm, zmm/m512/m32bcst`: EVEX.512.F3.0F38.W0 52.
 const VDPBF16PS: asm::Op = asm::op(2, 2, 0x52);
 
-type TileFn = unsafe extern "sysv64" fn(*const u32, *const u32, *mut f32, u64, u64, u64);
+type TileFn = unsafe extern "sysv64" fn(*const u32, *const u32, *mut f32, u64, u64, u64, u64, u64);
 
 /// Whether this CPU (and OS) runs the kernel: AVX-512F with its state saved by the OS, and
 /// AVX512-BF16 (CPUID leaf 7, sub-leaf 1, EAX bit 5).
@@ -56,30 +58,34 @@ impl Bf16Tiles {
     }
 
     /// `c[r * ldc + j] = sum over depth of A[r, d] * B[d, j]` for rows `0..rows` and columns
-    /// `0..cols`, from packed panels `a` and `b` (see the module's comment) of `kp` depth pairs.
+    /// `0..cols`, from word matrices `a` (row stride `lda` words) and `b` (row stride `ldb`) of
+    /// `kp` depth pairs (see the module's comment).
     ///
     /// # Safety
-    /// `a` holds `kp * MR` words, `b` `kp * NR` (64-byte aligned), `c` rows of `ldc` f32 with
-    /// room for `cols` values each; 1 <= rows <= MR, 1 <= cols <= NR, kp >= 1.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn tile(&self, rows: usize, a: *const u32, b: *const u32, kp: usize, c: *mut f32, ldc: usize, cols: usize) {
+    /// `a` holds `kp` rows of `rows` words, `b` `kp` rows of NR words, `c` rows of `ldc` f32
+    /// with room for `cols` values each; 1 <= rows <= MR, 1 <= cols <= NR, kp >= 1.
+    pub unsafe fn tile(&self, rows: usize, a: (*const u32, usize), b: (*const u32, usize), kp: usize, c: (*mut f32, usize), cols: usize) {
         debug_assert!((1..=MR).contains(&rows) && (1..=NR).contains(&cols) && kp >= 1);
         let masks = if cols >= NR { u32::MAX as u64 } else { (1u64 << cols) - 1 };
         // SAFETY: the code was generated for this signature (System V, as `TileFn`).
         let f = unsafe { std::mem::transmute::<*const u8, TileFn>(self.kernels[rows - 1].entry()) };
-        unsafe { f(a, b, c, kp as u64, (ldc * 4) as u64, masks) }
+        unsafe { f(a.0, b.0, c.0, kp as u64, (a.1 * 4) as u64, (b.1 * 4) as u64, (c.1 * 4) as u64, masks) }
     }
 }
 
-/// The tile kernel for `rows` rows: `(a: rdi, b: rsi, c: rdx, kp: rcx, ldc in bytes: r8,
-/// column masks: r9 — bits 0-15 the first vector's, 16-31 the second's)`.
+/// The tile kernel for `rows` rows: `(a: rdi, b: rsi, c: rdx, kp: rcx, lda: r8, ldb: r9, then
+/// on the stack ldc and the column masks — bits 0-15 the first vector's, 16-31 the second's)`,
+/// strides in bytes.
 fn generate(rows: usize) -> Vec<u8> {
     let mut a = Asm::default();
     let (b0, b1) = (30u8, 31u8);
     let acc = |r: usize, half: usize| (2 * r + half) as u8;
-    a.kmovw_from(1, R9);
-    a.shr_imm(R9, 16);
-    a.kmovw_from(2, R9);
+    // The stack arguments, above the return address.
+    a.load_gpr(R10, RSP, 8);
+    a.load_gpr(R11, RSP, 16);
+    a.kmovw_from(1, R11);
+    a.shr_imm(R11, 16);
+    a.kmovw_from(2, R11);
     for r in 0..rows {
         for h in 0..2 {
             a.op3(asm::VPXORD, acc(r, h), acc(r, h), Rm::Z(acc(r, h)), NO_MASK);
@@ -93,14 +99,14 @@ fn generate(rows: usize) -> Vec<u8> {
         a.op3(VDPBF16PS, acc(r, 0), b0, word, NO_MASK);
         a.op3(VDPBF16PS, acc(r, 1), b1, word, NO_MASK);
     }
-    a.add_imm(RDI, (MR * 4) as i32);
-    a.add_imm(RSI, (NR * 4) as i32);
+    a.add_gpr(RDI, R8);
+    a.add_gpr(RSI, R9);
     a.dec32(RCX);
     a.jcc(asm::CC_NZ, Some(top));
     for r in 0..rows {
         a.store(Mem::At { base: RDX, index: None, disp: 0 }, acc(r, 0), Mask { k: 1, zero: false });
         a.store(Mem::At { base: RDX, index: None, disp: 64 }, acc(r, 1), Mask { k: 2, zero: false });
-        a.add_gpr(RDX, R8);
+        a.add_gpr(RDX, R10);
     }
     a.vzeroupper();
     a.ret();
@@ -140,7 +146,7 @@ mod tests {
                 let ldc = 40;
                 let mut c = vec![f32::NAN; MR * ldc];
                 // SAFETY: buffers of the sizes `tile` reads and writes.
-                unsafe { tiles.tile(rows, a.as_ptr(), b.words().as_ptr(), kp, c.as_mut_ptr(), ldc, cols) };
+                unsafe { tiles.tile(rows, (a.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), ldc), cols) };
                 for r in 0..MR {
                     for j in 0..ldc {
                         let got = c[r * ldc + j];

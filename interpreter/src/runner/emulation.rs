@@ -66,6 +66,17 @@ static void dlc_run_blocks(std::function<void()> const& barrier) {
     barrier();
   }
 }
+// Sets the launch's shape; runs a kernel without barriers thread after thread on this thread
+// (and says so), else leaves the launch to the cooperative runner below.
+static bool dlc_launch_serial(unsigned int grid, unsigned int block, bool cooperative, const std::function<void()>& kernel) {
+  gridDim.x = grid; blockDim.x = block; dlc_grid = grid; dlc_kernel = &kernel;
+  if (cooperative) return false;
+  for (unsigned int b = 0; b < grid; b++) {
+    blockIdx.x = b;
+    for (unsigned int t = 0; t < block; t++) { threadIdx.x = t; kernel(); }
+  }
+  return true;
+}
 #if defined(__x86_64__)
 extern "C" void dlc_switch_stack(void** save, void* to);
 asm(R"(
@@ -104,14 +115,7 @@ static inline void __syncthreads() { dlc_yield(); }
   __builtin_unreachable();
 }
 static void dlc_launch(unsigned int grid, unsigned int block, bool cooperative, const std::function<void()>& kernel) {
-  gridDim.x = grid; blockDim.x = block; dlc_grid = grid; dlc_kernel = &kernel;
-  if (!cooperative) {
-    for (unsigned int b = 0; b < grid; b++) {
-      blockIdx.x = b;
-      for (unsigned int t = 0; t < block; t++) { threadIdx.x = t; kernel(); }
-    }
-    return;
-  }
+  if (dlc_launch_serial(grid, block, cooperative, kernel)) return;
   // 64 KiB of stack a fiber (the kernels' frames are small), committed as touched.
   const size_t stack = 64 * 1024;
   std::unique_ptr<char[]> stacks(new char[stack * block]);
@@ -141,14 +145,7 @@ static void dlc_launch(unsigned int grid, unsigned int block, bool cooperative, 
 static std::barrier<>* dlc_block_barrier = nullptr;
 static inline void __syncthreads() { dlc_block_barrier->arrive_and_wait(); }
 static void dlc_launch(unsigned int grid, unsigned int block, bool cooperative, const std::function<void()>& kernel) {
-  gridDim.x = grid; blockDim.x = block; dlc_grid = grid; dlc_kernel = &kernel;
-  if (!cooperative) {
-    for (unsigned int b = 0; b < grid; b++) {
-      blockIdx.x = b;
-      for (unsigned int t = 0; t < block; t++) { threadIdx.x = t; kernel(); }
-    }
-    return;
-  }
+  if (dlc_launch_serial(grid, block, cooperative, kernel)) return;
   std::barrier<> bar(block);
   dlc_block_barrier = &bar;
   std::vector<std::thread> threads;

@@ -146,12 +146,52 @@ fn block_words(out: &mut [u32], x: &[f32], across: bool, len: usize, k: usize, s
     }
 }
 
+/// `f((i, chunk))` for each `size`-word chunk of `words`, on rayon's threads when `parallel`.
+fn each_chunk(words: &mut [u32], size: usize, parallel: bool, f: impl Fn((usize, &mut [u32])) + Sync + Send) {
+    if parallel {
+        words.par_chunks_mut(size).enumerate().for_each(f);
+    } else {
+        words.chunks_mut(size).enumerate().for_each(f);
+    }
+}
+
+/// op(lhs) (m×k) as the kernel reads it: blocks of MR rows, each `kp` rows of MR words,
+/// contiguous (so that a tile reads one stream: rows of words a whole row of the product apart
+/// crossed a page every depth pair at batch 1024).
+fn left_blocks(lhs: &[f32], lhs_t: bool, m: usize, k: usize, parallel: bool) -> Vec<u32> {
+    let (kp, blocks) = (k.div_ceil(2), m.div_ceil(MR));
+    let mut a = buffer(blocks * kp * MR);
+    let a_blocks = &mut a[..blocks * kp * MR];
+    if lhs_t {
+        // Stored k×m: the whole matrix's words first (rows of m, long enough to vectorise),
+        // then each block's 12 columns copied out (converted block by block, the rows were 12
+        // values long: 0.54 ns a value at 512×1024).
+        let mut whole = buffer(kp * m);
+        each_chunk(&mut whole[..kp * m], 64 * m, parallel, |(i, out)| {
+            let d0 = 2 * 64 * i;
+            zip_rows(out, &lhs[d0 * m..], m, k.min(d0 + 128) - d0, 0, m, m)
+        });
+        let whole_words = &whole;
+        each_chunk(a_blocks, kp * MR, parallel, |(block, words)| {
+            let (r0, rows) = (block * MR, MR.min(m - block * MR));
+            for (p, w) in words.chunks_mut(MR).enumerate() {
+                w[..rows].copy_from_slice(&whole_words[p * m + r0..][..rows]);
+            }
+        });
+        recycle(whole);
+    } else {
+        each_chunk(a_blocks, kp * MR, parallel, |(block, words)| {
+            block_words(words, lhs, true, m, k, block * MR, MR.min(m - block * MR), MR)
+        });
+    }
+    a
+}
+
 /// dst[m×n] = op(lhs)[m×k] @ op(rhs)[k×n], row-major (`lhs_t`: lhs stored k×m; `rhs_t`: rhs
 /// stored n×k), on `threads` of rayon's threads. Every one of dst's first m*n values is written.
 ///
-/// The left operand is converted first, a block of MR rows at a time (contiguous, so that a
-/// tile reads one stream: rows of words a whole row of the product apart crossed a page every
-/// depth pair at batch 1024); then each column panel's task converts its panel of the right
+/// The left operand is converted first (`left_blocks`); then each column panel's task converts
+/// its panel of the right
 /// operand and computes its tiles, so the conversion is spread over the threads without a pass
 /// of its own (a pass of rayon tasks costs 20-40 µs on the 2-core VM, more than the conversion it
 /// spreads).
@@ -173,43 +213,7 @@ pub unsafe fn run(
 ) {
     let (kp, blocks, panels) = (k.div_ceil(2), m.div_ceil(MR), n.div_ceil(NR));
     let parallel = threads > 1;
-    let mut a = buffer(blocks * kp * MR);
-    let big = parallel && m * k >= 1 << 18;
-    if lhs_t {
-        // Stored k×m: the whole matrix's words first (rows of m, long enough to vectorise),
-        // then each block's 12 columns copied out (converted block by block, the rows were 12
-        // values long: 0.54 ns a value at 512×1024).
-        let mut whole = buffer(kp * m);
-        let zip = |(i, out): (usize, &mut [u32])| {
-            let d0 = 2 * 64 * i;
-            zip_rows(out, &lhs[d0 * m..], m, k.min(d0 + 128) - d0, 0, m, m)
-        };
-        if big {
-            whole[..kp * m].par_chunks_mut(64 * m).enumerate().for_each(zip);
-        } else {
-            whole[..kp * m].chunks_mut(64 * m).enumerate().for_each(zip);
-        }
-        let whole_words = &whole;
-        let copy = |(block, words): (usize, &mut [u32])| {
-            let (r0, rows) = (block * MR, MR.min(m - block * MR));
-            for (p, w) in words.chunks_mut(MR).enumerate() {
-                w[..rows].copy_from_slice(&whole_words[p * m + r0..][..rows]);
-            }
-        };
-        if big {
-            a[..blocks * kp * MR].par_chunks_mut(kp * MR).enumerate().for_each(copy);
-        } else {
-            a[..blocks * kp * MR].chunks_mut(kp * MR).enumerate().for_each(copy);
-        }
-        recycle(whole);
-    } else {
-        let a_block = |(block, words): (usize, &mut [u32])| block_words(words, lhs, true, m, k, block * MR, MR.min(m - block * MR), MR);
-        if big {
-            a[..blocks * kp * MR].par_chunks_mut(kp * MR).enumerate().for_each(a_block);
-        } else {
-            a[..blocks * kp * MR].chunks_mut(kp * MR).enumerate().for_each(a_block);
-        }
-    }
+    let a = left_blocks(lhs, lhs_t, m, k, parallel && m * k >= 1 << 18);
     let mut b = buffer(panels * kp * NR);
     // Row groups per panel: enough tasks to keep every thread busy. With several groups a panel
     // is shared, so the panels are converted in a pass of their own first.
@@ -233,13 +237,9 @@ pub unsafe fn run(
             b_panel((panel, &mut *words));
             tiles_of(panel, 0, words);
         };
-        if parallel {
-            b_panels.par_chunks_mut(kp * NR).enumerate().for_each(task);
-        } else {
-            b_panels.chunks_mut(kp * NR).enumerate().for_each(task);
-        }
+        each_chunk(b_panels, kp * NR, parallel, task);
     } else {
-        b_panels.par_chunks_mut(kp * NR).enumerate().for_each(b_panel);
+        each_chunk(b_panels, kp * NR, true, b_panel);
         let b_panels = &b[..panels * kp * NR];
         (0..panels * groups).into_par_iter().for_each(|t| tiles_of(t / groups, t % groups, &b_panels[t / groups * kp * NR..]));
     }
@@ -321,20 +321,22 @@ mod tests {
             let rhs = vec![0.25f32; k * n];
             let mut out = vec![0f32; m * n];
             let kp = k.div_ceil(2);
-            let mut words = vec![0u32; m.div_ceil(MR) * kp * MR.max(NR)];
-            let parts: Vec<f64> = [(lt, m, MR, true), (rt, n, NR, false)]
-                .iter()
-                .map(|&(t, len, width, left)| {
-                    let x = if left { &lhs } else { &rhs };
-                    let t0 = std::time::Instant::now();
-                    for _ in 0..20 {
-                        for (i, w) in words.chunks_mut(kp * width).take(len.div_ceil(width)).enumerate() {
-                            block_words(w, x, t != left, len, k, i * width, width.min(len - i * width), width);
-                        }
+            let mut words = vec![0u32; n.div_ceil(NR) * kp * NR];
+            let time = |f: &mut dyn FnMut()| {
+                let t0 = std::time::Instant::now();
+                for _ in 0..20 {
+                    f();
+                }
+                t0.elapsed().as_secs_f64() * 1e6 / 20.0
+            };
+            let parts = [
+                time(&mut || recycle(left_blocks(&lhs, lt, m, k, false))),
+                time(&mut || {
+                    for (i, w) in words.chunks_mut(kp * NR).enumerate() {
+                        block_words(w, &rhs, rt, n, k, i * NR, NR.min(n - i * NR), NR);
                     }
-                    t0.elapsed().as_secs_f64() * 1e6 / 20.0
-                })
-                .collect();
+                }),
+            ];
             eprintln!("{m}x{n}x{k} {lt} {rt}: converting A {:.0} us, B {:.0} us on one thread", parts[0], parts[1]);
             for threads in [1, rayon::current_num_threads()] {
                 let us = (0..50)

@@ -200,7 +200,7 @@ impl GemmSelect {
             }
             started.elapsed().as_nanos() as u64
         };
-        let pick = self.choose(key, &names, &mut time);
+        let pick = self.choose(key, names, &mut time);
         if !run(names[pick], dst) {
             self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par);
         }
@@ -264,17 +264,21 @@ impl GemmSelect {
 }
 
 /// The kernels a bf16 product may run on here: the f32 kernels always, oneDNN's bf16 matmul
-/// where a 2.x library is installed, dlc's AVX512-BF16 tiles where the CPU has the instruction.
-fn bf16_candidates() -> Vec<&'static str> {
-    let mut names = vec!["f32"];
-    if super::onednn_api::available() {
-        names.push("onednn-bf16");
-    }
-    #[cfg(target_arch = "x86_64")]
-    if super::bf16_product::tiles().is_some() {
-        names.push("avx512-bf16");
-    }
-    names
+/// where a 2.x library is installed, dlc's AVX512-BF16 tiles where the CPU has the instruction
+/// (found once a process, not at every product).
+fn bf16_candidates() -> &'static [&'static str] {
+    static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut names = vec!["f32"];
+        if super::onednn_api::available() {
+            names.push("onednn-bf16");
+        }
+        #[cfg(target_arch = "x86_64")]
+        if super::bf16_product::tiles().is_some() {
+            names.push("avx512-bf16");
+        }
+        names
+    })
 }
 
 #[cfg(test)]

@@ -300,20 +300,22 @@ impl Asm {
         self.group1(4, r, imm);
     }
 
-    /// `shl r64, imm8`.
-    pub fn shl_imm(&mut self, r: u8, by: u8) {
+    /// `op r64, imm8` of the 0xC1 shift group (`ext`: 4 shl, 5 shr).
+    fn shift64(&mut self, ext: u8, r: u8, by: u8) {
         self.rex(true, 0, r);
         self.byte(0xC1);
-        self.byte(0xC0 | 4 << 3 | (r & 7));
+        self.byte(0xC0 | ext << 3 | (r & 7));
         self.byte(by);
+    }
+
+    /// `shl r64, imm8`.
+    pub fn shl_imm(&mut self, r: u8, by: u8) {
+        self.shift64(4, r, by);
     }
 
     /// `shr r64, imm8`.
     pub fn shr_imm(&mut self, r: u8, by: u8) {
-        self.rex(true, 0, r);
-        self.byte(0xC1);
-        self.byte(0xC0 | 5 << 3 | (r & 7));
-        self.byte(by);
+        self.shift64(5, r, by);
     }
 
     /// `add dst, src` (64-bit).

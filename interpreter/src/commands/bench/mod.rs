@@ -156,8 +156,8 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
     // How many steps warm-up took (0 while it lasts): `warmup` and `warmup_min_s`, whichever is longer.
     let warmed: Rc<std::cell::Cell<usize>> = Rc::default();
     let warmed_seen = warmed.clone();
-    let first_done: std::cell::Cell<Option<Instant>> = Default::default(); // (the first step reads the data)
-                                                                           // Time from one step's end to the next: the step itself (data are prepared per epoch, before).
+    // Warm-up counts from the first step's end (it reads the data); steps are timed end to end.
+    let first_done: std::cell::Cell<Option<Instant>> = Default::default();
     let times: Rc<RefCell<Vec<f64>>> = Rc::default();
     let seen = times.clone();
     // Page faults at the end of each step.

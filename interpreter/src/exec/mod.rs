@@ -60,6 +60,12 @@ pub struct Executor {
     pub kernels: Arc<fused::KernelCache>,
     /// When set, `run_plan` adds each kernel's time to it, by kind (`dlc bench --profile`).
     pub profile: Option<KernelTimes>,
+    /// Parameters and inputs the next run may consume: its `Param`/`Input` node takes the value
+    /// out of `params`/`inputs` rather than sharing it, so once it dies in the run its buffer
+    /// can be written over (an optimiser's update in place, see `fused::run_many`). The caller
+    /// replaces them after the run; cleared by `clear_values`.
+    pub donated_params: std::collections::HashSet<u32>,
+    pub donated_inputs: std::collections::HashSet<u32>,
 }
 
 impl Executor {
@@ -73,6 +79,12 @@ impl Executor {
     }
 
     pub fn param(&mut self, g: &Graph, id: u32) -> Result<Tensor, RuntimeError> {
+        if self.donated_params.contains(&id) {
+            // (Never initialised afresh: a donated parameter read twice is a planning error.)
+            return self.params.remove(&id).ok_or_else(|| {
+                RuntimeError::Unsupported(format!("parameter `{}` was read twice in a run that consumes it", g.params[id as usize].path))
+            });
+        }
         if let Some(t) = self.params.get(&id) {
             return Ok(t.clone());
         }
@@ -142,8 +154,8 @@ impl Executor {
                         self.cache.insert(*n, t);
                     }
                 }
-                Kernel::Fused(r) => self.run_regions(g, std::slice::from_ref(r))?,
-                Kernel::Group(rs) => self.run_regions(g, rs)?,
+                Kernel::Fused(r) => self.run_regions(g, std::slice::from_ref(r), dead)?,
+                Kernel::Group(rs) => self.run_regions(g, rs, dead)?,
                 Kernel::Gemm(gk) => {
                     if !self.cache.contains_key(&gk.output()) {
                         let product = self.run_node(g, gk.product)?;
@@ -191,16 +203,34 @@ impl Executor {
     }
 
     /// Run fused regions as one launch (those whose outputs are all computed already are skipped).
-    fn run_regions(&mut self, g: &Graph, regions: &[fusion::Region]) -> Result<(), RuntimeError> {
-        let mut todo = vec![];
-        for r in regions.iter().filter(|r| !r.outputs.iter().all(|o| self.cache.contains_key(o))) {
-            let program = self.kernels.program(g, r)?;
-            let inputs: Vec<Tensor> = r.inputs.iter().map(|i| self.cache[i].clone()).collect();
-            todo.push((r, program, inputs));
+    /// The regions of one kernel. Values that die at this kernel (`dead`) leave the cache before
+    /// it runs, so a buffer nothing else holds can become an output's (see `fused::run_many`).
+    fn run_regions(&mut self, g: &Graph, regions: &[fusion::Region], dead: &[NodeId]) -> Result<(), RuntimeError> {
+        let todo: Vec<(&fusion::Region, Arc<fused::Program>)> = regions
+            .iter()
+            .filter(|r| !r.outputs.iter().all(|o| self.cache.contains_key(o)))
+            .map(|r| Ok((r, self.kernels.program(g, r)?)))
+            .collect::<Result<_, RuntimeError>>()?;
+        let mut dying: HashMap<NodeId, Tensor> = HashMap::new();
+        for n in dead {
+            if let Some(t) = self.cache.remove(n) {
+                dying.insert(*n, t);
+            }
         }
-        let items: Vec<(&fused::Program, &[Tensor])> = todo.iter().map(|(_, p, ins)| (p.as_ref(), ins.as_slice())).collect();
-        let results = fused::run_many(&items);
-        for ((r, _, _), outs) in todo.iter().zip(results) {
+        let mut inputs: Vec<Vec<Tensor>> = todo
+            .iter()
+            .map(|(r, _)| {
+                r.inputs
+                    .iter()
+                    .map(|i| self.cache.get(i).or_else(|| dying.get(i)).cloned().expect("a region's inputs are computed"))
+                    .collect()
+            })
+            .collect();
+        drop(dying);
+        let items: Vec<(&fused::Program, Vec<Tensor>)> =
+            todo.iter().zip(inputs.iter_mut()).map(|((_, p), ins)| (p.as_ref(), std::mem::take(ins))).collect();
+        let results = fused::run_many(items);
+        for ((r, _), outs) in todo.iter().zip(results) {
             for (o, t) in r.outputs.iter().zip(outs) {
                 self.cache.insert(*o, t);
             }
@@ -260,6 +290,8 @@ impl Executor {
     pub fn clear_values(&mut self) {
         self.cache.clear();
         self.inputs.clear();
+        self.donated_params.clear();
+        self.donated_inputs.clear();
     }
 
     /// The value of `root`, computing whatever it depends on that is not cached yet.
@@ -312,7 +344,8 @@ impl Executor {
         let n: usize = shape.iter().product();
         Ok(match &node.op {
             Op::Input(i) => {
-                let t = self.inputs.get(i).cloned().ok_or_else(|| RuntimeError::UnboundInput(g.inputs[*i as usize].name.clone()))?;
+                let t = if self.donated_inputs.contains(i) { self.inputs.remove(i) } else { self.inputs.get(i).cloned() };
+                let t = t.ok_or_else(|| RuntimeError::UnboundInput(g.inputs[*i as usize].name.clone()))?;
                 if t.shape != shape {
                     return Err(RuntimeError::Unsupported(format!(
                         "input `{}` has shape {:?}, expected {:?}",

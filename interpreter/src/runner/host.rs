@@ -16,13 +16,15 @@ pub struct HostRunner {
     slots: HashMap<Slot, Tensor>,
     input_slots: HashMap<u32, Slot>,
     pinned: HashMap<NodeId, Tensor>,
+    /// Slots the next run consumes (`Runner::donate`).
+    donated: std::collections::HashSet<Slot>,
     runs: usize,
 }
 
 impl HostRunner {
     /// Over `ex` (its seed, fusion setting, kernel cache and profile as the caller set them).
     pub fn new(ex: Executor) -> HostRunner {
-        HostRunner { ex, slots: HashMap::new(), input_slots: HashMap::new(), pinned: HashMap::new(), runs: 0 }
+        HostRunner { ex, slots: HashMap::new(), input_slots: HashMap::new(), pinned: HashMap::new(), donated: Default::default(), runs: 0 }
     }
 }
 
@@ -33,6 +35,21 @@ impl HostRunner {
     fn result(&self, node: NodeId) -> Result<Tensor, RuntimeError> {
         self.ex.computed(node).ok_or_else(|| missing(format!("{node:?} is not a result of the last run")))
     }
+}
+
+/// The input nodes `plan` reads.
+fn inputs_read(g: &Graph, plan: &Plan) -> std::collections::HashSet<u32> {
+    use dlc_language::ir::{plan::Kernel, Op};
+    plan.kernels
+        .iter()
+        .filter_map(|k| match k {
+            Kernel::Library(n) | Kernel::Free(n) => match g.node(*n).op {
+                Op::Input(i) => Some(i),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
 }
 
 fn missing(what: String) -> RuntimeError {
@@ -53,10 +70,37 @@ impl Runner for HostRunner {
         self.input_slots.insert(input, slot);
     }
 
+    fn donate(&mut self, slot: Slot) {
+        self.donated.insert(slot);
+    }
+
     fn run_observed(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan, after: AfterKernel) -> Result<(), RuntimeError> {
         self.ex.clear_values();
         for (n, t) in &self.pinned {
             self.ex.preset(*n, t.clone());
+        }
+        // A donated slot's value moves into the executor, which then holds its only reference:
+        // a parameter's, or that of the one input this plan reads from the slot (the input
+        // nodes of other plans, another batch shape's step, may read it too).
+        let read = inputs_read(g, plan);
+        for slot in std::mem::take(&mut self.donated) {
+            let reader = self.input_slots.iter().filter(|(i, s)| **s == slot && read.contains(*i)).map(|(i, _)| *i);
+            let readers: Vec<u32> = reader.collect();
+            let t = match (slot, readers.as_slice()) {
+                (Slot::Param(_), _) | (_, [_]) => self.slots.remove(&slot),
+                _ => None,
+            };
+            match (slot, t) {
+                (Slot::Param(id), Some(t)) => {
+                    self.ex.set_param(id, t);
+                    self.ex.donated_params.insert(id);
+                }
+                (_, Some(t)) => {
+                    self.ex.inputs.insert(readers[0], t);
+                    self.ex.donated_inputs.insert(readers[0]);
+                }
+                (_, None) => {}
+            }
         }
         for (slot, t) in &self.slots {
             match slot {

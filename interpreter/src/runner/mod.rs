@@ -207,6 +207,11 @@ pub trait Runner {
     }
     /// Make input node `input` read `slot` in the runs that follow.
     fn read_input_from(&mut self, input: u32, slot: Slot);
+    /// The next run may consume `slot`'s value (write over its buffer once the run has read it
+    /// for the last time, as an optimiser's update does in place): the caller replaces the slot
+    /// (`keep`) after the run, and until then it may be empty, also when the run fails. A
+    /// runner free to ignore it (the default) keeps the value.
+    fn donate(&mut self, _slot: Slot) {}
     /// Run `plan` on the device; its roots stay available until the next run.
     fn run(&mut self, g: &Graph, plan: &Plan, memory: &MemoryPlan) -> Result<(), RuntimeError> {
         self.run_observed(g, plan, memory, &mut |_, _| Ok(()))

@@ -144,6 +144,16 @@ impl<'s> Trainer<'s> {
         for (i, (id, _)) in st.accum.iter().enumerate() {
             run.read_input_from(*id, Slot::Sum(i));
         }
+        // An update on one runner consumes the parameters, buffers and optimiser state it
+        // replaces: the CPU's writes the update over them in place (`Runner::donate`).
+        let donated = update && st.update.is_none();
+        if donated {
+            for (k, ids, _) in &st.updates {
+                run.donate(Slot::Param(self.params[*k].id));
+                (0..ids.len()).for_each(|j| run.donate(Slot::State(*k, j)));
+            }
+            st.buffer_updates.iter().for_each(|(id, _)| run.donate(Slot::Param(*id)));
+        }
         let graph = &self.session.t.graph;
         // The whole step runs even for the first N-1 micro-batches of `accumulate = N`, whose
         // updates are then dropped: one compiled plan, no second one without the optimiser.
@@ -174,9 +184,17 @@ impl<'s> Trainer<'s> {
             (Some((_, flag)), true) => run.fetch(graph, flag)?.to_f64()[0] != 0.0,
             _ => true,
         };
+        let mut not_finite: Option<RuntimeError> = None;
         if let Some((name, v)) = logged.iter().find(|(_, v)| !v.is_finite()) {
             if st.scale.is_none() {
-                return Err(err(format!("`{name}` became {v} at step {step}")));
+                not_finite = Some(err(format!("`{name}` became {v} at step {step}")));
+            }
+        }
+        // (A step that consumed its state leaves its own results in the slots before failing,
+        // as PyTorch's `optimizer.step()` has updated the parameters when the loss is read.)
+        if !donated {
+            if let Some(e) = not_finite {
+                return Err(e);
             }
         }
         for (id, n) in &st.buffer_updates {
@@ -210,6 +228,9 @@ impl<'s> Trainer<'s> {
         }
         for (i, s) in self.grad_sums.iter().enumerate() {
             run.put(Slot::Sum(i), &zeros_like(s))?;
+        }
+        if let Some(e) = not_finite {
+            return Err(e);
         }
 
         if let Some(s) = self.scaler.as_mut() {

@@ -106,6 +106,11 @@ impl Program {
                     Instr::Expand { .. } => false,
                 })
             })
+            .collect::<Vec<bool>>();
+        // Inputs read only at the output's own index: an output may take such an input's
+        // buffer and be written over it (see `launch.rs`).
+        let overwritable = (0..inputs)
+            .map(|k| direct[k] && !instrs.iter().any(|i| matches!(i, Instr::Expand { src: Operand::Input(j), .. } if *j == k)))
             .collect();
         let scalar = instrs
             .iter()
@@ -125,6 +130,7 @@ impl Program {
             outputs,
             round,
             direct,
+            overwritable,
             kernel: e.clone(),
             native: None,
             tune: None,

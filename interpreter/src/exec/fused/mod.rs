@@ -68,6 +68,10 @@ pub struct Program {
     /// Per region input: read elementwise (its chunk is passed to native code), rather than
     /// only through a broadcast load.
     direct: Vec<bool>,
+    /// Per region input: read only at each output element's own index (never through a
+    /// broadcast load), so native code, which loads an element's inputs before it stores that
+    /// element's outputs, may write an output over it.
+    overwritable: Vec<bool>,
     /// The kernel IR it was made from, which its native code is compiled from.
     pub(super) kernel: dlc_jit::kir::Elementwise,
     /// The same region as native code (AVX-512 or Cranelift), when every op has a compiled form;
@@ -151,7 +155,7 @@ impl Program {
 
     /// Run on the region's inputs (in `Region::inputs` order); one tensor per region output.
     pub fn run(&self, inputs: &[Tensor]) -> Vec<Tensor> {
-        run_many(&[(self, inputs)]).pop().expect("one program")
+        run_many(vec![(self, inputs.to_vec())]).pop().expect("one program")
     }
 
     /// This program, when it has native code.
@@ -179,8 +183,13 @@ impl Program {
 
 /// An input as f32 values (bools as 0/1).
 pub(crate) fn as_f32(t: &Tensor) -> Arc<Vec<f32>> {
-    match &t.data {
-        Data::F32(v) => v.clone(),
+    into_f32(t.clone())
+}
+
+/// As `as_f32`, taking the tensor: f32 data moves (its buffer keeps its owners, no more).
+pub(crate) fn into_f32(t: Tensor) -> Arc<Vec<f32>> {
+    match t.data {
+        Data::F32(v) => v,
         other => Arc::new(match other {
             Data::I64(v) => v.iter().map(|x| *x as f32).collect(),
             Data::F64(v) => v.iter().map(|x| *x as f32).collect(),

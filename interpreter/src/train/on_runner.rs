@@ -119,41 +119,15 @@ impl<'s> Trainer<'s> {
         let key = shapes_of(&batch);
         self.ensure_step(&key)?;
         self.put_resident()?;
-        let st = &self.steps[&key];
-        let run = self.runner.as_mut();
-        for (id, t) in st.elem_inputs.iter().zip(batch) {
-            run.put(Slot::Input(*id), &t)?;
-        }
-        // The optimiser's step count leaves out the steps f16's loss scaling skipped.
-        let skipped = self.scaler.as_ref().map(|s| s.skipped).unwrap_or(0);
-        let scalar = |v: f64| Tensor::from_f64(DType::F32, vec![], [v]);
-        run.put(Slot::Input(st.t_input), &scalar(step.saturating_sub(skipped) as f64))?;
-        if let (Some((id, _)), Some(s)) = (st.scale, &self.scaler) {
-            run.put(Slot::Input(id), &scalar(s.scale))?;
-        }
-        run.put(Slot::Input(st.draw_input), &scalar(draw as f64))?;
-        for (id, lr) in st.lr_inputs.iter().zip(lrs) {
-            run.put(Slot::Input(*id), &scalar(*lr))?;
-        }
-        // Optimiser state and gradient sums are read where they live between steps.
-        for (k, ids, _) in &st.updates {
-            for (j, id) in ids.iter().enumerate() {
-                run.read_input_from(*id, Slot::State(*k, j));
-            }
-        }
-        for (i, (id, _)) in st.accum.iter().enumerate() {
-            run.read_input_from(*id, Slot::Sum(i));
-        }
+        self.bind_inputs(&key, batch, step, draw, lrs)?;
         // An update on one runner consumes the parameters, buffers and optimiser state it
         // replaces: the CPU's writes the update over them in place (`Runner::donate`).
-        let donated = update && st.update.is_none();
+        let donated = update && self.steps[&key].update.is_none();
         if donated {
-            for (k, ids, _) in &st.updates {
-                run.donate(Slot::Param(self.params[*k].id));
-                (0..ids.len()).for_each(|j| run.donate(Slot::State(*k, j)));
-            }
-            st.buffer_updates.iter().for_each(|(id, _)| run.donate(Slot::Param(*id)));
+            self.donate_replaced(&key);
         }
+        let st = &self.steps[&key];
+        let run = self.runner.as_mut();
         let graph = &self.session.t.graph;
         // The whole step runs even for the first N-1 micro-batches of `accumulate = N`, whose
         // updates are then dropped: one compiled plan, no second one without the optimiser.
@@ -245,6 +219,48 @@ impl<'s> Trainer<'s> {
             }
         }
         Ok((!put_off).then_some(logged))
+    }
+
+    /// Give `key`'s step its batch, step count, random draw and learning rates, and point its
+    /// optimiser-state and gradient-sum inputs at the slots they live in.
+    fn bind_inputs(&mut self, key: &super::Shapes, batch: Element, step: usize, draw: usize, lrs: &[f64]) -> Result<(), RuntimeError> {
+        let st = &self.steps[key];
+        let run = self.runner.as_mut();
+        for (id, t) in st.elem_inputs.iter().zip(batch) {
+            run.put(Slot::Input(*id), &t)?;
+        }
+        // The optimiser's step count leaves out the steps f16's loss scaling skipped.
+        let skipped = self.scaler.as_ref().map(|s| s.skipped).unwrap_or(0);
+        let scalar = |v: f64| Tensor::from_f64(DType::F32, vec![], [v]);
+        run.put(Slot::Input(st.t_input), &scalar(step.saturating_sub(skipped) as f64))?;
+        if let (Some((id, _)), Some(s)) = (st.scale, &self.scaler) {
+            run.put(Slot::Input(id), &scalar(s.scale))?;
+        }
+        run.put(Slot::Input(st.draw_input), &scalar(draw as f64))?;
+        for (id, lr) in st.lr_inputs.iter().zip(lrs) {
+            run.put(Slot::Input(*id), &scalar(*lr))?;
+        }
+        // Optimiser state and gradient sums are read where they live between steps.
+        for (k, ids, _) in &st.updates {
+            for (j, id) in ids.iter().enumerate() {
+                run.read_input_from(*id, Slot::State(*k, j));
+            }
+        }
+        for (i, (id, _)) in st.accum.iter().enumerate() {
+            run.read_input_from(*id, Slot::Sum(i));
+        }
+        Ok(())
+    }
+
+    /// Let the runner consume, in the next run of `key`'s step, every slot that step replaces.
+    fn donate_replaced(&mut self, key: &super::Shapes) {
+        let st = &self.steps[key];
+        let run = self.runner.as_mut();
+        for (k, ids, _) in &st.updates {
+            run.donate(Slot::Param(self.params[*k].id));
+            (0..ids.len()).for_each(|j| run.donate(Slot::State(*k, j)));
+        }
+        st.buffer_updates.iter().for_each(|(id, _)| run.donate(Slot::Param(*id)));
     }
 
     /// The step just run's logged values, read; or with `put_off` kept on the device for a later

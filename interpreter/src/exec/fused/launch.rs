@@ -128,32 +128,31 @@ pub fn run_many(items: Vec<(&Program, Vec<Tensor>)>) -> Vec<Vec<Tensor>> {
         p.record(*native, ns.load(std::sync::atomic::Ordering::Relaxed));
     }
     drop(views);
-    let mut results = vec![];
-    for (((p, outs), over), mut ins) in programs.iter().zip(bufs).zip(&overwritten).zip(inputs) {
-        let mut taken: Vec<Option<Vec<f32>>> = ins.iter_mut().map(|_| None).collect();
-        for k in over.iter().flatten() {
-            let arc = std::mem::take(&mut ins[*k]);
-            taken[*k] = Some(Arc::try_unwrap(arc).expect("an overwritten input has no other owner"));
-        }
-        let tensors = outs
-            .into_iter()
-            .zip(over)
-            .zip(&p.outputs)
-            .map(|((mut b, over), (_, dtype))| {
-                let v = match over {
-                    Some(k) => taken[*k].take().expect("each input is overwritten by one output at most"),
-                    None => {
-                        // SAFETY: the tasks covered every element of every output and initialised it.
-                        unsafe { b.set_len(p.numel()) };
-                        b
-                    }
-                };
-                output_tensor(*dtype, p.shape.clone(), v)
-            })
-            .collect();
-        results.push(tensors);
+    programs.iter().zip(bufs).zip(&overwritten).zip(inputs).map(|(((p, outs), over), ins)| outputs_of(p, outs, over, ins)).collect()
+}
+
+/// A program's output tensors after its launch: its own buffers, and the inputs' it wrote over.
+fn outputs_of(p: &Program, outs: Vec<Vec<f32>>, over: &[Option<usize>], mut ins: Vec<Arc<Vec<f32>>>) -> Vec<Tensor> {
+    let mut taken: Vec<Option<Vec<f32>>> = ins.iter().map(|_| None).collect();
+    for k in over.iter().flatten() {
+        let arc = std::mem::take(&mut ins[*k]);
+        taken[*k] = Some(Arc::try_unwrap(arc).expect("an overwritten input has no other owner"));
     }
-    results
+    outs.into_iter()
+        .zip(over)
+        .zip(&p.outputs)
+        .map(|((mut b, over), (_, dtype))| {
+            let v = match over {
+                Some(k) => taken[*k].take().expect("each input is overwritten by one output at most"),
+                None => {
+                    // SAFETY: the tasks covered every element of every output and initialised it.
+                    unsafe { b.set_len(p.numel()) };
+                    b
+                }
+            };
+            output_tensor(*dtype, p.shape.clone(), v)
+        })
+        .collect()
 }
 
 /// Per output of `p`, the input (by position) it is written over, if any: only in a native

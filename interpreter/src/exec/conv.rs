@@ -529,10 +529,14 @@ mod tests {
                     assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{what}: {g} against {w}");
                 }
             };
+            // (Each call's layout copies and scratchpads come from pools of NaN-filled buffers.)
+            crate::exec::onednn_api::poison_pools();
             let y = sel.convs.run(Dir::Forward, &s, [&x, &wt], nb * o * oh * ow).expect("forward");
             close(&y, &super::forward(&sel, geo, &x, &wt, nb), "forward");
+            crate::exec::onednn_api::poison_pools();
             let dx = sel.convs.run(Dir::Data, &s, [&dy, &wt], x.len()).expect("data gradient");
             close(&dx, &super::grad_input(&sel, geo, &dy, &wt, nb), "data gradient");
+            crate::exec::onednn_api::poison_pools();
             let dw = sel.convs.run(Dir::Weights, &s, [&x, &dy], wt.len()).expect("weight gradient");
             close(&dw, &super::grad_weight(&sel, geo, &x, &dy, nb), "weight gradient");
         }

@@ -166,13 +166,55 @@ impl Drop for Mems<'_> {
 }
 
 /// A buffer of its own for the memory `m` describes (a layout's copy, a scratchpad), kept in
-/// `scratch` until the call ends.
+/// `scratch` until the call ends, which hands it back (`recycle`). Taken from the thread's
+/// pool and not zeroed: oneDNN writes what it reads of these (a reorder writes a blocked
+/// layout's padding too), and zeroing a fresh 8 MiB copy of an activation at every
+/// convolution was 4% of the conv-BN step.
 pub(super) fn buffer(mems: &mut Mems, scratch: &mut Vec<Vec<f32>>, m: &Md) -> Option<H> {
     // SAFETY: an initialised descriptor.
     let bytes = unsafe { (mems.0.md_size)(m) };
-    scratch.push(vec![0f32; bytes.div_ceil(4).max(1)]);
+    let len = bytes.div_ceil(4).max(1);
+    let mut v = POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        // The smallest pooled buffer that is large enough, else the largest (grown).
+        let fits = (0..p.len()).filter(|i| p[*i].len() >= len).min_by_key(|i| p[*i].len());
+        let pick = fits.or_else(|| (0..p.len()).max_by_key(|i| p[*i].len()));
+        pick.map(|i| p.swap_remove(i)).unwrap_or_default()
+    });
+    if v.len() < len {
+        v.resize(len, 0.0);
+    }
+    scratch.push(v);
     let ptr = scratch.last_mut().expect("pushed").as_mut_ptr() as *mut c_void;
     mems.make(m, ptr)
+}
+
+/// Return a call's buffers to the thread's pool, which keeps at most `POOLED` of them and
+/// `POOLED_BYTES` in all (the largest go first).
+pub(super) fn recycle(scratch: Vec<Vec<f32>>) {
+    const POOLED: usize = 8;
+    const POOLED_BYTES: usize = 64 << 20;
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        p.extend(scratch);
+        p.sort_by_key(|v| v.len());
+        while p.len() > POOLED || p.iter().map(|v| v.len() * 4).sum::<usize>() > POOLED_BYTES {
+            p.pop();
+        }
+    });
+}
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<Vec<f32>>> = const { std::cell::RefCell::new(vec![]) };
+}
+
+/// Fill every thread's pool with buffers of NaNs, as large as the pool keeps: a call that read a
+/// pooled buffer before writing it would then give NaNs (tests).
+#[cfg(test)]
+pub(super) fn poison_pools() {
+    let poison = || recycle((0..4).map(|k| vec![f32::NAN; (1 << 20) >> k]).collect());
+    rayon::broadcast(|_| poison());
+    poison();
 }
 
 /// A memory descriptor of `dims` in data type `dt` and layout `tag`.

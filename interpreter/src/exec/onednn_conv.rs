@@ -297,7 +297,7 @@ unsafe fn execute(a: &Api, p: &Prepared, ins: [&[f32]; 2], out: *mut f32) -> boo
     let Some(pad) = buffer(&mut mems, &mut scratch, &p.scratchpad) else { return false };
     args.push(ExecArg { arg: ARG_SCRATCHPAD, memory: pad });
     // Every memory object wraps a buffer that outlives the call, which waits for the stream.
-    on_stream(a, |stream| {
+    let ok = on_stream(a, |stream| {
         let reorder = |r: H, from: H, to: H, pad: H| {
             let args = [
                 ExecArg { arg: ARG_SRC, memory: from },
@@ -312,5 +312,7 @@ unsafe fn execute(a: &Api, p: &Prepared, ins: [&[f32]; 2], out: *mut f32) -> boo
             ok = ok && reorder(r, from, to, pad);
         }
         ok
-    })
+    });
+    recycle(scratch);
+    ok
 }

@@ -186,5 +186,7 @@ unsafe fn execute(a: &Api, p: &Prim, lhs: &[u16], rhs: &[u16], out: *mut f32) ->
         ExecArg { arg: ARG_DST, memory: dst },
         ExecArg { arg: ARG_SCRATCHPAD, memory: pad },
     ];
-    on_stream(a, |stream| (a.prim_execute)(p.prim, stream, args.len() as c_int, args.as_ptr()) == 0)
+    let ok = on_stream(a, |stream| (a.prim_execute)(p.prim, stream, args.len() as c_int, args.as_ptr()) == 0);
+    recycle(scratch);
+    ok
 }

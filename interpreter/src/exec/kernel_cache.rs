@@ -179,6 +179,10 @@ impl KernelCache {
                 }
             }
             p.native = self.native_code(&p.kernel);
+            if p.native.is_some() {
+                p.run_splats = super::fused::run_splat_variant(&p.kernel)
+                    .and_then(|(e, run)| Some(super::fused::RunSplats { code: self.native_code(&e)?, run }));
+            }
             if measured && p.native.is_some() && p.tune.is_none() {
                 p.tune = Some(Tune::default());
             }

@@ -133,6 +133,7 @@ impl Program {
             overwritable,
             kernel: e.clone(),
             native: None,
+            run_splats: None,
             tune: None,
             tune_key: None,
             scalar,

@@ -9,18 +9,18 @@ use std::mem::MaybeUninit;
 
 /// A short list on the stack (spilling to the heap past 32): the pointers of one call, which a
 /// row kernel makes once per row and region, where a `Vec` each time cost an allocation each.
-struct Small<T: Copy> {
+pub(super) struct Small<T: Copy> {
     buf: [T; 32],
     len: usize,
     spill: Vec<T>,
 }
 
 impl<T: Copy> Small<T> {
-    fn new(fill: T) -> Small<T> {
+    pub(super) fn new(fill: T) -> Small<T> {
         Small { buf: [fill; 32], len: 0, spill: vec![] }
     }
 
-    fn push(&mut self, v: T) {
+    pub(super) fn push(&mut self, v: T) {
         if self.len < 32 && self.spill.is_empty() {
             self.buf[self.len] = v;
             self.len += 1;
@@ -32,7 +32,7 @@ impl<T: Copy> Small<T> {
         }
     }
 
-    fn as_slice(&self) -> &[T] {
+    pub(super) fn as_slice(&self) -> &[T] {
         if self.spill.is_empty() {
             &self.buf[..self.len]
         } else {
@@ -193,6 +193,14 @@ impl Program {
     ) {
         let len = dsts.first().map(|d| d.len()).unwrap_or(0);
         let end = start + len;
+        let mut outs: Small<*mut f32> = Small::new(std::ptr::null_mut());
+        for d in dsts.iter_mut() {
+            outs.push(d.as_mut_ptr() as *mut f32);
+        }
+        // Broadcasts constant along the chunk's runs: splats, no buffers (run_splats.rs).
+        if !stream && self.chunk_by_runs(ins, start, outs.as_slice(), len) {
+            return;
+        }
         let mut ptrs: Small<*const f32> = Small::new(std::ptr::null());
         for (k, x) in ins.iter().enumerate() {
             ptrs.push(if self.direct[k] { x[start..end].as_ptr() } else { x.as_ptr() });
@@ -204,10 +212,6 @@ impl Program {
         }
         for i in (0..self.instrs.len()).filter(|i| self.buffered_load(*i)) {
             ptrs.push(regs[i].as_ptr());
-        }
-        let mut outs: Small<*mut f32> = Small::new(std::ptr::null_mut());
-        for d in dsts.iter_mut() {
-            outs.push(d.as_mut_ptr() as *mut f32);
         }
         // SAFETY: every pointer covers `len` f32 values; outputs are fresh buffers (64-byte
         // aligned when streaming, checked by the caller).

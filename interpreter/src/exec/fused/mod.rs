@@ -13,8 +13,10 @@ mod broadcast;
 mod build;
 mod chunk;
 mod launch;
+mod run_splats;
 
 pub use launch::run_many;
+pub(crate) use run_splats::{variant as run_splat_variant, RunSplats};
 
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
@@ -78,6 +80,9 @@ pub struct Program {
     /// it reads the region's inputs and then, in order, the broadcast loads' buffers (see
     /// `dlc_jit::native`).
     pub(super) native: Option<Arc<dlc_jit::native::Native>>,
+    /// The native code with its broadcasts read as splats, for chunks inside one run along which
+    /// they are constant (run_splats.rs).
+    pub(super) run_splats: Option<run_splats::RunSplats>,
     /// When the native code was compiled to be measured against the interpreter (not forced by
     /// `--jit`): the trials so far and the choice (see `Tune`).
     pub(super) tune: Option<Tune>,

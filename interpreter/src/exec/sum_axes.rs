@@ -3,7 +3,7 @@
 //!
 //! The axes are merged into runs of kept or reduced dims, and the input is visited in memory
 //! order: the innermost run is folded into one accumulator (reduced) or added into a row of them
-//! (kept). Each output therefore sums its inputs in memory order, a reduced run by eight lanes
+//! (kept). Each output therefore sums its inputs in memory order, a reduced run by 32 lanes
 //! (`Lanes`), so the result depends on the shape alone: not on the thread count, and not on
 //! whether the values were read from a tensor or computed on the fly.
 //!

@@ -181,7 +181,7 @@ impl KernelCache {
             p.native = self.native_code(&p.kernel);
             if p.native.is_some() {
                 p.run_splats = super::fused::run_splat_variant(&p.kernel)
-                    .and_then(|(e, run)| Some(super::fused::RunSplats { code: self.native_code(&e)?, run }));
+                    .and_then(|(e, run, strides)| Some(super::fused::RunSplats { code: self.native_code(&e)?, run, strides }));
             }
             if measured && p.native.is_some() && p.tune.is_none() {
                 p.tune = Some(Tune::default());

@@ -217,18 +217,11 @@ impl Executor {
                 dying.insert(*n, t);
             }
         }
-        let mut inputs: Vec<Vec<Tensor>> = todo
-            .iter()
-            .map(|(r, _)| {
-                r.inputs
-                    .iter()
-                    .map(|i| self.cache.get(i).or_else(|| dying.get(i)).cloned().expect("a region's inputs are computed"))
-                    .collect()
-            })
-            .collect();
-        drop(dying);
+        let input = |i: &NodeId| self.cache.get(i).or_else(|| dying.get(i)).cloned().expect("a region's inputs are computed");
         let items: Vec<(&fused::Program, Vec<Tensor>)> =
-            todo.iter().zip(inputs.iter_mut()).map(|((_, p), ins)| (p.as_ref(), std::mem::take(ins))).collect();
+            todo.iter().map(|(r, p)| (p.as_ref(), r.inputs.iter().map(input).collect())).collect();
+        // (The launch then holds the only reference to a dying value no other region reads.)
+        drop(dying);
         let results = fused::run_many(items);
         for ((r, _), outs) in todo.iter().zip(results) {
             for (o, t) in r.outputs.iter().zip(outs) {

@@ -52,12 +52,7 @@ pub fn ptxas() -> Result<PathBuf, String> {
 }
 
 /// The translation unit of `gens`: the CUDA prelude once, then every kernel.
-pub fn translation_unit(gens: &[Generated]) -> Result<String, String> {
-    unit_of(gens)
-}
-
-/// The translation unit of some kernels.
-fn unit_of<'a>(gens: impl IntoIterator<Item = &'a Generated>) -> Result<String, String> {
+pub fn translation_unit<'a>(gens: impl IntoIterator<Item = &'a Generated>) -> Result<String, String> {
     let named: Vec<(&str, &dlc_jit::kir::Kernel)> = gens.into_iter().map(|g| (g.name.as_str(), &g.kernel)).collect();
     render::translation_unit(&named, Dialect::Cuda).map(|(src, _)| src).map_err(|e| e.to_string())
 }
@@ -86,7 +81,7 @@ pub fn check(gens: &[Generated], dir: &Path) -> Result<Vec<Assembled>, String> {
     let ptxas = ptxas()?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let (firsts, of) = distinct(gens)?;
-    let src = unit_of(firsts.iter().copied())?;
+    let src = translation_unit(firsts.iter().copied())?;
     let cu = dir.join("kernels.cu");
     std::fs::write(&cu, &src).map_err(|e| format!("{}: {e}", cu.display()))?;
     let mut out = vec![];

@@ -84,22 +84,20 @@ impl Runner for HostRunner {
         // nodes of other plans, another batch shape's step, may read it too).
         let read = inputs_read(g, plan);
         for slot in std::mem::take(&mut self.donated) {
-            let reader = self.input_slots.iter().filter(|(i, s)| **s == slot && read.contains(*i)).map(|(i, _)| *i);
-            let readers: Vec<u32> = reader.collect();
-            let t = match (slot, readers.as_slice()) {
-                (Slot::Param(_), _) | (_, [_]) => self.slots.remove(&slot),
-                _ => None,
-            };
-            match (slot, t) {
-                (Slot::Param(id), Some(t)) => {
+            if let Slot::Param(id) = slot {
+                if let Some(t) = self.slots.remove(&slot) {
                     self.ex.set_param(id, t);
                     self.ex.donated_params.insert(id);
                 }
-                (_, Some(t)) => {
-                    self.ex.inputs.insert(readers[0], t);
-                    self.ex.donated_inputs.insert(readers[0]);
+                continue;
+            }
+            let readers: Vec<u32> = self.input_slots.iter().filter(|(i, s)| **s == slot && read.contains(*i)).map(|(i, _)| *i).collect();
+            // (With no reader, or several, the slot stays where it is.)
+            if let [input] = readers[..] {
+                if let Some(t) = self.slots.remove(&slot) {
+                    self.ex.inputs.insert(input, t);
+                    self.ex.donated_inputs.insert(input);
                 }
-                (_, None) => {}
             }
         }
         for (slot, t) in &self.slots {

@@ -188,19 +188,27 @@ impl Program {
 
 /// An input as f32 values (bools as 0/1).
 pub(crate) fn as_f32(t: &Tensor) -> Arc<Vec<f32>> {
-    into_f32(t.clone())
+    match &t.data {
+        Data::F32(v) => v.clone(),
+        other => Arc::new(widened(other)),
+    }
 }
 
 /// As `as_f32`, taking the tensor: f32 data moves (its buffer keeps its owners, no more).
 pub(crate) fn into_f32(t: Tensor) -> Arc<Vec<f32>> {
     match t.data {
         Data::F32(v) => v,
-        other => Arc::new(match other {
-            Data::I64(v) => v.iter().map(|x| *x as f32).collect(),
-            Data::F64(v) => v.iter().map(|x| *x as f32).collect(),
-            Data::U8(v) => v.iter().map(|x| *x as f32).collect(),
-            Data::F32(_) => unreachable!(),
-        }),
+        other => Arc::new(widened(&other)),
+    }
+}
+
+/// Integer or f64 data as f32 values.
+fn widened(d: &Data) -> Vec<f32> {
+    match d {
+        Data::I64(v) => v.iter().map(|x| *x as f32).collect(),
+        Data::F64(v) => v.iter().map(|x| *x as f32).collect(),
+        Data::U8(v) => v.iter().map(|x| *x as f32).collect(),
+        Data::F32(v) => v.to_vec(),
     }
 }
 

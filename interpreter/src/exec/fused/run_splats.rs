@@ -6,7 +6,7 @@
 //! touches with the pointer set at the run's value.
 
 use super::chunk::Small;
-use super::{Instr, Operand, Program};
+use super::Program;
 use dlc_jit::kir::{Elementwise, Index, Inst};
 use dlc_jit::native::Native;
 use std::sync::Arc;
@@ -14,16 +14,23 @@ use std::sync::Arc;
 /// Runs shorter than this are not worth a call each.
 const MIN_RUN: usize = 64;
 
+/// Per kernel input: the strides it is broadcast with, if it is.
+type InputStrides = Vec<Option<Vec<usize>>>;
+
 /// Native code whose broadcasts with strides are splats, valid over any range of elements inside
 /// one run of `run` (the trailing output dims along which every such broadcast has stride 0).
 pub(crate) struct RunSplats {
     pub code: Arc<Native>,
     pub run: usize,
+    /// Per kernel input: the strides it is broadcast with (its pointer is set at the run's
+    /// value), or `None` for an input the variant reads as the general code does.
+    pub strides: InputStrides,
 }
 
-/// The variant kernel of `e` and its run, when every broadcast with strides reads an input
-/// that nothing else reads, the runs are at least `MIN_RUN` long, and there is such a broadcast.
-pub(crate) fn variant(e: &Elementwise) -> Option<(Elementwise, usize)> {
+/// The variant kernel of `e`, its run and its inputs' strides (see `RunSplats`), when every
+/// broadcast with strides reads an input that nothing else reads, the runs are at least
+/// `MIN_RUN` long, and there is such a broadcast.
+pub(crate) fn variant(e: &Elementwise) -> Option<(Elementwise, usize, InputStrides)> {
     let strided = |i: &Inst| match i {
         Inst::Load { from, index: Index::Strided(s) } if s.iter().any(|s| *s != 0) => Some((*from, s.clone())),
         _ => None,
@@ -57,7 +64,13 @@ pub(crate) fn variant(e: &Elementwise) -> Option<(Elementwise, usize)> {
             None => i.clone(),
         })
         .collect();
-    Some((Elementwise { body, ..e.clone() }, run))
+    let mut strides = vec![None; e.inputs.len()];
+    for (from, s) in loads {
+        if let dlc_jit::kir::Buf::Param(k) = from {
+            strides[k] = Some(s);
+        }
+    }
+    Some((Elementwise { body, ..e.clone() }, run, strides))
 }
 
 /// The element a broadcast with `strides` over `shape` reads at output element `at`.
@@ -75,20 +88,12 @@ impl Program {
     /// touches. `false` (nothing done) when the program has no variant.
     pub(super) fn chunk_by_runs(&self, ins: &[&[f32]], start: usize, outs: &[*mut f32], len: usize) -> bool {
         let Some(v) = &self.run_splats else { return false };
-        // The input each broadcast with strides reads, and its strides.
-        let mut broadcast: Small<Option<&[usize]>> = Small::new(None);
-        for k in 0..ins.len() {
-            broadcast.push(self.instrs.iter().enumerate().find_map(|(i, inst)| match inst {
-                Instr::Expand { src: Operand::Input(j), strides } if *j == k && self.buffered_load(i) => Some(strides.as_slice()),
-                _ => None,
-            }));
-        }
         let mut at = start;
         while at < start + len {
             let n = (v.run - at % v.run).min(start + len - at);
             let mut ptrs: Small<*const f32> = Small::new(std::ptr::null());
             for (k, x) in ins.iter().enumerate() {
-                ptrs.push(match broadcast.as_slice()[k] {
+                ptrs.push(match &v.strides[k] {
                     Some(strides) => x[offset(&self.shape, strides, at)..].as_ptr(),
                     None if self.direct[k] => x[at..at + n].as_ptr(),
                     None => x.as_ptr(),
@@ -141,7 +146,7 @@ mod tests {
     fn chunks_across_runs_give_the_buffered_codes_bits() {
         let shape = [3, 4, 10, 10];
         let e = per_channel(shape);
-        let (v, run) = variant(&e).expect("per-channel broadcasts have a run variant");
+        let (v, run, strides) = variant(&e).expect("per-channel broadcasts have a run variant");
         assert_eq!(run, 100);
         let Ok(code) = dlc_jit::native::compile(&e) else { return };
         let mut p = Program::from_kir(&e, &[DType::F32]);
@@ -160,7 +165,7 @@ mod tests {
         // Ranges inside one run, across two and across many, at every alignment.
         let ranges = [(0, 100), (5, 50), (95, 10), (150, 160), (0, total), (33, total - 40)];
         let buffered: Vec<Vec<f32>> = ranges.iter().map(|(s, n)| run_chunk(&p, *s, *n)).collect();
-        p.run_splats = Some(RunSplats { code: Arc::new(dlc_jit::native::compile(&v).expect("the variant compiles")), run });
+        p.run_splats = Some(RunSplats { code: Arc::new(dlc_jit::native::compile(&v).expect("the variant compiles")), run, strides });
         for ((start, len), want) in ranges.iter().zip(&buffered) {
             let got = run_chunk(&p, *start, *len);
             let exact: Vec<f32> = (*start..start + len)

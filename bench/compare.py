@@ -805,12 +805,21 @@ def main():
             print(f"\n{group}: FAILED ({type(e).__name__}), see the end", flush=True)
             return []
 
-    rows = attempt("gelu", lambda: gelu_rows(cfg)) + attempt("mlp", lambda: mlp_rows(cfg))
-    rows += attempt("bf16", lambda: bf16_rows(cfg))
-    rows += attempt("cnn", lambda: [conv_row(cfg, "MNIST CNN Adam step, b128", "cnn.py", "mnist_cnn_step.dl")])
+    def speed_group(group, fn):
+        """A group of step rows, each also said on stderr as soon as it is measured: a run cut
+        short (a time limit on a lent machine) keeps the rows it finished."""
+        got = attempt(group, fn)
+        for r in got:
+            print(f"measured: {r.name}: dlc {r.dlc.median:.3f} ms, PyTorch best {r.best.median:.3f} ms"
+                  f" ({r.winner}), {r.best.median / r.dlc.median:.2f}x", file=sys.stderr, flush=True)
+        return got
+
+    rows = speed_group("gelu", lambda: gelu_rows(cfg)) + speed_group("mlp", lambda: mlp_rows(cfg))
+    rows += speed_group("bf16", lambda: bf16_rows(cfg))
+    rows += speed_group("cnn", lambda: [conv_row(cfg, "MNIST CNN Adam step, b128", "cnn.py", "mnist_cnn_step.dl")])
     # Batch norm in training: its statistics and their gradients (no target in the issue; shown
     # for the reductions fused with their elementwise input).
-    rows += attempt("conv-bn", lambda: [conv_row(cfg, "conv-BN-relu SGD step, b64", "conv_bn.py", "conv_bn_step.dl")])
+    rows += speed_group("conv-bn", lambda: [conv_row(cfg, "conv-BN-relu SGD step, b64", "conv_bn.py", "conv_bn_step.dl")])
     if rows:
         print_speed(rows, cfg)
     # The groups with a table of their own: measured, then printed when they gave figures.

@@ -6,20 +6,21 @@
 # evaluations must agree to the printed digits); `dlc bench --device cuda` of the MNIST MLP; and
 # the GPU's identity; and bench/gpu_compare.py, dlc's training steps against PyTorch's on the same
 # GPU. The GPU machines have no Rust toolchain: build here with
-#   cargo build --release -p dlc --no-default-features && strip -o dlc-gpu target/release/dlc
-#   gzip -9 dlc-gpu
+#   cargo build --release -p dlc --no-default-features && strip -o /tmp/dlc-gpu target/release/dlc
+#   xz -9e -c /tmp/dlc-gpu > dlc-gpu.xz
 # (--no-default-features: the lent GPU machines have no Open MPI, which the default build links;
-# gzip: the tracked tree and the binary together are over what one call carries) and carry
-# dlc-gpu.gz; this script uses $DLC (default ./dlc-gpu, unpacked from dlc-gpu.gz if need be,
-# else target/release/dlc). See docs/gpu.md for what the first run found.
+# xz: the tracked tree and the binary together are near what one call carries, 64 MiB; gzip's
+# dlc-gpu.gz is 2.3 MB larger and also accepted) and carry dlc-gpu.xz; this script uses $DLC
+# (default ./dlc-gpu, unpacked from dlc-gpu.xz or dlc-gpu.gz if need be, else target/release/dlc). See docs/gpu.md for what the first run found.
 # Without a GPU every check reports itself as skipped, not passed, and the script exits 2.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT_DIR:-gpu-results}
 mkdir -p "$out"
 dlc=${DLC:-}
-if [ -z "$dlc" ] && [ ! -x ./dlc-gpu ] && [ -f ./dlc-gpu.gz ]; then
-  gunzip -c dlc-gpu.gz > dlc-gpu && chmod +x dlc-gpu
+if [ -z "$dlc" ] && [ ! -x ./dlc-gpu ]; then
+  if [ -f ./dlc-gpu.xz ]; then xz -dc dlc-gpu.xz > dlc-gpu && chmod +x dlc-gpu
+  elif [ -f ./dlc-gpu.gz ]; then gunzip -c dlc-gpu.gz > dlc-gpu && chmod +x dlc-gpu; fi
 fi
 if [ -z "$dlc" ]; then
   if [ -x ./dlc-gpu ]; then dlc=./dlc-gpu; else dlc=target/release/dlc; fi

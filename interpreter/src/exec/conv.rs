@@ -299,7 +299,7 @@ fn on_onednn(
     }
     let s = on_onednn_shape(geo, nb)?;
     let out_len: usize = shape.iter().product();
-    let run = |ins: [&[f32]; 2]| sel.convs.run(dir, &s, ins, out_len);
+    let run = |ins: [&Arc<Vec<f32>>; 2]| sel.convs.run(dir, &s, ins, out_len);
     let macs = nb * geo.o * geo.oh * geo.ow * geo.k();
     let use_onednn = match forced.as_deref() {
         Some("onednn") => true,
@@ -411,6 +411,7 @@ pub fn conv2d_grad_weight(sel: &GemmSelect, x: &Tensor, dy: &Tensor, a: &Conv2dA
 #[cfg(test)]
 mod tests {
     use super::Geom;
+    use std::sync::Arc;
 
     /// im2col and col2im (rows copied or added a valid range at a time) against the definition,
     /// element by element, with padding wider than the kernel, strides and dilations.
@@ -520,9 +521,9 @@ mod tests {
             let ow = (w as isize + 2 * pad.1 - (dil.1 * (kw - 1) + 1) as isize) as usize / stride.1 + 1;
             let geo = Geom { c, h, w, o, cg: c, kh, kw, oh, ow, g: 1, stride, pad, dil };
             let s = on_onednn_shape(geo, nb).expect("a shape oneDNN takes");
-            let x: Vec<f32> = (0..nb * c * h * w).map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.125).collect();
-            let wt: Vec<f32> = (0..o * c * kh * kw).map(|i| ((i * 17 % 13) as f32 - 6.0) * 0.25).collect();
-            let dy: Vec<f32> = (0..nb * o * oh * ow).map(|i| ((i * 53 % 29) as f32 - 14.0) * 0.0625).collect();
+            let x: Arc<Vec<f32>> = Arc::new((0..nb * c * h * w).map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.125).collect());
+            let wt: Arc<Vec<f32>> = Arc::new((0..o * c * kh * kw).map(|i| ((i * 17 % 13) as f32 - 6.0) * 0.25).collect());
+            let dy: Arc<Vec<f32>> = Arc::new((0..nb * o * oh * ow).map(|i| ((i * 53 % 29) as f32 - 14.0) * 0.0625).collect());
             let close = |got: &[f32], want: &[f32], what: &str| {
                 assert_eq!(got.len(), want.len(), "{what}");
                 for (g, w) in got.iter().zip(want) {

@@ -20,6 +20,7 @@ mod on_pool;
 mod onednn;
 mod onednn_api;
 mod onednn_conv;
+mod onednn_kept;
 mod onednn_matmul;
 mod pool;
 mod reduce;

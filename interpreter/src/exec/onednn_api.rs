@@ -196,7 +196,8 @@ pub(super) fn recycle(scratch: Vec<Vec<f32>>) {
     const POOLED_BYTES: usize = 64 << 20;
     POOL.with(|p| {
         let mut p = p.borrow_mut();
-        p.extend(scratch);
+        // (A buffer handed on, as a kept copy, left an empty one in its place.)
+        p.extend(scratch.into_iter().filter(|v| v.capacity() > 0));
         p.sort_by_key(|v| v.len());
         while p.len() > POOLED || p.iter().map(|v| v.len() * 4).sum::<usize>() > POOLED_BYTES {
             p.pop();

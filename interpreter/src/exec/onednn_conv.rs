@@ -10,6 +10,7 @@
 //! (`Convs::run`). The C API's plumbing is onednn_api.rs.
 
 use super::onednn_api::*;
+use super::onednn_kept::{Kept, Source};
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex};
 
@@ -169,6 +170,8 @@ type Made = Option<Arc<Prepared>>;
 #[derive(Default)]
 pub struct Convs {
     made: Mutex<std::collections::HashMap<(Dir, Shape), Made>>,
+    /// Blocked copies of activations for the weight gradient (onednn_kept.rs).
+    kept: Kept,
 }
 
 impl Convs {
@@ -180,7 +183,10 @@ impl Convs {
     /// primitive, as products are banded (gemm_kernels.rs): an OpenMP team beside rayon's pool
     /// took the cores from it. The weight gradient's bands are summed in band order, so for a
     /// thread count the result is always the same.
-    pub fn run(&self, dir: Dir, s: &Shape, ins: [&[f32]; 2], out_len: usize) -> Option<Vec<f32>> {
+    ///
+    /// A data gradient's blocked copy of dy is kept for the weight gradient, which reads it
+    /// next (onednn_kept.rs).
+    pub fn run(&self, dir: Dir, s: &Shape, ins: [&Arc<Vec<f32>>; 2], out_len: usize) -> Option<Vec<f32>> {
         let a = api()?;
         let n = s.x[0] as usize;
         let bands = super::onednn::bands(n, rayon::current_num_threads());
@@ -199,13 +205,19 @@ impl Convs {
             let mut made = self.made.lock().expect("onednn convolutions");
             prepared.push(made.entry((dir, part)).or_insert_with(|| prepare(a, dir, &part).map(Arc::new)).clone()?);
         }
-        // Each band's operands: the batch-major ones cut at its first image.
-        let cut = |start: usize, size: usize| -> [&[f32]; 2] {
-            match dir {
-                Dir::Forward => [&ins[0][start * x_img..][..size * x_img], ins[1]],
-                Dir::Data => [&ins[0][start * y_img..][..size * y_img], ins[1]],
-                Dir::Weights => [&ins[0][start * x_img..][..size * x_img], &ins[1][start * y_img..][..size * y_img]],
-            }
+        // Each band's operands: the batch-major ones cut at its first image, and where each
+        // batch-major one starts (the key of its kept copy).
+        let firsts = match dir {
+            Dir::Forward => [Some(x_img), None],
+            Dir::Data => [Some(y_img), None],
+            Dir::Weights => [Some(x_img), Some(y_img)],
+        };
+        let cut = |start: usize, size: usize| -> [(&[f32], Option<Source>); 2] {
+            let part = |i: usize| match firsts[i] {
+                Some(img) => (&ins[i][start * img..][..size * img], Some(Source { tensor: ins[i], offset: start * img })),
+                None => (ins[i].as_slice(), None),
+            };
+            [part(0), part(1)]
         };
         let ok = std::sync::atomic::AtomicBool::new(true);
         if dir == Dir::Weights {
@@ -217,7 +229,7 @@ impl Convs {
                     sc.spawn(move |_| {
                         lib.set_threads(1);
                         // SAFETY: `part` has room for the out_len values the primitive writes.
-                        if unsafe { execute(a, p, ins, part.as_mut_ptr()) } {
+                        if unsafe { execute(a, p, ins, part.as_mut_ptr(), &self.kept, dir) } {
                             unsafe { part.set_len(out_len) };
                         } else {
                             ok.store(false, std::sync::atomic::Ordering::Relaxed);
@@ -243,7 +255,7 @@ impl Convs {
                 sc.spawn(move |_| {
                     lib.set_threads(1);
                     // SAFETY: each band writes its own images' part of `out`.
-                    if !unsafe { execute(a, p, ins, (base as *mut f32).add(start * img)) } {
+                    if !unsafe { execute(a, p, ins, (base as *mut f32).add(start * img), &self.kept, dir) } {
                         ok.store(false, std::sync::atomic::Ordering::Relaxed);
                     }
                 });
@@ -258,25 +270,41 @@ impl Convs {
     }
 }
 
-/// One primitive on its operands (in the user's layouts), its result written at `out`.
+/// One primitive on its operands (in the user's layouts; a batch-major one with where it comes
+/// from), its result written at `out`. A data gradient keeps its copy of dy; a weight gradient
+/// takes the kept copies of its operands (onednn_kept.rs).
 ///
 /// # Safety
 /// `out` has room for the result; the operands hold what the primitive's shape reads.
-unsafe fn execute(a: &Api, p: &Prepared, ins: [&[f32]; 2], out: *mut f32) -> bool {
+unsafe fn execute(a: &Api, p: &Prepared, ins: [(&[f32], Option<Source>); 2], out: *mut f32, kept: &Kept, dir: Dir) -> bool {
     let mut mems = Mems(a, vec![]);
     let mut scratch: Vec<Vec<f32>> = vec![];
     let mut reorders: Vec<(H, H, H, H)> = vec![];
     let mut args: Vec<ExecArg> = vec![];
-    for ((arg, op), data) in p.ins.iter().zip(ins) {
+    // The copies to keep once the primitive has run: their place in `scratch`, and their source.
+    let mut keep = vec![];
+    for ((arg, op), (data, source)) in p.ins.iter().zip(ins) {
         let Some(user) = mems.make(&op.user, data.as_ptr() as *mut c_void) else { return false };
         let mem = match &op.reorder {
             None => user,
-            Some((r, pad)) => {
-                let Some(inner) = buffer(&mut mems, &mut scratch, &op.inner) else { return false };
-                let Some(pad) = buffer(&mut mems, &mut scratch, pad) else { return false };
-                reorders.push((*r, user, inner, pad));
-                inner
-            }
+            Some((r, pad)) => match source.as_ref().filter(|_| dir == Dir::Weights).and_then(|s| kept.take(a, s, &op.inner)) {
+                Some(copy) => {
+                    scratch.push(copy);
+                    let Some(inner) = mems.make(&op.inner, scratch.last_mut().expect("pushed").as_mut_ptr() as *mut c_void) else {
+                        return false;
+                    };
+                    inner
+                }
+                None => {
+                    let Some(inner) = buffer(&mut mems, &mut scratch, &op.inner) else { return false };
+                    if let (Some(s), Dir::Data) = (source, dir) {
+                        keep.push((scratch.len() - 1, s, op.inner));
+                    }
+                    let Some(pad) = buffer(&mut mems, &mut scratch, pad) else { return false };
+                    reorders.push((*r, user, inner, pad));
+                    inner
+                }
+            },
         };
         args.push(ExecArg { arg: *arg, memory: mem });
     }
@@ -313,6 +341,53 @@ unsafe fn execute(a: &Api, p: &Prepared, ins: [&[f32]; 2], out: *mut f32) -> boo
         }
         ok
     });
+    if ok {
+        for (i, source, layout) in keep {
+            kept.keep(&source, layout, std::mem::take(&mut scratch[i]));
+        }
+    }
     recycle(scratch);
     ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A weight gradient reuses the blocked copy of dy the data gradient made, gives what it
+    /// gives without it, and never takes the copy of another tensor of the same shape; a forward
+    /// convolution keeps nothing.
+    #[test]
+    fn a_weight_gradient_takes_only_the_copies_of_its_own_operands() {
+        if !available() {
+            eprintln!("oneDNN 2.x is not installed: nothing to check");
+            return;
+        }
+        // 32 channels: oneDNN reads them blocked, so x and dy are reordered (3 it reads as stored).
+        let (n, c, h, w, o) = (4i64, 32i64, 8i64, 8i64, 32i64);
+        let s = Shape { x: [n, c, h, w], w: [o, c, 3, 3], y: [n, o, h, w], stride: [1, 1], dil: [0, 0], pad_l: [1, 1], pad_r: [1, 1] };
+        let values =
+            |len: i64, seed: usize| Arc::new((0..len as usize).map(|i| ((i * seed % 23) as f32 - 11.0) * 0.125).collect::<Vec<f32>>());
+        let (x, wt, dy, other_dy) =
+            (values(n * c * h * w, 37), values(o * c * 9, 17), values(n * o * h * w, 53), values(n * o * h * w, 41));
+        let alone = |dy: &Arc<Vec<f32>>| {
+            poison_pools();
+            Convs::default().run(Dir::Weights, &s, [&x, dy], wt.len()).expect("weight gradient")
+        };
+        let convs = Convs::default();
+        let run = |dir: Dir, ins: [&Arc<Vec<f32>>; 2], len: usize| {
+            poison_pools();
+            convs.run(dir, &s, ins, len).expect("a convolution")
+        };
+        run(Dir::Forward, [&x, &wt], dy.len());
+        assert_eq!(convs.kept.held(), 0, "a forward convolution keeps nothing");
+        run(Dir::Data, [&dy, &wt], x.len());
+        let bands = convs.kept.held();
+        assert!(bands >= 1, "dy kept for each band");
+        // Another tensor of dy's shape: nothing is taken.
+        assert_eq!(run(Dir::Weights, [&x, &other_dy], wt.len()), alone(&other_dy));
+        assert_eq!((convs.kept.taken(), convs.kept.held()), (0, bands));
+        assert_eq!(run(Dir::Weights, [&x, &dy], wt.len()), alone(&dy));
+        assert_eq!((convs.kept.taken(), convs.kept.held()), (bands, 0));
+    }
 }

@@ -24,6 +24,7 @@ mod onednn_kept;
 mod onednn_matmul;
 mod pool;
 mod reduce;
+mod reduce_kernels;
 mod rows;
 mod stream;
 mod sum_axes;
@@ -165,10 +166,12 @@ impl Executor {
                     }
                 }
                 Kernel::Reduce(rk) => {
-                    let outputs = rk.outputs();
-                    if !outputs.iter().all(|o| self.cache.contains_key(o)) {
-                        for (o, t) in outputs.into_iter().zip(self.run_reduce(g, rk)?) {
-                            self.cache.insert(o, t);
+                    if !rk.outputs().iter().all(|o| self.cache.contains_key(o)) {
+                        let together = self.with_siblings(g, &plan.kernels, i);
+                        for (rk, values) in together.iter().zip(self.run_reduces(g, &together)?) {
+                            for (o, t) in rk.outputs().into_iter().zip(values) {
+                                self.cache.insert(o, t);
+                            }
                         }
                     }
                 }
@@ -230,36 +233,6 @@ impl Executor {
             }
         }
         Ok(())
-    }
-
-    /// A sum of the values its prologue region computes, never written out, and the region's
-    /// other outputs, written in full (passes::prologue). In `ReduceKernel::outputs` order.
-    fn run_reduce(&mut self, g: &Graph, rk: &dlc_language::passes::prologue::ReduceKernel) -> Result<Vec<Tensor>, RuntimeError> {
-        let program = self.kernels.program(g, &rk.prologue)?;
-        let inputs: Vec<std::sync::Arc<Vec<f32>>> = rk.prologue.inputs.iter().map(|i| fused::as_f32(&self.cache[i])).collect();
-        let node = g.node(rk.node);
-        let Op::Reduce(_, axes) = &node.op else { unreachable!("a reduction kernel's node is a reduction") };
-        let shape = fused::concrete(g, rk.prologue.output());
-        let numel: usize = shape.iter().product();
-        let summed = rk.prologue.outputs.iter().position(|o| *o == rk.input).expect("the summed value is a region output");
-        let mut others: Vec<Vec<f32>> = (1..rk.prologue.outputs.len()).map(|_| Vec::with_capacity(numel)).collect();
-        let written = others.iter_mut().map(|b| sum_axes::Unwritten(b.spare_capacity_mut().as_mut_ptr())).collect();
-        let region = sum_axes::RegionValues { program: &program, inputs: inputs.iter().map(|v| v.as_slice()).collect(), summed, written };
-        // A measured prologue (see `fused::Tune`) counts this launch: native or not for all of
-        // it, as `native_now` says until the launch is recorded.
-        let native = program.native_now();
-        let started = std::time::Instant::now();
-        let sums = sum_axes::sum_axes(&sum_axes::Values::Region(region), &shape, axes);
-        program.record(native, started.elapsed().as_nanos() as u64);
-        let mut out = vec![Tensor::from_f64(node.dtype, fused::concrete(g, rk.node), sums)];
-        let dtypes = program.output_dtypes();
-        let other_dtypes = dtypes.iter().enumerate().filter(|(o, _)| *o != summed).map(|(_, d)| *d);
-        for (mut v, dtype) in others.into_iter().zip(other_dtypes) {
-            // SAFETY: the sum visited every position of the region once and wrote each output there.
-            unsafe { v.set_len(numel) };
-            out.push(fused::output_tensor(dtype, shape.clone(), v));
-        }
-        Ok(out)
     }
 
     /// The values of `roots`, planned together (fused when `self.fuse`).

@@ -9,6 +9,10 @@
 //!
 //! Threads split the work over the outermost kept axis: each task owns a contiguous block of
 //! outputs and visits their inputs in the order the one-thread loop would.
+//!
+//! A region can have several of its outputs summed over the same axes in the same pass (sibling
+//! reductions, such as batch norm's gradient sums, which read the same activations): each is
+//! summed exactly as it would be alone.
 
 use super::elementwise::as_uninit;
 use super::fused::{Program, CHUNK};
@@ -25,9 +29,9 @@ pub enum Values<'a> {
 pub struct RegionValues<'a> {
     pub program: &'a Program,
     pub inputs: Vec<&'a [f32]>,
-    /// Which of the program's outputs is summed.
-    pub summed: usize,
-    /// Where each other output goes (in output order, the summed one skipped): buffers of the
+    /// Which of the program's outputs are summed, each into sums of its own (distinct).
+    pub summed: Vec<usize>,
+    /// Where each other output goes (in output order, the summed ones skipped): buffers of the
     /// region's size, each element written once, as the summed values are computed.
     pub written: Vec<Unwritten>,
 }
@@ -40,32 +44,44 @@ pub struct Unwritten(pub *mut MaybeUninit<f32>);
 unsafe impl Send for Unwritten {}
 unsafe impl Sync for Unwritten {}
 
-/// One task's window on the values: a tensor is read in place, a region computed into a
-/// chunk-sized buffer (`len` at most `CHUNK`).
+impl Values<'_> {
+    /// How many sets of sums the values make.
+    fn count(&self) -> usize {
+        match self {
+            Values::Tensor(_) => 1,
+            Values::Region(r) => r.summed.len(),
+        }
+    }
+}
+
+/// One task's window on the values: a tensor is read in place, a region computed into
+/// chunk-sized buffers, one for each summed output (`len` at most `CHUNK`).
 struct Reader<'v, 'a> {
     values: &'v Values<'a>,
-    buf: Vec<f32>,
+    bufs: Vec<Vec<f32>>,
     regs: Vec<Vec<f32>>,
 }
 
 impl<'v, 'a> Reader<'v, 'a> {
     fn new(values: &'v Values<'a>) -> Self {
         match values {
-            Values::Tensor(_) => Reader { values, buf: vec![], regs: vec![] },
-            Values::Region(r) => Reader { values, buf: vec![0.0; CHUNK], regs: r.program.registers(CHUNK) },
+            Values::Tensor(_) => Reader { values, bufs: vec![], regs: vec![] },
+            Values::Region(r) => Reader { values, bufs: vec![vec![0.0; CHUNK]; r.summed.len()], regs: r.program.registers(CHUNK) },
         }
     }
 
-    fn get(&mut self, start: usize, len: usize) -> &[f32] {
+    /// `each(j, values)` with the values at `start .. start + len` of the j-th summed output.
+    fn get(&mut self, start: usize, len: usize, mut each: impl FnMut(usize, &[f32])) {
         match self.values {
-            Values::Tensor(x) => &x[start..start + len],
+            Values::Tensor(x) => each(0, &x[start..start + len]),
             Values::Region(r) => {
                 let mut others = r.written.iter();
-                let mut dsts: Vec<&mut [MaybeUninit<f32>]> = Vec::with_capacity(r.written.len() + 1);
-                let mut summed = Some(as_uninit(&mut self.buf[..len]));
-                for o in 0..=r.written.len() {
-                    if o == r.summed {
-                        dsts.push(summed.take().expect("one summed output"));
+                let outputs = r.written.len() + r.summed.len();
+                let mut dsts: Vec<&mut [MaybeUninit<f32>]> = Vec::with_capacity(outputs);
+                let mut sums: Vec<Option<&mut [MaybeUninit<f32>]>> = self.bufs.iter_mut().map(|b| Some(as_uninit(&mut b[..len]))).collect();
+                for o in 0..outputs {
+                    if let Some(j) = r.summed.iter().position(|s| *s == o) {
+                        dsts.push(sums[j].take().expect("each summed output once"));
                     } else {
                         let out = others.next().expect("a buffer per other output");
                         // SAFETY: elements `start .. start + len` of this buffer are this
@@ -74,7 +90,9 @@ impl<'v, 'a> Reader<'v, 'a> {
                     }
                 }
                 r.program.chunk(&r.inputs, start, &mut dsts, &mut self.regs, r.program.native_now());
-                &self.buf[..len]
+                for (j, b) in self.bufs.iter().enumerate() {
+                    each(j, &b[..len]);
+                }
             }
         }
     }
@@ -86,6 +104,7 @@ impl<'v, 'a> Reader<'v, 'a> {
 /// at one vector addition's latency, 6% of the conv-BN step); the order is fixed. A run can be
 /// added in pieces whose lengths (all but the last) are multiples of `LANES`: the result is the
 /// same as for the whole run at once.
+#[derive(Clone)]
 pub(super) struct Lanes {
     lanes: [f64; LANES],
 }
@@ -144,6 +163,11 @@ const PARALLEL_FROM: usize = 1 << 16;
 
 /// The sums over `axes` of the values of shape `shape` (row-major), one per kept position.
 pub fn sum_axes(values: &Values, shape: &[usize], axes: &[usize]) -> Vec<f64> {
+    sum_axes_many(values, shape, axes).swap_remove(0)
+}
+
+/// `sum_axes` of each set of values (a region's summed outputs, in `summed` order), in one pass.
+pub fn sum_axes_many(values: &Values, shape: &[usize], axes: &[usize]) -> Vec<Vec<f64>> {
     // Merged dims (size, reduced), outermost first; size-1 dims dropped.
     let mut dims: Vec<(usize, bool)> = vec![];
     for (d, &n) in shape.iter().enumerate() {
@@ -158,13 +182,13 @@ pub fn sum_axes(values: &Values, shape: &[usize], axes: &[usize]) -> Vec<f64> {
     }
     let total: usize = shape.iter().product();
     let out_len: usize = dims.iter().filter(|d| !d.1).map(|d| d.0).product();
-    let mut acc = vec![0f64; out_len];
+    let mut accs = vec![vec![0f64; out_len]; values.count()];
     if total == 0 {
-        return acc;
+        return accs;
     }
     if dims.is_empty() {
-        acc[0] = Reader::new(values).get(0, 1)[0] as f64;
-        return acc;
+        Reader::new(values).get(0, 1, |j, v| accs[j][0] = v[0] as f64);
+        return accs;
     }
     let mut in_stride = vec![0usize; dims.len()];
     let mut out_stride = vec![0usize; dims.len()];
@@ -185,17 +209,28 @@ pub fn sum_axes(values: &Values, shape: &[usize], axes: &[usize]) -> Vec<f64> {
     match split {
         Some(k) if total >= PARALLEL_FROM && threads > 1 && dims[k].0 > 1 => {
             let per = dims[k].0.div_ceil(4 * threads).max(1);
-            acc.par_chunks_mut(per * out_stride[k]).enumerate().for_each_init(
+            let block = per * out_stride[k];
+            // Each task's block of every set of sums.
+            let mut tasks: Vec<Vec<&mut [f64]>> = (0..out_len.div_ceil(block)).map(|_| Vec::with_capacity(accs.len())).collect();
+            for acc in accs.iter_mut() {
+                for (task, b) in tasks.iter_mut().zip(acc.chunks_mut(block)) {
+                    task.push(b);
+                }
+            }
+            tasks.into_par_iter().enumerate().for_each_init(
                 || Reader::new(values),
-                |reader, (t, block)| {
+                |reader, (t, mut blocks)| {
                     let lo = t * per;
-                    walk.run(reader, Some((k, lo, (lo + per).min(dims[k].0))), block, lo * out_stride[k]);
+                    walk.run(reader, Some((k, lo, (lo + per).min(dims[k].0))), &mut blocks, lo * out_stride[k]);
                 },
             );
         }
-        _ => walk.run(&mut Reader::new(values), None, &mut acc, 0),
+        _ => {
+            let mut all: Vec<&mut [f64]> = accs.iter_mut().map(|a| a.as_mut_slice()).collect();
+            walk.run(&mut Reader::new(values), None, &mut all, 0)
+        }
     }
-    acc
+    accs
 }
 
 /// The loop over merged dims.
@@ -206,9 +241,10 @@ struct Walk<'d> {
 }
 
 impl Walk<'_> {
-    /// Add the inputs of the outputs in `acc` (which starts at output `acc_base`) into it, with
-    /// dim `split.0` limited to `split.1 .. split.2` when given.
-    fn run(&self, reader: &mut Reader, split: Option<(usize, usize, usize)>, acc: &mut [f64], acc_base: usize) {
+    /// Add the inputs of the outputs in `accs` (one block of outputs for each set of sums, each
+    /// starting at output `acc_base`) into them, with dim `split.0` limited to
+    /// `split.1 .. split.2` when given.
+    fn run(&self, reader: &mut Reader, split: Option<(usize, usize, usize)>, accs: &mut [&mut [f64]], acc_base: usize) {
         let last = self.dims.len() - 1;
         let range = |d: usize| match split {
             Some((k, lo, hi)) if k == d => (lo, hi),
@@ -217,23 +253,27 @@ impl Walk<'_> {
         let mut idx: Vec<usize> = (0..last).map(|d| range(d).0).collect();
         let (run, reduced) = self.dims[last];
         let (c0, c1) = range(last);
+        let mut lanes = vec![Lanes::default(); accs.len()];
         loop {
             let in_off: usize = idx.iter().zip(self.in_stride).map(|(i, s)| i * s).sum();
             // (Outputs before `acc_base` are another task's: positions are taken relative to it.)
             let out_pos: usize = idx.iter().zip(self.out_stride).map(|(i, s)| i * s).sum();
             if reduced {
-                let mut lanes = Lanes::default();
+                lanes.iter_mut().for_each(|l| *l = Lanes::default());
                 for p in (0..run).step_by(CHUNK) {
-                    lanes.add(reader.get(in_off + p, CHUNK.min(run - p)));
+                    reader.get(in_off + p, CHUNK.min(run - p), |j, v| lanes[j].add(v));
                 }
-                acc[out_pos - acc_base] += lanes.total();
+                for (acc, l) in accs.iter_mut().zip(&lanes) {
+                    acc[out_pos - acc_base] += l.total();
+                }
             } else {
                 for p in (c0..c1).step_by(CHUNK) {
                     let n = CHUNK.min(c1 - p);
-                    let row = &mut acc[out_pos + p - acc_base..][..n];
-                    for (a, v) in row.iter_mut().zip(reader.get(in_off + p, n)) {
-                        *a += *v as f64;
-                    }
+                    reader.get(in_off + p, n, |j, v| {
+                        for (a, v) in accs[j][out_pos + p - acc_base..][..n].iter_mut().zip(v) {
+                            *a += *v as f64;
+                        }
+                    });
                 }
             }
             // Next position of the outer dims, innermost first.

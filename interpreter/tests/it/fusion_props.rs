@@ -88,7 +88,8 @@ proptest! {
 
 /// Sums over other axes than the last, with the elementwise work that computes their input fused
 /// into them (batch-norm statistics, a bias gradient's masked sum, sums over mixed axes and over
-/// everything), on 4-d shapes large enough to be split between threads.
+/// everything, and sibling sums the CPU executor runs in one pass), on 4-d shapes large enough to
+/// be split between threads.
 fn prologue_program(shape: &[usize; 4], seed: u64) -> String {
     let [a, c, h, w] = shape;
     format!(
@@ -98,7 +99,8 @@ fn prologue_program(shape: &[usize; 4], seed: u64) -> String {
          let v = mean(d ** 2, axis: (0, 2, 3), keepdim: true)\n\
          print(v, d / sqrt(v + 1e-5))\n\
          print(sum(where(x > 0.0, x * 3.0, 0.0), axis: 0))\n\
-         print(sum(exp(x * 0.1), axis: (1, 3)), sum(x * x), sum(tanh(x), axis: 2))\n"
+         print(sum(exp(x * 0.1), axis: (1, 3)), sum(x * x), sum(tanh(x), axis: 2))\n\
+         print(sum(d * x, axis: (0, 2, 3)), sum(tanh(d), axis: (0, 2, 3)), sum(d / (v + 1.0), axis: (0, 2, 3)))\n"
     )
 }
 
@@ -116,7 +118,7 @@ proptest! {
         let src = prologue_program(&[a, c, h, w], seed);
         let fused = printed_bits(&src, ExecMode::Fused);
         let eager = printed_bits(&src, ExecMode::Eager);
-        prop_assert_eq!(fused.len(), 3);
+        prop_assert_eq!(fused.len(), 4);
         prop_assert!(fused == eager, "fused and eager differ for\n{}", src);
     }
 }

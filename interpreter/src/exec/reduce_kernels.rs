@@ -1,0 +1,164 @@
+//! Fused reductions on the CPU (`ReduceKernel`: a sum over some axes of values its prologue
+//! region computes, never written out; passes::prologue), and sibling reductions in one pass.
+//!
+//! Siblings: a plan often has several sums over the same axes of values of the same shape that
+//! read the same activations and none of which reads another's result. Batch norm's backward
+//! pass is the case: autodiff of `(x - mu) / sqrt(v + eps) * w + b` gives sums for the bias, the
+//! weight and the paths through the mean and the variance, three of them independent, each
+//! reading the 8 MiB activations of the conv-BN step again. Run together, each activation is read
+//! once for all of them. The executor finds them at run time: the reductions among the next
+//! `LOOKAHEAD` kernels over the same axes and shape whose inputs are all computed already (so
+//! none depends on another, or on a kernel between them) run with the first, as one region
+//! computing every one's prologue, each summed exactly as alone (sum_axes.rs), so results are
+//! bit for bit the same. The device executor runs the plan's kernels as they are.
+
+use super::{fused, sum_axes, Executor};
+use crate::runtime::tensor::Tensor;
+use crate::runtime::RuntimeError;
+use dlc_language::ir::{Graph, NodeId, Op};
+use dlc_language::passes::fusion::{Kernel, Region};
+use dlc_language::passes::prologue::ReduceKernel;
+use std::collections::HashSet;
+
+/// How far ahead in the plan a sibling is looked for.
+const LOOKAHEAD: usize = 8;
+
+/// The axes a reduction kernel sums over.
+fn axes<'g>(g: &'g Graph, rk: &ReduceKernel) -> &'g [usize] {
+    let Op::Reduce(_, axes) = &g.node(rk.node).op else { unreachable!("a reduction kernel's node is a reduction") };
+    axes
+}
+
+/// One region computing every kernel's prologue: their members (each once, in kernel order),
+/// the values they read from outside, and their outputs.
+fn merged(kernels: &[&ReduceKernel]) -> Region {
+    let mut nodes = vec![];
+    let mut seen = HashSet::new();
+    for rk in kernels {
+        nodes.extend(rk.prologue.nodes.iter().filter(|n| seen.insert(**n)));
+    }
+    let mut inputs = vec![];
+    let mut outputs = vec![];
+    for rk in kernels {
+        inputs.extend(rk.prologue.inputs.iter().filter(|n| !seen.contains(*n) && seen.insert(**n)));
+    }
+    let mut out_seen = HashSet::new();
+    for rk in kernels {
+        outputs.extend(rk.prologue.outputs.iter().filter(|n| out_seen.insert(**n)));
+    }
+    Region { nodes, inputs, outputs }
+}
+
+impl Executor {
+    /// The reduction kernel `kernels[i]` and the siblings that can run with it now (see the
+    /// module's comment), first the kernel itself.
+    pub(super) fn with_siblings<'p>(&self, g: &Graph, kernels: &'p [Kernel], i: usize) -> Vec<&'p ReduceKernel> {
+        let Kernel::Reduce(first) = &kernels[i] else { unreachable!("called on a reduction kernel") };
+        let mut out = vec![first];
+        if !self.fuse {
+            return out;
+        }
+        let shape = fused::concrete(g, first.prologue.output());
+        // Members of the kernels taken so far: a sibling whose last member is one of them would
+        // leave the merged region without an output at its end.
+        let mut members: HashSet<NodeId> = first.prologue.nodes.iter().copied().collect();
+        let mut summed: HashSet<NodeId> = HashSet::from([first.input]);
+        for k in kernels.iter().skip(i + 1).take(LOOKAHEAD) {
+            let Kernel::Reduce(rk) = k else { continue };
+            let ready = rk.prologue.inputs.iter().all(|n| self.cache.contains_key(n));
+            let done = rk.outputs().iter().all(|o| self.cache.contains_key(o));
+            if ready
+                && !done
+                && axes(g, rk) == axes(g, first)
+                && fused::concrete(g, rk.prologue.output()) == shape
+                && !members.contains(&rk.prologue.output())
+                && summed.insert(rk.input)
+            {
+                members.extend(rk.prologue.nodes.iter().copied());
+                out.push(rk);
+                JOINED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        out
+    }
+
+    /// Each kernel's outputs (`ReduceKernel::outputs` order): its sum of the values its prologue
+    /// computes, never written out, and the prologue's other outputs, written in full; all in one
+    /// pass over the values.
+    pub(super) fn run_reduces(&mut self, g: &Graph, kernels: &[&ReduceKernel]) -> Result<Vec<Vec<Tensor>>, RuntimeError> {
+        let region = if kernels.len() == 1 { kernels[0].prologue.clone() } else { merged(kernels) };
+        let program = self.kernels.program(g, &region)?;
+        let inputs: Vec<std::sync::Arc<Vec<f32>>> = region.inputs.iter().map(|i| fused::as_f32(&self.cache[i])).collect();
+        let shape = fused::concrete(g, region.output());
+        let numel: usize = shape.iter().product();
+        let position = |n: NodeId| region.outputs.iter().position(|o| *o == n).expect("a kernel's values are the region's outputs");
+        let summed: Vec<usize> = kernels.iter().map(|rk| position(rk.input)).collect();
+        let others: Vec<usize> = (0..region.outputs.len()).filter(|o| !summed.contains(o)).collect();
+        let mut written: Vec<Vec<f32>> = others.iter().map(|_| Vec::with_capacity(numel)).collect();
+        let unwritten = written.iter_mut().map(|b| sum_axes::Unwritten(b.spare_capacity_mut().as_mut_ptr())).collect();
+        let values =
+            sum_axes::RegionValues { program: &program, inputs: inputs.iter().map(|v| v.as_slice()).collect(), summed, written: unwritten };
+        // A measured prologue (see `fused::Tune`) counts this launch: native or not for all of
+        // it, as `native_now` says until the launch is recorded.
+        let native = program.native_now();
+        let started = std::time::Instant::now();
+        let sums = sum_axes::sum_axes_many(&sum_axes::Values::Region(values), &shape, axes(g, kernels[0]));
+        program.record(native, started.elapsed().as_nanos() as u64);
+        let dtypes = program.output_dtypes();
+        let written: Vec<Tensor> = others
+            .iter()
+            .zip(written)
+            .map(|(o, mut v)| {
+                // SAFETY: the sum visited every position of the region once and wrote each output there.
+                unsafe { v.set_len(numel) };
+                fused::output_tensor(dtypes[*o], shape.clone(), v)
+            })
+            .collect();
+        let mut out = vec![];
+        for (rk, sum) in kernels.iter().zip(sums) {
+            let node = g.node(rk.node);
+            let mut values = vec![Tensor::from_f64(node.dtype, fused::concrete(g, rk.node), sum)];
+            for o in rk.prologue.outputs.iter().filter(|o| **o != rk.input) {
+                let w = others.iter().position(|x| *x == position(*o)).expect("another output is written");
+                // (Two kernels may both give a value their regions share.)
+                values.push(written[w].clone());
+            }
+            out.push(values);
+        }
+        Ok(out)
+    }
+}
+
+/// Siblings run with an earlier reduction so far in this process (for the tests).
+static JOINED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[cfg(test)]
+mod tests {
+    use crate::{ExecMode, Program};
+
+    fn printed_bits(src: &str, mode: ExecMode) -> Vec<Vec<u64>> {
+        let p = Program::run_with("siblings.dl", src, None, false, 0, mode);
+        assert!(p.ok, "{src}\n{:?}", p.diagnostics());
+        p.output().printed.iter().map(|x| x.tensors.iter().flat_map(|t| t.to_f64()).map(f64::to_bits).collect()).collect()
+    }
+
+    /// Three sums over the same axes of values computed from the same activations, none reading
+    /// another's result (batch norm's backward pass has them), and a fourth that reads one of
+    /// them: the first three run in one pass, the fourth after, and every value is bit for bit
+    /// what one kernel per op gives. (Checked to fail when a sibling's values are summed into
+    /// another's sums.)
+    #[test]
+    fn independent_sums_over_the_same_axes_run_in_one_pass() {
+        let src = "let x = randn(f32[8, 16, 12, 12], seed: 3)\n\
+                   let d = randn(f32[8, 16, 12, 12], seed: 4)\n\
+                   let a = sum(d * x, axis: (0, 2, 3), keepdim: true)\n\
+                   let b = sum(tanh(d), axis: (0, 2, 3), keepdim: true)\n\
+                   let c = sum(exp(x * 0.1) * d, axis: (0, 2, 3), keepdim: true)\n\
+                   print(a, b, c, sum(d * a + x, axis: (0, 2, 3)))\n";
+        let before = super::JOINED.load(std::sync::atomic::Ordering::Relaxed);
+        let fused = printed_bits(src, ExecMode::Fused);
+        let joined = super::JOINED.load(std::sync::atomic::Ordering::Relaxed) - before;
+        assert_eq!(fused, printed_bits(src, ExecMode::Eager));
+        assert!(joined >= 2, "the second and third sums ran with the first ({joined} joined)");
+    }
+}

@@ -152,8 +152,14 @@ impl Executor {
                 Kernel::View(_) => {}
                 Kernel::Free(n) | Kernel::Library(n) => {
                     if !self.cache.contains_key(n) {
-                        let t = self.run_node(g, *n)?;
-                        self.cache.insert(*n, t);
+                        // (A plain sum may run in one pass with fused reductions: reduce_kernels.rs.)
+                        let pass = self.pass_at(g, &plan.kernels, i);
+                        if pass.reduces.is_empty() {
+                            let t = self.run_node(g, *n)?;
+                            self.cache.insert(*n, t);
+                        } else {
+                            self.run_pass(g, &pass)?;
+                        }
                     }
                 }
                 Kernel::Fused(r) => self.run_regions(g, std::slice::from_ref(r), dead)?,
@@ -167,12 +173,8 @@ impl Executor {
                 }
                 Kernel::Reduce(rk) => {
                     if !rk.outputs().iter().all(|o| self.cache.contains_key(o)) {
-                        let together = self.with_siblings(g, &plan.kernels, i);
-                        for (rk, values) in together.iter().zip(self.run_reduces(g, &together)?) {
-                            for (o, t) in rk.outputs().into_iter().zip(values) {
-                                self.cache.insert(o, t);
-                            }
-                        }
+                        let pass = self.pass_at(g, &plan.kernels, i);
+                        self.run_pass(g, &pass)?;
                     }
                 }
                 Kernel::Rows(rg) => {

@@ -34,6 +34,8 @@ pub struct RegionValues<'a> {
     /// Where each other output goes (in output order, the summed ones skipped): buffers of the
     /// region's size, each element written once, as the summed values are computed.
     pub written: Vec<Unwritten>,
+    /// Tensors of the region's size summed in the same pass (their sums after the outputs').
+    pub also: Vec<&'a [f32]>,
 }
 
 /// The start of an output buffer that tasks fill in disjoint ranges.
@@ -49,7 +51,7 @@ impl Values<'_> {
     fn count(&self) -> usize {
         match self {
             Values::Tensor(_) => 1,
-            Values::Region(r) => r.summed.len(),
+            Values::Region(r) => r.summed.len() + r.also.len(),
         }
     }
 }
@@ -92,6 +94,9 @@ impl<'v, 'a> Reader<'v, 'a> {
                 r.program.chunk(&r.inputs, start, &mut dsts, &mut self.regs, r.program.native_now());
                 for (j, b) in self.bufs.iter().enumerate() {
                     each(j, &b[..len]);
+                }
+                for (j, t) in r.also.iter().enumerate() {
+                    each(r.summed.len() + j, &t[start..start + len]);
                 }
             }
         }

@@ -100,7 +100,7 @@ fn prologue_program(shape: &[usize; 4], seed: u64) -> String {
          print(v, d / sqrt(v + 1e-5))\n\
          print(sum(where(x > 0.0, x * 3.0, 0.0), axis: 0))\n\
          print(sum(exp(x * 0.1), axis: (1, 3)), sum(x * x), sum(tanh(x), axis: 2))\n\
-         print(sum(d * x, axis: (0, 2, 3)), sum(tanh(d), axis: (0, 2, 3)), sum(d / (v + 1.0), axis: (0, 2, 3)))\n"
+         print(sum(d, axis: (0, 2, 3)), sum(d * x, axis: (0, 2, 3)), sum(tanh(d), axis: (0, 2, 3)), sum(d / (v + 1.0), axis: (0, 2, 3)))\n"
     )
 }
 

@@ -24,6 +24,14 @@ pub struct RunOutput {
     pub printed: Vec<Printed>,
 }
 
+impl RunOutput {
+    /// Every printed tensor's values as the bits of their f64 widening, one list per `print`:
+    /// what tests compare when two ways of running a program must agree bit for bit.
+    pub fn printed_bits(&self) -> Vec<Vec<u64>> {
+        self.printed.iter().map(|x| x.tensors.iter().flat_map(|t| t.to_f64()).map(f64::to_bits).collect()).collect()
+    }
+}
+
 /// The runtime side of the front end's [`Host`]: reads user modules next to the main file,
 /// executes printed values, and records what was printed.
 pub struct RuntimeHost {

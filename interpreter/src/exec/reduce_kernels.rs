@@ -197,7 +197,7 @@ mod tests {
     fn printed_bits(src: &str, mode: ExecMode) -> Vec<Vec<u64>> {
         let p = Program::run_with("siblings.dl", src, None, false, 0, mode);
         assert!(p.ok, "{src}\n{:?}", p.diagnostics());
-        p.output().printed.iter().map(|x| x.tensors.iter().flat_map(|t| t.to_f64()).map(f64::to_bits).collect()).collect()
+        p.output().printed_bits()
     }
 
     /// A plain sum and three fused sums over the same axes of values computed from the same

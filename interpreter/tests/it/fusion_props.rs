@@ -27,7 +27,7 @@ fn program(a: usize, b: usize, bias_rows: bool, dtype: &str, seed: u64) -> Strin
 fn printed_bits(src: &str, mode: ExecMode) -> Vec<Vec<u64>> {
     let p = Program::run_with("prop.dl", src, None, false, 0, mode);
     assert!(p.ok, "{src}\n{:?}", p.diagnostics());
-    p.output().printed.iter().map(|x| x.tensors.iter().flat_map(|t| t.to_f64()).map(f64::to_bits).collect()).collect()
+    p.output().printed_bits()
 }
 
 proptest! {

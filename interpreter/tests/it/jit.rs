@@ -8,7 +8,7 @@ use dlc::{ExecMode, Program};
 fn printed(src: &str, mode: ExecMode) -> Vec<Vec<u64>> {
     let p = Program::run_with("jit_test.dl", src, None, false, 0, mode);
     assert!(p.ok, "{:?}", p.diagnostics());
-    p.output().printed.iter().map(|x| x.tensors.iter().flat_map(|t| t.to_f64()).map(f64::to_bits).collect()).collect()
+    p.output().printed_bits()
 }
 
 #[test]

@@ -170,7 +170,7 @@ type Made = Option<Arc<Prepared>>;
 #[derive(Default)]
 pub struct Convs {
     made: Mutex<std::collections::HashMap<(Dir, Shape), Made>>,
-    /// Blocked copies of activations for the weight gradient (onednn_kept.rs).
+    /// The data gradients' blocked copies of dy, for the weight gradients (onednn_kept.rs).
     kept: Kept,
 }
 

@@ -19,9 +19,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT_DIR:-cpu-results}
 mkdir -p "$out"
-if [ ! -x ./dlc-gpu ]; then
-  xz -dc dlc-gpu.xz > dlc-gpu && chmod +x dlc-gpu || { echo "no dlc-gpu.xz carried" >&2; exit 2; }
-fi
+. scripts/dlc-gpu-binary.sh
+unpack_dlc_gpu || { echo "no dlc-gpu.xz or dlc-gpu.gz carried" >&2; exit 2; }
 mkdir -p target/release && cp dlc-gpu target/release/dlc
 lib=/tmp/dlc-cpu-libs
 mkdir -p "$lib"

@@ -18,10 +18,8 @@ cd "$(dirname "$0")/.."
 out=${OUT_DIR:-gpu-results}
 mkdir -p "$out"
 dlc=${DLC:-}
-if [ -z "$dlc" ] && [ ! -x ./dlc-gpu ]; then
-  if [ -f ./dlc-gpu.xz ]; then xz -dc dlc-gpu.xz > dlc-gpu && chmod +x dlc-gpu
-  elif [ -f ./dlc-gpu.gz ]; then gunzip -c dlc-gpu.gz > dlc-gpu && chmod +x dlc-gpu; fi
-fi
+. scripts/dlc-gpu-binary.sh
+[ -n "$dlc" ] || unpack_dlc_gpu
 if [ -z "$dlc" ]; then
   if [ -x ./dlc-gpu ]; then dlc=./dlc-gpu; else dlc=target/release/dlc; fi
 fi

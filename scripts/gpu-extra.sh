@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 out=${OUT_DIR:-gpu-results}/extra
 mkdir -p "$out"
 dlc=${DLC:-./dlc-gpu}
-if [ ! -x "$dlc" ] && [ -f ./dlc-gpu.gz ]; then gunzip -c dlc-gpu.gz > dlc-gpu && chmod +x dlc-gpu; fi
+. scripts/dlc-gpu-binary.sh
+[ -n "${DLC:-}" ] || unpack_dlc_gpu
 libs=$(python3 -c 'import glob,site;print(":".join(d for s in site.getsitepackages() for d in glob.glob(s+"/nvidia/cu*/lib")+glob.glob(s+"/nvidia/cudnn/lib")+glob.glob(s+"/nvidia/cuda_nvrtc/lib")))' 2>/dev/null)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export DLC_CACHE_DIR="$out/cache"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Where a GPU step's time goes: `dlc bench --profile --device cuda` (each kernel waited for, the
 # timed steps only) of the bench steps, then the same steps unprofiled (the step time to quote).
-# Carry dlc-gpu.gz as for scripts/gpu-check.sh; PROGRAMS overrides the list.
+# Carry dlc-gpu.xz as for scripts/gpu-check.sh; PROGRAMS overrides the list.
 set -u
 cd "$(dirname "$0")/.."
-[ -x ./dlc-gpu ] || { gunzip -c dlc-gpu.gz > dlc-gpu && chmod +x dlc-gpu; }
+. scripts/dlc-gpu-binary.sh
+unpack_dlc_gpu || { echo "no dlc-gpu.xz or dlc-gpu.gz carried" >&2; exit 2; }
 for d in $(python3 -c 'import glob,site; [print(d) for s in site.getsitepackages() for d in glob.glob(s+"/nvidia/*/lib")]' 2>/dev/null); do
   LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
 done

@@ -50,7 +50,8 @@ fn merged(kernels: &[&ReduceKernel]) -> Region {
     let mut inputs = vec![];
     let mut outputs = vec![];
     for rk in kernels {
-        inputs.extend(rk.prologue.inputs.iter().filter(|n| !seen.contains(*n) && seen.insert(**n)));
+        // (`seen` holds the members: an input is added once, and never one a region computes.)
+        inputs.extend(rk.prologue.inputs.iter().filter(|n| seen.insert(**n)));
     }
     let mut out_seen = HashSet::new();
     for rk in kernels {

@@ -19,9 +19,9 @@ pub(crate) type RegionKey = (Vec<NodeId>, Vec<NodeId>, Vec<NodeId>);
 /// step): fused programs by their region, native code by the key of its kernel.
 pub struct KernelCache {
     programs: Mutex<HashMap<RegionKey, Arc<Program>>>,
-    /// Regions of row kernels in their row form (`Program::for_rows`), by region and whether
-    /// native code was wanted.
-    rows: Mutex<HashMap<(RegionKey, bool), Arc<RowProgram>>>,
+    /// Regions of row kernels in their row form (`Program::for_rows`, or `for_blocks` of the
+    /// given rows), by region, rows a call and whether native code was wanted.
+    rows: Mutex<HashMap<(RegionKey, usize, bool), Arc<RowProgram>>>,
     /// Row kernels measured with their regions' native code against the interpreter, by group
     /// (its members, inputs and outputs): the measurement and its key in the tuning file.
     pub(crate) row_tunes: Mutex<HashMap<RegionKey, Arc<(Tune, String)>>>,
@@ -101,14 +101,16 @@ impl KernelCache {
         }
     }
 
-    /// The row form of a region in a row kernel, made on first use; with `native`, with its
-    /// native code too when every op has one (a row program runs it one row per call).
-    pub(crate) fn row_program(&self, g: &Graph, r: &Region, native: bool) -> Result<Arc<RowProgram>, RuntimeError> {
-        let key = ((r.nodes.clone(), r.inputs.clone(), r.outputs.clone()), native);
+    /// The row form of a region in a row kernel, `block` rows a call (one: `for_rows`, more:
+    /// `for_blocks`), made on first use; with `native`, with its native code too when every op
+    /// has one.
+    pub(crate) fn row_program(&self, g: &Graph, r: &Region, block: usize, native: bool) -> Result<Arc<RowProgram>, RuntimeError> {
+        let key = ((r.nodes.clone(), r.inputs.clone(), r.outputs.clone()), block, native);
         if let Some(p) = self.rows.lock().expect("kernel cache").get(&key) {
             return Ok(p.clone());
         }
-        let (mut program, views) = compile(g, r)?.for_rows();
+        let region = compile(g, r)?;
+        let (mut program, views) = if block > 1 { region.for_blocks(block) } else { region.for_rows() };
         if native {
             program.native = self.native_code(&program.kernel);
         }

@@ -86,6 +86,19 @@ proptest! {
     }
 }
 
+/// Short rows run a block of rows a call (exec/rows.rs): many blocks, a partial last block, and
+/// several tasks each with a partial block of its own, interpreted and compiled, equal eager.
+#[test]
+fn short_rows_in_blocks_equal_eager() {
+    for (rows, len, seed) in [(20_000, 3, 7), (1_000, 10, 8), (129, 50, 9), (7, 600, 10)] {
+        let src = row_program(&[rows], len, seed);
+        let eager = printed_bits(&src, ExecMode::Eager);
+        for mode in [ExecMode::Fused, ExecMode::FusedJit] {
+            assert!(printed_bits(&src, mode) == eager, "{mode:?} and eager differ for {rows} rows of {len}");
+        }
+    }
+}
+
 /// Sums over other axes than the last, with the elementwise work that computes their input fused
 /// into them (batch-norm statistics, a bias gradient's masked sum, sums over mixed axes and over
 /// everything, and sibling sums the CPU executor runs in one pass), on 4-d shapes large enough to

@@ -148,6 +148,21 @@ impl Program {
     /// which the caller finds where row r starts in it). An input loaded with two different
     /// broadcasts becomes two inputs.
     pub(in crate::exec) fn for_rows(&self) -> (Program, Vec<(usize, Vec<usize>)>) {
+        self.over_rows(1)
+    }
+
+    /// This program run `block` rows at a time, for a region of rank 2 (one leading dim): its
+    /// kernel over `[block, L]` with every load kept as it is, so that given each input from
+    /// where the block's first row starts in it (the views, as `for_rows` gives them), element
+    /// i of the block is element i of the region from that row on. Rows too short for a call
+    /// each (cross-entropy's ten classes) run this way.
+    pub(in crate::exec) fn for_blocks(&self, block: usize) -> (Program, Vec<(usize, Vec<usize>)>) {
+        assert!(self.kernel.shape.len() == 2 && block > 1, "blocks of rows are for rank-2 regions");
+        self.over_rows(block)
+    }
+
+    /// `for_rows` (`block` 1) or `for_blocks`.
+    fn over_rows(&self, block: usize) -> (Program, Vec<(usize, Vec<usize>)>) {
         let e = &self.kernel;
         let rank = e.shape.len().max(1);
         let row_len = e.shape.last().copied().unwrap_or(1);
@@ -168,7 +183,7 @@ impl Program {
             .iter()
             .map(|inst| match inst {
                 Inst::Load { from: Buf::Param(k), index } => {
-                    let (outer, index) = match index {
+                    let (outer, row_index) = match index {
                         Index::Linear => (contiguous.clone(), Index::Linear),
                         Index::Splat => (vec![0; lead], Index::Splat),
                         Index::Strided(s) => {
@@ -177,6 +192,8 @@ impl Program {
                             (outer, if along == 0 { Index::Splat } else { Index::Strided(vec![along]) })
                         }
                     };
+                    // A block reads as the region does, from the block's first row on.
+                    let index = if block > 1 { index.clone() } else { row_index };
                     Inst::Load { from: Buf::Param(view(*k, outer)), index }
                 }
                 other => other.clone(),
@@ -184,7 +201,8 @@ impl Program {
             .collect();
         // Each view's parameter is the region input it reads.
         let inputs = views.iter().map(|(k, _)| e.inputs[*k].clone()).collect();
-        let row = Elementwise { shape: vec![row_len], inputs, body, outputs: e.outputs.clone() };
+        let shape = if block > 1 { vec![block, row_len] } else { vec![row_len] };
+        let row = Elementwise { shape, inputs, body, outputs: e.outputs.clone() };
         (Program::from_kir(&row, &self.output_dtypes()), views)
     }
 }

@@ -65,49 +65,6 @@ crate::runtime::cpu::widest! {
     }
 }
 
-/// `dst[c * dst_stride + r] = src[r * src_stride + c]` for `r < rows`, `c < cols`: 4×4 blocks
-/// through SSE2 registers, the edges word by word.
-fn transpose(src: &[u32], src_stride: usize, rows: usize, cols: usize, dst: &mut [u32], dst_stride: usize) {
-    if rows == 0 || cols == 0 {
-        return;
-    }
-    assert!(src.len() >= (rows - 1) * src_stride + cols && dst.len() >= (cols - 1) * dst_stride + rows);
-    let (r4, c4) = (rows / 4 * 4, cols / 4 * 4);
-    for c in (0..c4).step_by(4) {
-        for r in (0..r4).step_by(4) {
-            // SAFETY: rows r..r+4 and columns c..c+4 are inside both matrices (asserted above).
-            unsafe { transpose4(src.as_ptr().add(r * src_stride + c), src_stride, dst.as_mut_ptr().add(c * dst_stride + r), dst_stride) };
-        }
-    }
-    for c in 0..cols {
-        let from = if c < c4 { r4 } else { 0 };
-        for r in from..rows {
-            dst[c * dst_stride + r] = src[r * src_stride + c];
-        }
-    }
-}
-
-/// One 4×4 block of `transpose`.
-///
-/// # Safety
-/// Four rows of four words at `src` (rows `src_stride` apart) and at `dst` (`dst_stride`).
-#[inline(always)]
-unsafe fn transpose4(src: *const u32, src_stride: usize, dst: *mut u32, dst_stride: usize) {
-    use std::arch::x86_64::*;
-    // SAFETY: as the function's (SSE2 is part of x86-64).
-    unsafe {
-        let row = |i: usize| _mm_loadu_si128(src.add(i * src_stride) as *const __m128i);
-        let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
-        let (t0, t1) = (_mm_unpacklo_epi32(r0, r1), _mm_unpacklo_epi32(r2, r3));
-        let (t2, t3) = (_mm_unpackhi_epi32(r0, r1), _mm_unpackhi_epi32(r2, r3));
-        let out = |i: usize, v: __m128i| _mm_storeu_si128(dst.add(i * dst_stride) as *mut __m128i, v);
-        out(0, _mm_unpacklo_epi64(t0, t1));
-        out(1, _mm_unpackhi_epi64(t0, t1));
-        out(2, _mm_unpacklo_epi64(t2, t3));
-        out(3, _mm_unpackhi_epi64(t2, t3));
-    }
-}
-
 thread_local! {
     /// Buffers kept between products (fresh ones cost page faults and zeroing: 8% of the MLP
     /// step). Words past an operand's rows or columns are never stored from, so none is cleared.
@@ -139,7 +96,9 @@ fn block_words(out: &mut [u32], x: &[f32], across: bool, len: usize, k: usize, s
         for (r, words) in converted.chunks_mut(kp).take(count).enumerate() {
             row_pairs(words, &x[(start + r) * k..(start + r + 1) * k]);
         }
-        transpose(&converted, kp, count, kp, out, width);
+        // SAFETY: a `u32` slice seen as `MaybeUninit<u32>`, only ever written with values.
+        let out = unsafe { &mut *(out as *mut [u32] as *mut [std::mem::MaybeUninit<u32>]) };
+        super::transpose::transpose_words(&converted, kp, count, kp, out, width);
         recycle(converted);
     } else {
         zip_rows(out, x, len, k, start, count, width);
@@ -282,23 +241,6 @@ mod tests {
                         }
                     }
                 }
-            }
-        }
-    }
-
-    /// The 4×4 blocks and the edges of the transpose.
-    #[test]
-    fn transposes_every_shape() {
-        for (rows, cols) in [(1, 1), (4, 4), (5, 9), (16, 3), (13, 17)] {
-            let stride = cols + 2;
-            let src: Vec<u32> = (0..rows * stride).map(|i| i as u32).collect();
-            let mut dst = vec![u32::MAX; cols * (rows + 1)];
-            transpose(&src, stride, rows, cols, &mut dst, rows + 1);
-            for c in 0..cols {
-                for r in 0..rows {
-                    assert_eq!(dst[c * (rows + 1) + r], src[r * stride + c], "{rows}x{cols} [{r},{c}]");
-                }
-                assert_eq!(dst[c * (rows + 1) + rows], u32::MAX, "{rows}x{cols}: written past a row");
             }
         }
     }

@@ -297,7 +297,7 @@ fn on_onednn(
     if geo.g != 1 || forced.as_deref() == Some("im2col") || !super::onednn_api::available() {
         return None;
     }
-    let s = on_onednn_shape(geo, nb)?;
+    let s = on_onednn_shape(geo, nb, false)?;
     let out_len: usize = shape.iter().product();
     let run = |ins: [&Arc<Vec<f32>>; 2]| sel.convs.run(dir, &s, ins, out_len);
     let macs = nb * geo.o * geo.oh * geo.ow * geo.k();
@@ -331,7 +331,7 @@ fn on_onednn(
 
 /// A convolution's shape as oneDNN takes it; `None` for one it does not (empty, or an input
 /// whose last rows the strides skip: negative right padding).
-fn on_onednn_shape(geo: Geom, nb: usize) -> Option<OneDnnShape> {
+fn on_onednn_shape(geo: Geom, nb: usize, channels_last: bool) -> Option<OneDnnShape> {
     if geo.oh == 0 || geo.ow == 0 || nb == 0 || geo.c == 0 || geo.o == 0 {
         return None;
     }
@@ -348,14 +348,39 @@ fn on_onednn_shape(geo: Geom, nb: usize) -> Option<OneDnnShape> {
             pad_r(geo.oh, geo.kh, geo.stride.0, geo.dil.0, geo.h, geo.pad.0),
             pad_r(geo.ow, geo.kw, geo.stride.1, geo.dil.1, geo.w, geo.pad.1),
         ],
+        channels_last,
     };
     s.pad_r.iter().all(|p| *p >= 0).then_some(s)
 }
 
-/// A channels-last convolution (the layout pass chooses them for cuDNN's NHWC kernels) run
-/// here as NCHW: each operand and the output's shape permuted to NCHW, the result back. The
-/// CPU never chooses channels-last (its im2col measured 6-11% faster NHWC on one shape, less than
-/// these permutes cost); this serves the emulated GPU and the `DLC_CONV_LAYOUT` override.
+/// A channels-last convolution (x, y `[N, H, W, C]`, w `[O, kH, kW, I]`; the layout pass chooses
+/// them) on oneDNN's NHWC kernels, read and written as stored; `p`, `q` are the direction's
+/// operands as `Convs::run` takes them. `None` where oneDNN cannot (not installed, groups, a
+/// shape it refuses, `DLC_CONV=im2col`): the caller goes through NCHW.
+fn channels_last_on_onednn(sel: &GemmSelect, dir: Dir, a: &Conv2dAttrs, p: &Tensor, q: &Tensor, shape: &[usize]) -> Option<Tensor> {
+    use dlc_language::types::rules::{permuted, TO_NCHW};
+    let (Data::F32(pv), Data::F32(qv)) = (&p.data, &q.data) else { return None };
+    if std::env::var("DLC_CONV").ok().as_deref() == Some("im2col") || !super::onednn_api::available() {
+        return None;
+    }
+    let nchw = |s: &[usize]| permuted(s, &TO_NCHW);
+    let (x, w, y) = match dir {
+        Dir::Forward => (nchw(&p.shape), nchw(&q.shape), nchw(shape)),
+        Dir::Data => (nchw(shape), nchw(&q.shape), nchw(&p.shape)),
+        Dir::Weights => (nchw(&p.shape), nchw(shape), nchw(&q.shape)),
+    };
+    let geo = Geom::new(&x, &w, &y, &Conv2dAttrs { channels_last: false, ..*a });
+    if geo.g != 1 {
+        return None;
+    }
+    let s = on_onednn_shape(geo, x[0], true)?;
+    let mut out = sel.convs.run(dir, &s, [pv, qv], shape.iter().product())?;
+    round_slice(p.dtype, &mut out);
+    Some(Tensor { dtype: p.dtype, shape: shape.to_vec(), data: Data::F32(Arc::new(out)) })
+}
+
+/// A channels-last convolution run as NCHW: each operand and the output's shape permuted to
+/// NCHW, the result back (where oneDNN cannot run it as stored).
 fn through_nchw(
     a: &Conv2dAttrs,
     p: &Tensor,
@@ -372,7 +397,8 @@ fn through_nchw(
 /// conv2d: x NCHW, w OIHW (channels-last when `a` says so).
 pub fn conv2d(sel: &GemmSelect, x: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
     if a.channels_last {
-        return through_nchw(a, x, w, &shape, |p, q, a, s| conv2d(sel, p, q, a, s));
+        return channels_last_on_onednn(sel, Dir::Forward, a, x, w, &shape)
+            .unwrap_or_else(|| through_nchw(a, x, w, &shape, |p, q, a, s| conv2d(sel, p, q, a, s)));
     }
     let geo = Geom::new(&x.shape, &w.shape, &shape, a);
     let nb = x.shape[0];
@@ -385,7 +411,8 @@ pub fn conv2d(sel: &GemmSelect, x: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: 
 /// The gradient of conv2d for its input (of shape `shape`).
 pub fn conv2d_grad_input(sel: &GemmSelect, dy: &Tensor, w: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
     if a.channels_last {
-        return through_nchw(a, dy, w, &shape, |p, q, a, s| conv2d_grad_input(sel, p, q, a, s));
+        return channels_last_on_onednn(sel, Dir::Data, a, dy, w, &shape)
+            .unwrap_or_else(|| through_nchw(a, dy, w, &shape, |p, q, a, s| conv2d_grad_input(sel, p, q, a, s)));
     }
     let geo = Geom::new(&shape, &w.shape, &dy.shape, a);
     let nb = shape[0];
@@ -398,7 +425,8 @@ pub fn conv2d_grad_input(sel: &GemmSelect, dy: &Tensor, w: &Tensor, a: &Conv2dAt
 /// The gradient of conv2d for its weight (of shape `shape`).
 pub fn conv2d_grad_weight(sel: &GemmSelect, x: &Tensor, dy: &Tensor, a: &Conv2dAttrs, shape: Vec<usize>) -> Tensor {
     if a.channels_last {
-        return through_nchw(a, x, dy, &shape, |p, q, a, s| conv2d_grad_weight(sel, p, q, a, s));
+        return channels_last_on_onednn(sel, Dir::Weights, a, x, dy, &shape)
+            .unwrap_or_else(|| through_nchw(a, x, dy, &shape, |p, q, a, s| conv2d_grad_weight(sel, p, q, a, s)));
     }
     let geo = Geom::new(&x.shape, &shape, &dy.shape, a);
     let nb = x.shape[0];
@@ -520,7 +548,7 @@ mod tests {
             let oh = (h as isize + 2 * pad.0 - (dil.0 * (kh - 1) + 1) as isize) as usize / stride.0 + 1;
             let ow = (w as isize + 2 * pad.1 - (dil.1 * (kw - 1) + 1) as isize) as usize / stride.1 + 1;
             let geo = Geom { c, h, w, o, cg: c, kh, kw, oh, ow, g: 1, stride, pad, dil };
-            let s = on_onednn_shape(geo, nb).expect("a shape oneDNN takes");
+            let s = on_onednn_shape(geo, nb, false).expect("a shape oneDNN takes");
             let x: Arc<Vec<f32>> = Arc::new((0..nb * c * h * w).map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.125).collect());
             let wt: Arc<Vec<f32>> = Arc::new((0..o * c * kh * kw).map(|i| ((i * 17 % 13) as f32 - 6.0) * 0.25).collect());
             let dy: Arc<Vec<f32>> = Arc::new((0..nb * o * oh * ow).map(|i| ((i * 53 % 29) as f32 - 14.0) * 0.0625).collect());

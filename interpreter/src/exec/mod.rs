@@ -28,6 +28,7 @@ mod reduce_kernels;
 mod rows;
 mod stream;
 mod sum_axes;
+mod transpose;
 pub mod tune;
 pub mod tune_store;
 

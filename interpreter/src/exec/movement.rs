@@ -54,10 +54,55 @@ fn apply(x: &Tensor, shape: &[usize], st: &[isize], offset: isize) -> Tensor {
 }
 
 pub fn permute(x: &Tensor, perm: &[usize]) -> Tensor {
+    if let Some((b, m, n)) = batched_transpose(&x.shape, perm) {
+        let shape: Vec<usize> = perm.iter().map(|p| x.shape[*p]).collect();
+        let data = match &x.data {
+            Data::F32(v) => Data::F32(Arc::new(transpose(v, b, m, n))),
+            Data::F64(v) => Data::F64(Arc::new(transpose(v, b, m, n))),
+            Data::I64(v) => Data::I64(Arc::new(transpose(v, b, m, n))),
+            Data::U8(v) => Data::U8(Arc::new(transpose(v, b, m, n))),
+        };
+        return Tensor { dtype: x.dtype, shape, data };
+    }
     let s = strides(&x.shape);
     let shape: Vec<usize> = perm.iter().map(|p| x.shape[*p]).collect();
     let st: Vec<isize> = perm.iter().map(|p| s[*p]).collect();
     apply(x, &shape, &st, 0)
+}
+
+/// A permutation that is a batch of matrix transposes: the leading `k` axes kept, then two
+/// blocks of axes swapped (NCHW to NHWC is `[N, C, H*W]` to `[N, H*W, C]`). Gives the batch, and
+/// the rows and columns of each matrix as stored.
+fn batched_transpose(shape: &[usize], perm: &[usize]) -> Option<(usize, usize, usize)> {
+    let r = perm.len();
+    let k = perm.iter().enumerate().take_while(|(i, p)| *i == **p).count();
+    if k + 1 >= r {
+        return None;
+    }
+    // The output's axes after the kept ones: j..r, then k..j.
+    let j = perm[k];
+    let swapped = (k..r).all(|i| perm[i] == if i < k + (r - j) { j + (i - k) } else { k + (i - k - (r - j)) });
+    (j > k && swapped).then(|| (shape[..k].iter().product(), shape[k..j].iter().product(), shape[j..].iter().product()))
+}
+
+/// `b` matrices of `m` × `n` values, each transposed (to `n` × `m`): 4-byte values in blocks
+/// through vector registers on all threads (exec/transpose.rs), others by the gather.
+fn transpose<T: Copy + Send + Sync>(src: &[T], b: usize, m: usize, n: usize) -> Vec<T> {
+    if std::mem::size_of::<T>() != 4 || std::mem::align_of::<T>() != 4 {
+        let strides = [(m * n) as isize, 1, n as isize];
+        return gather(src, &[b, n, m], &strides, 0);
+    }
+    let len = b * m * n;
+    let mut out: Vec<T> = Vec::with_capacity(len);
+    // SAFETY: T is 4 bytes and Copy (f32 here), so its values are words and back; the output's
+    // spare capacity holds `len` of them.
+    unsafe {
+        let words = std::slice::from_raw_parts(src.as_ptr() as *const u32, src.len());
+        let dst = std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut std::mem::MaybeUninit<u32>, len);
+        super::transpose::transpose_batched(words, dst, b, m, n);
+        out.set_len(len);
+    }
+    out
 }
 
 /// Broadcast size-1 dims (same rank) with stride 0.
@@ -86,4 +131,46 @@ pub fn concat(xs: &[Tensor], axis: usize, shape: Vec<usize>) -> Tensor {
         }
     }
     Tensor::from_f64(xs[0].dtype, shape, vals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every permutation of ranks 1-4 (the batched transposes among them by tiles), odd sizes
+    /// and sizes past a tile included, equals the strided gather.
+    #[test]
+    fn permutes_equal_the_gather() {
+        fn perms(r: usize) -> Vec<Vec<usize>> {
+            if r == 0 {
+                return vec![vec![]];
+            }
+            let mut out = vec![];
+            for p in perms(r - 1) {
+                for at in 0..=p.len() {
+                    let mut q = p.clone();
+                    q.insert(at, r - 1);
+                    out.push(q);
+                }
+            }
+            out
+        }
+        let mut tiled = 0;
+        for shape in [vec![5], vec![33, 70], vec![3, 40, 9], vec![2, 5, 35, 3], vec![1, 64, 1, 33]] {
+            let n: usize = shape.iter().product();
+            let x = Tensor {
+                dtype: dlc_language::types::DType::F32,
+                shape: shape.clone(),
+                data: Data::F32(Arc::new((0..n).map(|i| i as f32).collect())),
+            };
+            for p in perms(shape.len()) {
+                let s = strides(&shape);
+                let want = apply(&x, &p.iter().map(|a| shape[*a]).collect::<Vec<_>>(), &p.iter().map(|a| s[*a]).collect::<Vec<_>>(), 0);
+                tiled += batched_transpose(&shape, &p).is_some() as usize;
+                let got = permute(&x, &p);
+                assert_eq!((got.shape.clone(), got.to_f64()), (want.shape.clone(), want.to_f64()), "{shape:?} by {p:?}");
+            }
+        }
+        assert!(tiled >= 10, "the tiled path was taken {tiled} times");
+    }
 }

@@ -61,6 +61,7 @@ pub(super) struct Api {
     pub(super) stream_wait: unsafe extern "C" fn(H) -> c_int,
     pub(super) stream_destroy: unsafe extern "C" fn(H) -> c_int,
     pub(super) md_init: unsafe extern "C" fn(*mut Md, c_int, Dims, c_int, c_int) -> c_int,
+    pub(super) md_init_strides: unsafe extern "C" fn(*mut Md, c_int, Dims, c_int, Dims) -> c_int,
     pub(super) md_equal: unsafe extern "C" fn(*const Md, *const Md) -> c_int,
     pub(super) md_size: unsafe extern "C" fn(*const Md) -> usize,
     pub(super) fwd_init:
@@ -106,6 +107,7 @@ pub(super) fn api() -> Option<&'static Api> {
                 stream_wait: std::mem::transmute::<H, _>(f("dnnl_stream_wait")?),
                 stream_destroy: std::mem::transmute::<H, _>(f("dnnl_stream_destroy")?),
                 md_init: std::mem::transmute::<H, _>(f("dnnl_memory_desc_init_by_tag")?),
+                md_init_strides: std::mem::transmute::<H, _>(f("dnnl_memory_desc_init_by_strides")?),
                 md_equal: std::mem::transmute::<H, _>(f("dnnl_memory_desc_equal")?),
                 md_size: std::mem::transmute::<H, _>(f("dnnl_memory_desc_get_size")?),
                 fwd_init: std::mem::transmute::<H, _>(f("dnnl_dilated_convolution_forward_desc_init")?),
@@ -223,6 +225,17 @@ pub(super) fn md(a: &Api, dims: &[i64], dt: c_int, tag: c_int) -> Option<Md> {
     let mut m = Md([0; MD_BYTES]);
     // SAFETY: `m` is a descriptor-sized block; `dims` has the entries its length says.
     (unsafe { (a.md_init)(&mut m, dims.len() as c_int, dims.as_ptr(), dt, tag) } == 0).then_some(m)
+}
+
+/// A memory descriptor of a 4-d tensor `dims` (NCHW or OIHW order) stored with its second dim
+/// innermost (NHWC, OHWI: a channels-last tensor), f32. (By strides, not by the tag's number,
+/// which differs between oneDNN's versions.)
+pub(super) fn md_channels_last(a: &Api, dims: &[i64; 4]) -> Option<Md> {
+    let [_, c, h, w] = *dims;
+    let strides = [h * w * c, 1, w * c, c];
+    let mut m = Md([0; MD_BYTES]);
+    // SAFETY: `m` is a descriptor-sized block; `dims` and `strides` have 4 entries.
+    (unsafe { (a.md_init_strides)(&mut m, 4, dims.as_ptr(), F32, strides.as_ptr()) } == 0).then_some(m)
 }
 
 /// `run` on a fresh stream of the calling thread, waited on before returning: whether the stream

@@ -32,6 +32,10 @@ pub struct Shape {
     pub dil: [i64; 2],
     pub pad_l: [i64; 2],
     pub pad_r: [i64; 2],
+    /// The tensors are channels-last (x, y NHWC, w OHWI; the dims above stay in NCHW order):
+    /// oneDNN's NHWC kernels read and write them as they are, with no reorder (the weight's
+    /// reorder is the weight's size).
+    pub channels_last: bool,
 }
 
 /// One operand: its NCHW/OIHW description and the primitive's, and the reorder between them
@@ -102,8 +106,13 @@ fn operand(a: &Api, pd: H, query: c_int, user: Md, into: bool, pds: &mut Vec<H>)
 }
 
 fn prepare(a: &Api, dir: Dir, s: &Shape) -> Option<Prepared> {
-    let (xu, wu, yu) = (md(a, &s.x, F32, TAG_ABCD)?, md(a, &s.w, F32, TAG_ABCD)?, md(a, &s.y, F32, TAG_ABCD)?);
-    let (xa, wa, ya) = (md(a, &s.x, F32, TAG_ANY)?, md(a, &s.w, F32, TAG_ANY)?, md(a, &s.y, F32, TAG_ANY)?);
+    let (xu, wu, yu, xa, wa, ya) = if s.channels_last {
+        let (x, y) = (md_channels_last(a, &s.x)?, md_channels_last(a, &s.y)?);
+        (x, md_channels_last(a, &s.w)?, y, x, md(a, &s.w, F32, TAG_ANY)?, y)
+    } else {
+        let any = |d: &[i64; 4]| md(a, d, F32, TAG_ANY);
+        (md(a, &s.x, F32, TAG_ABCD)?, md(a, &s.w, F32, TAG_ABCD)?, md(a, &s.y, F32, TAG_ABCD)?, any(&s.x)?, any(&s.w)?, any(&s.y)?)
+    };
     let mut pds = vec![];
     let mut fwd_op = OpDesc([0; OP_BYTES]);
     let (st, dl, pl, pr) = (s.stride.as_ptr(), s.dil.as_ptr(), s.pad_l.as_ptr(), s.pad_r.as_ptr());
@@ -365,7 +374,16 @@ mod tests {
         }
         // 32 channels: oneDNN reads them blocked, so x and dy are reordered (3 it reads as stored).
         let (n, c, h, w, o) = (4i64, 32i64, 8i64, 8i64, 32i64);
-        let s = Shape { x: [n, c, h, w], w: [o, c, 3, 3], y: [n, o, h, w], stride: [1, 1], dil: [0, 0], pad_l: [1, 1], pad_r: [1, 1] };
+        let s = Shape {
+            x: [n, c, h, w],
+            w: [o, c, 3, 3],
+            y: [n, o, h, w],
+            stride: [1, 1],
+            dil: [0, 0],
+            pad_l: [1, 1],
+            pad_r: [1, 1],
+            channels_last: false,
+        };
         let values =
             |len: i64, seed: usize| Arc::new((0..len as usize).map(|i| ((i * seed % 23) as f32 - 11.0) * 0.125).collect::<Vec<f32>>());
         let (x, wt, dy, other_dy) =
@@ -389,5 +407,53 @@ mod tests {
         assert_eq!((convs.kept.taken(), convs.kept.held()), (0, bands));
         assert_eq!(run(Dir::Weights, [&x, &dy], wt.len()), alone(&dy));
         assert_eq!((convs.kept.taken(), convs.kept.held()), (bands, 0));
+    }
+
+    /// Channels-last convolutions (NHWC activations, OHWI weights, read and written as stored)
+    /// give the NCHW ones' results in every direction, to f32 rounding: odd channel counts,
+    /// a stride and uneven padding, several bands.
+    #[test]
+    fn channels_last_convolutions_equal_nchw() {
+        if !available() {
+            eprintln!("oneDNN 2.x is not installed: nothing to check");
+            return;
+        }
+        let (n, c, h, w, o) = (5usize, 3usize, 9usize, 7usize, 5usize);
+        let (oh, ow) = (5usize, 4usize);
+        let nchw = Shape {
+            x: [5, 3, 9, 7],
+            w: [5, 3, 3, 3],
+            y: [5, 5, 5, 4],
+            stride: [2, 2],
+            dil: [0, 0],
+            pad_l: [1, 1],
+            pad_r: [1, 1],
+            channels_last: false,
+        };
+        let nhwc = Shape { channels_last: true, ..nchw };
+        let values = |len: usize, seed: usize| (0..len).map(|i| ((i * seed % 29) as f32 - 14.0) * 0.0625).collect::<Vec<f32>>();
+        // [a, b, p, q] stored in that order to [a, p, q, b] (NCHW to NHWC, OIHW to OHWI), and back.
+        let to_last = |v: &[f32], [_, b, p, q]: [usize; 4]| {
+            let mut out = vec![0f32; v.len()];
+            for (i, x) in v.iter().enumerate() {
+                let (ai, bi, pi, qi) = (i / (b * p * q), i / (p * q) % b, i / q % p, i % q);
+                out[((ai * p + pi) * q + qi) * b + bi] = *x;
+            }
+            out
+        };
+        let (x, wt, dy) = (values(n * c * h * w, 37), values(o * c * 9, 17), values(n * o * oh * ow, 53));
+        let (xd, wd, yd) = ([n, c, h, w], [o, c, 3, 3], [n, o, oh, ow]);
+        let cases =
+            [(Dir::Forward, [(&x, xd), (&wt, wd)], yd), (Dir::Data, [(&dy, yd), (&wt, wd)], xd), (Dir::Weights, [(&x, xd), (&dy, yd)], wd)];
+        for (dir, [(p, pd), (q, qd)], out) in cases {
+            let len = out.iter().product();
+            let plain = Convs::default().run(dir, &nchw, [&Arc::new(p.clone()), &Arc::new(q.clone())], len).expect("NCHW");
+            let (pl, ql) = (Arc::new(to_last(p, pd)), Arc::new(to_last(q, qd)));
+            let last = Convs::default().run(dir, &nhwc, [&pl, &ql], len).expect("channels-last");
+            let want = to_last(&plain, out);
+            for (i, (g, e)) in last.iter().zip(&want).enumerate() {
+                assert!((g - e).abs() <= 1e-5 * e.abs().max(1.0), "{dir:?} [{i}]: {g} against {e}");
+            }
+        }
     }
 }

@@ -10,6 +10,12 @@
 //! Threads split the work over the outermost kept axis: each task owns a contiguous block of
 //! outputs and visits their inputs in the order the one-thread loop would.
 //!
+//! A sum over every axis but a short last one (a bias gradient's sum over the batch, batch
+//! norm's statistics of a channels-last tensor) is a column sum, taken otherwise
+//! (`sum_columns`): whole rows read at a time, the rows cut into parts of a fixed number of rows,
+//! each part summed by columns in row order and the parts added in order. That order too
+//! depends on the shape alone.
+//!
 //! A region can have several of its outputs summed over the same axes in the same pass (sibling
 //! reductions, such as batch norm's gradient sums, which read the same activations): each is
 //! summed exactly as it would be alone.
@@ -206,6 +212,12 @@ pub fn sum_axes_many(values: &Values, shape: &[usize], axes: &[usize]) -> Vec<Ve
             so *= dims[d].0;
         }
     }
+    if let [(rows, true), (cols, false)] = dims[..] {
+        if cols <= CHUNK {
+            sum_columns(values, rows, cols, &mut accs);
+            return accs;
+        }
+    }
     let walk = Walk { dims: &dims, in_stride: &in_stride, out_stride: &out_stride };
     // Split over the outermost kept dim: its index is the most significant digit of an output's
     // position, so a range of it owns a contiguous block of outputs.
@@ -236,6 +248,57 @@ pub fn sum_axes_many(values: &Values, shape: &[usize], axes: &[usize]) -> Vec<Ve
         }
     }
     accs
+}
+
+/// Values a part of a column sum covers at least.
+const PART_VALUES: usize = 1 << 14;
+
+crate::runtime::cpu::widest! {
+    /// `acc[c] += row[c]` in f64.
+    fn add_row(acc: &mut [f64], row: &[f32]) {
+        for (a, v) in acc.iter_mut().zip(row) {
+            *a += *v as f64;
+        }
+    }
+}
+
+/// The column sums of `rows` × `cols` values (`cols` at most `CHUNK`) into `accs` (zeros, one
+/// set of `cols` sums per set of values): parts of `PART_VALUES / cols` rows, each summed by
+/// columns in row order from whole rows read a chunk at a time, on all threads; then the parts'
+/// sums added in part order. (The general walk splits such a sum by blocks of columns, and then
+/// reads a few values of each row a call: batch norm's statistics over a channels-last
+/// `[64, 32, 32, 32]` took 30 ms a sum that way.)
+fn sum_columns(values: &Values, rows: usize, cols: usize, accs: &mut [Vec<f64>]) {
+    let per_part = (PART_VALUES / cols).max(1);
+    let rows_a_read = CHUNK / cols;
+    let part = |reader: &mut Reader, p: usize| -> Vec<Vec<f64>> {
+        let mut sums = vec![vec![0f64; cols]; accs.len()];
+        let end = ((p + 1) * per_part).min(rows);
+        for r in (p * per_part..end).step_by(rows_a_read) {
+            let n = rows_a_read.min(end - r);
+            reader.get(r * cols, n * cols, |j, v| v.chunks_exact(cols).for_each(|row| add_row(&mut sums[j], row)));
+        }
+        sums
+    };
+    let parts = 0..rows.div_ceil(per_part);
+    let sums: Vec<Vec<Vec<f64>>> = if rows * cols >= PARALLEL_FROM && rayon::current_num_threads() > 1 {
+        parts.into_par_iter().map_init(|| Reader::new(values), part).collect()
+    } else {
+        let mut reader = Reader::new(values);
+        parts.map(|p| part(&mut reader, p)).collect()
+    };
+    for part in sums {
+        for (acc, s) in accs.iter_mut().zip(part) {
+            add_sums(acc, &s);
+        }
+    }
+}
+
+/// `acc[c] += s[c]`.
+fn add_sums(acc: &mut [f64], s: &[f64]) {
+    for (a, v) in acc.iter_mut().zip(s) {
+        *a += *v;
+    }
 }
 
 /// The loop over merged dims.
@@ -332,6 +395,11 @@ mod tests {
             (vec![5, 70000], vec![0, 1]),
             (vec![40, 3, 600], vec![1]),
             (vec![2, 3, 4, 5], vec![]),
+            // Column sums (`sum_columns`): channels-last statistics, a bias gradient, a column.
+            (vec![64, 16, 16, 32], vec![0, 1, 2]),
+            (vec![1024, 10], vec![0]),
+            (vec![70000, 1], vec![0]),
+            (vec![3, 1024], vec![0]),
         ];
         // Mixtures of kept and reduced axes around a size-1 dim.
         let cases = cases.into_iter().chain(

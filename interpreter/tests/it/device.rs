@@ -361,7 +361,9 @@ fn a_nan_in_a_put_off_step_names_its_step() {
 /// On a GPU, bf16 convolutions run channels-last (cuDNN's tensor-core kernels are NHWC), and so
 /// does what lies between two of them (batch norm, relu): the step transposes at the region's
 /// edges only, and trains as the same step NCHW does. Forced on the CPU in f32, the layout
-/// changes nothing but the order of batch norm's sums.
+/// changes the order of batch norm's sums and, where oneDNN is installed, the convolutions'
+/// kernels (its NHWC ones, which add a product's terms in another order than the blocked ones):
+/// f32 rounding apart, the same training.
 #[test]
 fn convolutions_run_channels_last_on_the_device_and_train_as_nchw() {
     use dlc_language::passes::driver::ConvLayout;
@@ -389,5 +391,5 @@ fn convolutions_run_channels_last_on_the_device_and_train_as_nchw() {
     let cpu = train(&f32_src, Target::Cpu, |_| {});
     let forced = train(&f32_src, Target::Cpu, |o| o.conv_layout = Some(ConvLayout::ChannelsLast));
     assert!(forced.channels_last > 0 && cpu.channels_last == 0);
-    assert_close(&cpu, &forced, 1e-6);
+    assert_close(&cpu, &forced, 1e-5);
 }

@@ -5,7 +5,7 @@
 //! each reduction folds the row exactly as `reduce` does, so results equal the eager
 //! interpreter's bit for bit.
 //!
-//! Short rows (a rank-2 group whose rows hold fewer than `BLOCK_VALUES / 2` values) run a block
+//! Short rows (a rank-2 group whose rows hold at most `BLOCK_VALUES / 2` values) run a block
 //! of rows at a time instead: each region over the block (`Program::for_blocks`), each reduction
 //! row by row inside it. A call per row and region cost 0.5 µs: 0.5 ms a step for
 //! cross-entropy's 1024 rows of ten classes, whose work is some 20 µs.

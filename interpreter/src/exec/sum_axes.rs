@@ -250,8 +250,9 @@ pub fn sum_axes_many(values: &Values, shape: &[usize], axes: &[usize]) -> Vec<Ve
     accs
 }
 
-/// Values a part of a column sum covers at least.
+/// Values a part of a column sum covers at least, and how many parts a sum has at most.
 const PART_VALUES: usize = 1 << 14;
+const MAX_PARTS: usize = 256;
 
 crate::runtime::cpu::widest! {
     /// `acc[c] += row[c]` in f64.
@@ -263,13 +264,15 @@ crate::runtime::cpu::widest! {
 }
 
 /// The column sums of `rows` × `cols` values (`cols` at most `CHUNK`) into `accs` (zeros, one
-/// set of `cols` sums per set of values): parts of `PART_VALUES / cols` rows, each summed by
+/// set of `cols` sums per set of values): parts of `PART_VALUES / cols` rows or more, each summed by
 /// columns in row order from whole rows read a chunk at a time, on all threads; then the parts'
 /// sums added in part order. (The general walk splits such a sum by blocks of columns, and then
 /// reads a few values of each row a call: batch norm's statistics over a channels-last
 /// `[64, 32, 32, 32]` took 30 ms a sum that way.)
 fn sum_columns(values: &Values, rows: usize, cols: usize, accs: &mut [Vec<f64>]) {
-    let per_part = (PART_VALUES / cols).max(1);
+    // At most MAX_PARTS parts, so that their sums stay small beside the values (2 MiB a set of
+    // sums at 1024 columns).
+    let per_part = (PART_VALUES / cols).max(rows.div_ceil(MAX_PARTS)).max(1);
     let rows_a_read = CHUNK / cols;
     let part = |reader: &mut Reader, p: usize| -> Vec<Vec<f64>> {
         let mut sums = vec![vec![0f64; cols]; accs.len()];
@@ -400,6 +403,8 @@ mod tests {
             (vec![1024, 10], vec![0]),
             (vec![70000, 1], vec![0]),
             (vec![3, 1024], vec![0]),
+            // More rows than MAX_PARTS parts of PART_VALUES: parts made longer.
+            (vec![4200, 1024], vec![0]),
         ];
         // Mixtures of kept and reduced axes around a size-1 dim.
         let cases = cases.into_iter().chain(

@@ -54,18 +54,11 @@ fn apply(x: &Tensor, shape: &[usize], st: &[isize], offset: isize) -> Tensor {
 }
 
 pub fn permute(x: &Tensor, perm: &[usize]) -> Tensor {
-    if let Some((b, m, n)) = batched_transpose(&x.shape, perm) {
-        let shape: Vec<usize> = perm.iter().map(|p| x.shape[*p]).collect();
-        let data = match &x.data {
-            Data::F32(v) => Data::F32(Arc::new(transpose(v, b, m, n))),
-            Data::F64(v) => Data::F64(Arc::new(transpose(v, b, m, n))),
-            Data::I64(v) => Data::I64(Arc::new(transpose(v, b, m, n))),
-            Data::U8(v) => Data::U8(Arc::new(transpose(v, b, m, n))),
-        };
-        return Tensor { dtype: x.dtype, shape, data };
+    let shape: Vec<usize> = perm.iter().map(|p| x.shape[*p]).collect();
+    if let (Data::F32(v), Some((b, m, n))) = (&x.data, batched_transpose(&x.shape, perm)) {
+        return Tensor { dtype: x.dtype, shape, data: Data::F32(Arc::new(transpose(v, b, m, n))) };
     }
     let s = strides(&x.shape);
-    let shape: Vec<usize> = perm.iter().map(|p| x.shape[*p]).collect();
     let st: Vec<isize> = perm.iter().map(|p| s[*p]).collect();
     apply(x, &shape, &st, 0)
 }
@@ -85,17 +78,13 @@ fn batched_transpose(shape: &[usize], perm: &[usize]) -> Option<(usize, usize, u
     (j > k && swapped).then(|| (shape[..k].iter().product(), shape[k..j].iter().product(), shape[j..].iter().product()))
 }
 
-/// `b` matrices of `m` × `n` values, each transposed (to `n` × `m`): 4-byte values in blocks
-/// through vector registers on all threads (exec/transpose.rs), others by the gather.
-fn transpose<T: Copy + Send + Sync>(src: &[T], b: usize, m: usize, n: usize) -> Vec<T> {
-    if std::mem::size_of::<T>() != 4 || std::mem::align_of::<T>() != 4 {
-        let strides = [(m * n) as isize, 1, n as isize];
-        return gather(src, &[b, n, m], &strides, 0);
-    }
+/// `b` matrices of `m` × `n` values, each transposed (to `n` × `m`), by their bits in blocks
+/// through vector registers on all threads (exec/transpose.rs).
+fn transpose(src: &[f32], b: usize, m: usize, n: usize) -> Vec<f32> {
     let len = b * m * n;
-    let mut out: Vec<T> = Vec::with_capacity(len);
-    // SAFETY: T is 4 bytes and Copy (f32 here), so its values are words and back; the output's
-    // spare capacity holds `len` of them.
+    let mut out: Vec<f32> = Vec::with_capacity(len);
+    // SAFETY: f32 and u32 have one size and alignment, so the values are read as words and the
+    // output's spare capacity (`len` values) written as words; every one is written.
     unsafe {
         let words = std::slice::from_raw_parts(src.as_ptr() as *const u32, src.len());
         let dst = std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut std::mem::MaybeUninit<u32>, len);

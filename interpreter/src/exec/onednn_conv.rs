@@ -423,10 +423,12 @@ mod tests {
         }
         let (n, c, h, w, o) = (5usize, 3usize, 9usize, 7usize, 5usize);
         let (oh, ow) = (5usize, 4usize);
+        let (xd, wd, yd) = ([n, c, h, w], [o, c, 3, 3], [n, o, oh, ow]);
+        let dims = |d: [usize; 4]| d.map(|v| v as i64);
         let nchw = Shape {
-            x: [5, 3, 9, 7],
-            w: [5, 3, 3, 3],
-            y: [5, 5, 5, 4],
+            x: dims(xd),
+            w: dims(wd),
+            y: dims(yd),
             stride: [2, 2],
             dil: [0, 0],
             pad_l: [1, 1],
@@ -445,7 +447,6 @@ mod tests {
             out
         };
         let (x, wt, dy) = (values(n * c * h * w, 37), values(o * c * 9, 17), values(n * o * oh * ow, 53));
-        let (xd, wd, yd) = ([n, c, h, w], [o, c, 3, 3], [n, o, oh, ow]);
         let cases =
             [(Dir::Forward, [(&x, xd), (&wt, wd)], yd), (Dir::Data, [(&dy, yd), (&wt, wd)], xd), (Dir::Weights, [(&x, xd), (&dy, yd)], wd)];
         for (dir, [(p, pd), (q, qd)], out) in cases {

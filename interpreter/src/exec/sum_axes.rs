@@ -201,6 +201,12 @@ pub fn sum_axes_many(values: &Values, shape: &[usize], axes: &[usize]) -> Vec<Ve
         Reader::new(values).get(0, 1, |j, v| accs[j][0] = v[0] as f64);
         return accs;
     }
+    if let [(rows, true), (cols, false)] = dims[..] {
+        if cols <= CHUNK {
+            sum_columns(values, rows, cols, &mut accs);
+            return accs;
+        }
+    }
     let mut in_stride = vec![0usize; dims.len()];
     let mut out_stride = vec![0usize; dims.len()];
     let (mut si, mut so) = (1, 1);
@@ -210,12 +216,6 @@ pub fn sum_axes_many(values: &Values, shape: &[usize], axes: &[usize]) -> Vec<Ve
         if !dims[d].1 {
             out_stride[d] = so;
             so *= dims[d].0;
-        }
-    }
-    if let [(rows, true), (cols, false)] = dims[..] {
-        if cols <= CHUNK {
-            sum_columns(values, rows, cols, &mut accs);
-            return accs;
         }
     }
     let walk = Walk { dims: &dims, in_stride: &in_stride, out_stride: &out_stride };
@@ -340,11 +340,7 @@ impl Walk<'_> {
             } else {
                 for p in (c0..c1).step_by(CHUNK) {
                     let n = CHUNK.min(c1 - p);
-                    reader.get(in_off + p, n, |j, v| {
-                        for (a, v) in accs[j][out_pos + p - acc_base..][..n].iter_mut().zip(v) {
-                            *a += *v as f64;
-                        }
-                    });
+                    reader.get(in_off + p, n, |j, v| add_row(&mut accs[j][out_pos + p - acc_base..][..n], v));
                 }
             }
             // Next position of the outer dims, innermost first.
@@ -398,11 +394,12 @@ mod tests {
             (vec![5, 70000], vec![0, 1]),
             (vec![40, 3, 600], vec![1]),
             (vec![2, 3, 4, 5], vec![]),
-            // Column sums (`sum_columns`): channels-last statistics, a bias gradient, a column.
+            // Column sums (`sum_columns`): channels-last statistics, a bias gradient, three rows.
             (vec![64, 16, 16, 32], vec![0, 1, 2]),
             (vec![1024, 10], vec![0]),
-            (vec![70000, 1], vec![0]),
             (vec![3, 1024], vec![0]),
+            // A column (its size-1 dim dropped: one reduced run, not a column sum).
+            (vec![70000, 1], vec![0]),
             // More rows than MAX_PARTS parts of PART_VALUES: parts made longer.
             (vec![4200, 1024], vec![0]),
         ];

@@ -200,11 +200,11 @@ pub fn read_source(root: &Path, src: &Stage, graph: &Graph, exec: &mut Executor)
 }
 
 /// Stack elements into one batched element (a new leading dimension per leaf).
-fn stack(elems: &[Element]) -> Element {
-    let leaves = elems[0].len();
+fn stack<E: std::borrow::Borrow<Element>>(elems: &[E]) -> Element {
+    let leaves = elems[0].borrow().len();
     (0..leaves)
         .map(|l| {
-            let first = &elems[0][l];
+            let first = &elems[0].borrow()[l];
             let mut shape = vec![elems.len()];
             shape.extend(first.shape.iter().copied());
             // Elements of one leaf share a dtype, hence a storage: concatenate the values as
@@ -214,7 +214,7 @@ fn stack(elems: &[Element]) -> Element {
                 Data::F32(_) => Data::F32(concat(elems, l, n, |d| if let Data::F32(v) = d { Some(v) } else { None }, |x| x as f32)),
                 Data::I64(_) => Data::I64(concat(elems, l, n, |d| if let Data::I64(v) = d { Some(v) } else { None }, |x| x as i64)),
                 Data::U8(_) => Data::U8(concat(elems, l, n, |d| if let Data::U8(v) = d { Some(v) } else { None }, |x| x as u8)),
-                Data::F64(_) => Data::F64(Arc::new(elems.iter().flat_map(|e| e[l].to_f64()).collect())),
+                Data::F64(_) => Data::F64(Arc::new(elems.iter().flat_map(|e| e.borrow()[l].to_f64()).collect())),
             };
             Tensor { dtype: first.dtype, shape, data }
         })
@@ -223,8 +223,8 @@ fn stack(elems: &[Element]) -> Element {
 
 /// Leaf `l` of every element, `n` values in all, concatenated in the storage `same` picks out
 /// (an element stored otherwise goes through f64 and `from_f64`).
-fn concat<T: Copy>(
-    elems: &[Element],
+fn concat<T: Copy, E: std::borrow::Borrow<Element>>(
+    elems: &[E],
     l: usize,
     n: usize,
     same: impl Fn(&Data) -> Option<&Arc<Vec<T>>>,
@@ -232,9 +232,10 @@ fn concat<T: Copy>(
 ) -> Arc<Vec<T>> {
     let mut out = Vec::with_capacity(n);
     for e in elems {
-        match same(&e[l].data) {
+        let leaf = &e.borrow()[l];
+        match same(&leaf.data) {
             Some(v) => out.extend_from_slice(v),
-            None => out.extend(e[l].to_f64().into_iter().map(&from_f64)),
+            None => out.extend(leaf.to_f64().into_iter().map(&from_f64)),
         }
     }
     Arc::new(out)

@@ -54,6 +54,62 @@ crate::runtime::cpu::widest! {
 }
 
 crate::runtime::cpu::widest! {
+    /// Depth pairs `p0..p0 + count` of a matrix `x` stored k×n (its depth runs down) as every
+    /// column panel's words: `panels[j]` holds rows `p0..` of panel j (NR words a row), word c
+    /// of row p being `pair(x[2p][NR*j + c], x[2p + 1][NR*j + c])`, zero past an odd depth. The
+    /// rows are read whole and in order: converted panel by panel (`zip_rows` over NR columns),
+    /// each row was read 128 bytes at a time, 3 KiB apart, and 87% of the samples waited on
+    /// those loads.
+    fn zip_panels(panels: &mut [&mut [u32]], x: &[f32], n: usize, k: usize, p0: usize, count: usize) {
+        for p in 0..count {
+            let even = &x[2 * (p0 + p) * n..][..n];
+            let odd = (2 * (p0 + p) + 1 < k).then(|| &x[(2 * (p0 + p) + 1) * n..][..n]);
+            for (j, panel) in panels.iter_mut().enumerate() {
+                let (c0, cols) = (j * NR, NR.min(n - j * NR));
+                let words = &mut panel[p * NR..][..cols];
+                match odd {
+                    Some(odd) => {
+                        for ((w, lo), hi) in words.iter_mut().zip(&even[c0..c0 + cols]).zip(&odd[c0..c0 + cols]) {
+                            *w = pair(*lo, *hi);
+                        }
+                    }
+                    None => {
+                        for (w, lo) in words.iter_mut().zip(&even[c0..c0 + cols]) {
+                            *w = pair(*lo, 0.0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The right operand, stored k×n, converted into its panels (`kp` rows of NR words each,
+/// one after another in `b`) in one pass over its rows, by chunks of depth pairs on rayon's
+/// threads when `parallel`.
+fn right_panels(b: &mut [u32], rhs: &[f32], n: usize, k: usize, parallel: bool) {
+    let (kp, panels) = (k.div_ceil(2), n.div_ceil(NR));
+    let chunks = if parallel { rayon::current_num_threads().min(kp) } else { 1 };
+    let bounds: Vec<usize> = (0..=chunks).map(|c| c * kp / chunks).collect();
+    // Each chunk's rows of every panel: disjoint slices, one list a chunk.
+    let mut pieces: Vec<Vec<&mut [u32]>> = (0..chunks).map(|_| Vec::with_capacity(panels)).collect();
+    for panel in b[..panels * kp * NR].chunks_mut(kp * NR) {
+        let mut rest = panel;
+        for (c, list) in pieces.iter_mut().enumerate() {
+            let (mine, after) = rest.split_at_mut((bounds[c + 1] - bounds[c]) * NR);
+            list.push(mine);
+            rest = after;
+        }
+    }
+    let convert = |(c, list): (usize, &mut Vec<&mut [u32]>)| zip_panels(list, rhs, n, k, bounds[c], bounds[c + 1] - bounds[c]);
+    if chunks > 1 {
+        pieces.par_iter_mut().enumerate().for_each(convert);
+    } else {
+        pieces.iter_mut().enumerate().for_each(convert);
+    }
+}
+
+crate::runtime::cpu::widest! {
     /// `out[p] = pair(row[2p], row[2p + 1])` (zero past an odd end): a row whose depth runs across.
     fn row_pairs(out: &mut [u32], row: &[f32]) {
         for (w, two) in out.iter_mut().zip(row.chunks_exact(2)) {
@@ -83,26 +139,20 @@ fn recycle(v: Vec<u32>) {
     BUFFERS.with(|b| b.borrow_mut().push(v));
 }
 
-/// Rows (or columns) `start..start + count` of an operand as the kernel reads them: `kp` rows of
-/// `width` words, row p holding each one's pair at depth p (words past `count` are left as they
-/// were: they are never stored from). `x` is `len` rows (columns) of depth k, stored `len`×k
-/// when `across` (the depth runs along a stored row: converted row by row, then transposed),
-/// else k×`len`.
-#[allow(clippy::too_many_arguments)]
-fn block_words(out: &mut [u32], x: &[f32], across: bool, len: usize, k: usize, start: usize, count: usize, width: usize) {
+/// Rows (or columns) `start..start + count` of an operand whose depth runs along its stored
+/// rows (`x` is rows of k), as the kernel reads them: `kp` rows of `width` words, row p
+/// holding each one's pair at depth p (words past `count` are left as they were: they are
+/// never stored from). Converted row by row, then transposed.
+fn block_words(out: &mut [u32], x: &[f32], k: usize, start: usize, count: usize, width: usize) {
     let kp = k.div_ceil(2);
-    if across {
-        let mut converted = buffer(count * kp);
-        for (r, words) in converted.chunks_mut(kp).take(count).enumerate() {
-            row_pairs(words, &x[(start + r) * k..(start + r + 1) * k]);
-        }
-        // SAFETY: a `u32` slice seen as `MaybeUninit<u32>`, only ever written with values.
-        let out = unsafe { &mut *(out as *mut [u32] as *mut [std::mem::MaybeUninit<u32>]) };
-        super::transpose::transpose_words(&converted, kp, count, kp, out, width);
-        recycle(converted);
-    } else {
-        zip_rows(out, x, len, k, start, count, width);
+    let mut converted = buffer(count * kp);
+    for (r, words) in converted.chunks_mut(kp).take(count).enumerate() {
+        row_pairs(words, &x[(start + r) * k..(start + r + 1) * k]);
     }
+    // SAFETY: a `u32` slice seen as `MaybeUninit<u32>`, only ever written with values.
+    let out = unsafe { &mut *(out as *mut [u32] as *mut [std::mem::MaybeUninit<u32>]) };
+    super::transpose::transpose_words(&converted, kp, count, kp, out, width);
+    recycle(converted);
 }
 
 /// `f((i, chunk))` for each `size`-word chunk of `words`, on rayon's threads when `parallel`.
@@ -139,15 +189,14 @@ fn left_blocks(lhs: &[f32], lhs_t: bool, m: usize, k: usize, parallel: bool) -> 
         });
         recycle(whole);
     } else {
-        each_chunk(a_blocks, kp * MR, parallel, |(block, words)| {
-            block_words(words, lhs, true, m, k, block * MR, MR.min(m - block * MR), MR)
-        });
+        each_chunk(a_blocks, kp * MR, parallel, |(block, words)| block_words(words, lhs, k, block * MR, MR.min(m - block * MR), MR));
     }
     a
 }
 
 /// dst[m×n] = op(lhs)[m×k] @ op(rhs)[k×n], row-major (`lhs_t`: lhs stored k×m; `rhs_t`: rhs
-/// stored n×k), on `threads` of rayon's threads. Every one of dst's first m*n values is written.
+/// stored n×k), on `threads` of rayon's threads, each sum rounded to bf16 when `round` (in the
+/// tile kernel's registers). Every one of dst's first m*n values is written.
 ///
 /// The left operand is converted first (`left_blocks`); then each column panel's task converts
 /// its panel of the right
@@ -169,6 +218,7 @@ pub unsafe fn run(
     rhs_t: bool,
     dst: *mut f32,
     threads: usize,
+    round: bool,
 ) {
     let (kp, blocks, panels) = (k.div_ceil(2), m.div_ceil(MR), n.div_ceil(NR));
     let parallel = threads > 1;
@@ -177,7 +227,14 @@ pub unsafe fn run(
     // Row groups per panel: enough tasks to keep every thread busy. With several groups a panel
     // is shared, so the panels are converted in a pass of their own first.
     let groups = if !parallel || panels >= 4 * threads { 1 } else { (4 * threads).div_ceil(panels).min(blocks) };
-    let b_panel = |(panel, words): (usize, &mut [u32])| block_words(words, rhs, rhs_t, n, k, panel * NR, NR.min(n - panel * NR), NR);
+    let b_panel = |(panel, words): (usize, &mut [u32])| {
+        let (c0, cols) = (panel * NR, NR.min(n - panel * NR));
+        if rhs_t {
+            block_words(words, rhs, k, c0, cols, NR)
+        } else {
+            zip_rows(words, rhs, n, k, c0, cols, NR)
+        }
+    };
     let (a_words, out) = (&a, dst as usize);
     let tiles_of = |panel: usize, group: usize, words: &[u32]| {
         let cols = NR.min(n - panel * NR);
@@ -187,20 +244,38 @@ pub unsafe fn run(
             // SAFETY: a block's words are kp rows of MR, a panel's kp rows of NR; the tile
             // writes rows × cols values of dst inside its m×n (the caller's room); tasks write
             // disjoint tiles.
-            unsafe { tiles.tile(rows, (a_words[block * kp * MR..].as_ptr(), MR), (words.as_ptr(), NR), kp, (c, n), cols) };
+            unsafe { tiles.tile(rows, (a_words[block * kp * MR..].as_ptr(), MR), (words.as_ptr(), NR), kp, (c, n), cols, round) };
         }
     };
     let b_panels = &mut b[..panels * kp * NR];
-    if groups == 1 {
+    // Stored k×n and larger than a core's L2 (1 MiB on the Zen 4), the right operand is
+    // converted whole first, row by row (`zip_panels`): panel by panel, its rows were read 128
+    // bytes at a time from L3 or memory. Smaller ones stay in cache and are converted by each
+    // panel's task, where its tiles then find them (a pass of their own cost 90 µs of the
+    // 128×512×512 product's 310 µs on 2 threads).
+    let whole = !rhs_t && k * n > 1 << 18;
+    if !whole && groups == 1 {
+        // Each panel's task converts its panel and computes its tiles.
         let task = |(panel, words): (usize, &mut [u32])| {
             b_panel((panel, &mut *words));
             tiles_of(panel, 0, words);
         };
         each_chunk(b_panels, kp * NR, parallel, task);
+        recycle(b);
+        recycle(a);
+        return;
+    }
+    if whole {
+        right_panels(b_panels, rhs, n, k, parallel);
     } else {
         each_chunk(b_panels, kp * NR, true, b_panel);
-        let b_panels = &b[..panels * kp * NR];
-        (0..panels * groups).into_par_iter().for_each(|t| tiles_of(t / groups, t % groups, &b_panels[t / groups * kp * NR..]));
+    }
+    let b_panels = &b[..panels * kp * NR];
+    let task = |t: usize| tiles_of(t / groups, t % groups, &b_panels[t / groups * kp * NR..]);
+    if parallel {
+        (0..panels * groups).into_par_iter().for_each(task);
+    } else {
+        (0..panels * groups).for_each(task);
     }
     recycle(b);
     recycle(a);
@@ -229,7 +304,7 @@ mod tests {
                 for (lhs, lt, rhs, rt) in [(&a, false, &b, false), (&at, true, &b, false), (&a, false, &bt, true), (&at, true, &bt, true)] {
                     let mut out = vec![f32::NAN; m * n];
                     // SAFETY: the buffers hold m*k, k*n and m*n values.
-                    unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, out.as_mut_ptr(), threads) };
+                    unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, out.as_mut_ptr(), threads, false) };
                     for i in 0..m {
                         for j in 0..n {
                             let want: f64 = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();
@@ -274,8 +349,17 @@ mod tests {
             let parts = [
                 time(&mut || recycle(left_blocks(&lhs, lt, m, k, false))),
                 time(&mut || {
+                    if !rt && k * n > 1 << 18 {
+                        return right_panels(&mut words, &rhs, n, k, false);
+                    }
+                    if !rt {
+                        return words
+                            .chunks_mut(kp * NR)
+                            .enumerate()
+                            .for_each(|(i, w)| zip_rows(w, &rhs, n, k, i * NR, NR.min(n - i * NR), NR));
+                    }
                     for (i, w) in words.chunks_mut(kp * NR).enumerate() {
-                        block_words(w, &rhs, rt, n, k, i * NR, NR.min(n - i * NR), NR);
+                        block_words(w, &rhs, k, i * NR, NR.min(n - i * NR), NR);
                     }
                 }),
             ];
@@ -285,7 +369,7 @@ mod tests {
                     .map(|_| {
                         let t = std::time::Instant::now();
                         // SAFETY: the buffers hold m*k, k*n and m*n values.
-                        unsafe { run(tiles, m, n, k, &lhs, lt, &rhs, rt, out.as_mut_ptr(), threads) };
+                        unsafe { run(tiles, m, n, k, &lhs, lt, &rhs, rt, out.as_mut_ptr(), threads, true) };
                         t.elapsed().as_secs_f64() * 1e6
                     })
                     .fold(f64::MAX, f64::min);

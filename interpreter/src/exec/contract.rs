@@ -66,7 +66,9 @@ fn batched<T: Elem>(sel: &GemmSelect, batch: usize, m: usize, n: usize, k: usize
 }
 
 /// f32 products of f32-stored operands; bf16/f16 operands (autocast) are summed in f32 and the
-/// result rounded. bf16 operands may run on the CPU's bf16 units instead (`gemm_bf16`).
+/// result rounded. bf16 products may run on the CPU's bf16 units instead (`gemm_bf16`, which
+/// writes its result rounded), and only they take operands still to be rounded (`round`: a
+/// folded cast's f32 source).
 #[allow(clippy::too_many_arguments)]
 fn batched_f32(
     sel: &GemmSelect,
@@ -79,30 +81,47 @@ fn batched_f32(
     x_t: bool,
     y: &[f32],
     y_t: bool,
-) -> Data {
-    let mut out = if dtype == DType::BF16 {
+    round: [bool; 2],
+) -> Result<Data, RuntimeError> {
+    let out = if dtype == DType::BF16 {
         let total = batch * m * n;
         let mut out: Vec<f32> = Vec::with_capacity(total);
         let dst = &mut out.spare_capacity_mut()[..total];
         for i in 0..batch {
             let (xs, ys) = (&x[i * m * k..(i + 1) * m * k], &y[i * k * n..(i + 1) * k * n]);
-            sel.gemm_bf16(m, n, k, xs, x_t, ys, y_t, &mut dst[i * m * n..(i + 1) * m * n], parallelism(m * n * k));
+            sel.gemm_bf16(m, n, k, xs, x_t, ys, y_t, round, &mut dst[i * m * n..(i + 1) * m * n], parallelism(m * n * k));
         }
         // SAFETY: each product wrote its m*n elements.
         unsafe { out.set_len(total) };
         out
+    } else if round != [false; 2] {
+        return Err(RuntimeError::Unsupported(format!("a {dtype} product given operands to round to bf16")));
     } else {
-        batched(sel, batch, m, n, k, x, x_t, y, y_t)
+        let mut out = batched(sel, batch, m, n, k, x, x_t, y, y_t);
+        crate::runtime::tensor::round_slice(dtype, &mut out);
+        out
     };
-    crate::runtime::tensor::round_slice(dtype, &mut out);
-    Data::F32(Arc::new(out))
+    Ok(Data::F32(Arc::new(out)))
 }
 
-/// `matmul` where either operand may be given as the source of a transpose (`a_t`: `a` holds
-/// [.., K, M] and the product uses its transpose). Floats stored as f32 (f32, bf16, f16) are
-/// read through strides; other dtypes transpose first.
-pub fn matmul_t(sel: &GemmSelect, a: &Tensor, a_t: bool, b: &Tensor, b_t: bool, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
-    if !a_t && !b_t {
+/// A matrix product's operand as the executor found it.
+pub struct Operand {
+    pub value: Tensor,
+    /// `value` holds [.., K, M] and the product uses its transpose (a transpose read in place).
+    pub transposed: bool,
+    /// `value` is the f32 source of a cast to bf16 the plan left to the product (fusion.rs
+    /// `fold_casts`): the bf16 product rounds it as it reads it.
+    pub rounded: bool,
+}
+
+/// Product `dtype`[shape] = op(a) @ op(b), each operand read in place through a transpose and
+/// rounded by the product as `Operand` says. Floats stored as f32 (f32, bf16, f16) are read
+/// through strides; other dtypes transpose first.
+pub fn matmul_t(sel: &GemmSelect, dtype: DType, a: &Operand, b: &Operand, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
+    let (a_t, b_t) = (a.transposed, b.transposed);
+    let round = [a.rounded, b.rounded];
+    let (a, b) = (&a.value, &b.value);
+    if !a_t && !b_t && round == [false; 2] {
         return matmul(sel, a, b, shape);
     }
     let swap = |t: &Tensor| {
@@ -117,9 +136,10 @@ pub fn matmul_t(sel: &GemmSelect, a: &Tensor, a_t: bool, b: &Tensor, b_t: bool, 
             let (m, n) = (shape[r - 2], shape[r - 1]);
             let k = if a_t { a.shape[a.shape.len() - 2] } else { a.shape[a.shape.len() - 1] };
             let batch: usize = shape[..r - 2].iter().product();
-            let data = batched_f32(sel, a.dtype, batch, m, n, k, x, a_t, y, b_t);
-            Ok(Tensor { dtype: a.dtype, shape, data })
+            let data = batched_f32(sel, dtype, batch, m, n, k, x, a_t, y, b_t, round)?;
+            Ok(Tensor { dtype, shape, data })
         }
+        _ if round != [false; 2] => Err(RuntimeError::Unsupported("a product's operands to round are not stored as f32".into())),
         _ => {
             let a = if a_t { swap(a) } else { a.clone() };
             let b = if b_t { swap(b) } else { b.clone() };
@@ -134,7 +154,7 @@ pub fn matmul(sel: &GemmSelect, a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Re
     let (m, k, n) = (a.shape[r - 2], a.shape[r - 1], b.shape[r - 1]);
     let batch: usize = a.shape[..r - 2].iter().product();
     let data = match (&a.data, &b.data) {
-        (Data::F32(x), Data::F32(y)) => batched_f32(sel, a.dtype, batch, m, n, k, x, false, y, false),
+        (Data::F32(x), Data::F32(y)) => batched_f32(sel, a.dtype, batch, m, n, k, x, false, y, false, [false; 2])?,
         (Data::F64(x), Data::F64(y)) => Data::F64(Arc::new(batched(sel, batch, m, n, k, x, false, y, false))),
         (Data::I64(x), Data::I64(y)) => {
             let mut out = vec![0i64; batch * m * n];

@@ -156,6 +156,12 @@ impl GemmSelect {
     /// its shape, on oneDNN's bf16 matmul (AMX, AVX512-BF16; `onednn_matmul.rs`) or on dlc's own
     /// AVX512-BF16 tiles (`bf16_product.rs`), whichever this machine has and measures fastest for
     /// the shape (a named `DLC_GEMM` keeps every product on its f32 kernel).
+    ///
+    /// `round`: which operands hold f32 values still to be rounded to bf16 (the source of a
+    /// cast the plan left to the product, fusion.rs `fold_casts`). The bf16 kernels round every
+    /// value as they convert it, so they read these as they are; the f32 kernels get rounded
+    /// copies (`with_bf16`). The result is written rounded to bf16 (dlc's tiles round in
+    /// their registers; the other kernels' results are rounded after).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn gemm_bf16(
         &self,
@@ -166,13 +172,18 @@ impl GemmSelect {
         lhs_t: bool,
         rhs: &[f32],
         rhs_t: bool,
+        round: [bool; 2],
         dst: &mut [MaybeUninit<f32>],
         par: Parallelism,
     ) {
         let small = m * n * k < MEASURE_MIN || lhs.len() < m * k || rhs.len() < k * n || dst.len() < m * n;
         let names = bf16_candidates();
+        let on_f32 = |dst: &mut [MaybeUninit<f32>]| {
+            with_bf16(lhs, round[0], |lhs| with_bf16(rhs, round[1], |rhs| self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par)));
+            round_result(dst, m * n);
+        };
         if self.forced.is_some() || small || names.len() < 2 {
-            return self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par);
+            return on_f32(dst);
         }
         // The candidates are part of the key, as for f32 products (`kernel_for`).
         let key = format!("{}:{}", Shape { ty: "bf16", m, n, k, lhs_t, rhs_t, threads: threads(par) }.key(), names.join("+"));
@@ -181,14 +192,20 @@ impl GemmSelect {
             let out = dst.as_mut_ptr() as *mut f32;
             match name {
                 // SAFETY (both): the lengths were checked above; m, n, k > 0.
-                "onednn-bf16" => unsafe { self.matmuls.run(m, n, k, lhs, lhs_t, rhs, rhs_t, out) },
+                "onednn-bf16" => {
+                    let done = unsafe { self.matmuls.run(m, n, k, lhs, lhs_t, rhs, rhs_t, out) };
+                    if done {
+                        round_result(dst, m * n);
+                    }
+                    done
+                }
                 #[cfg(target_arch = "x86_64")]
                 "avx512-bf16" => super::bf16_product::tiles().is_some_and(|t| {
-                    unsafe { super::bf16_product::run(t, m, n, k, lhs, lhs_t, rhs, rhs_t, out, threads(par)) };
+                    unsafe { super::bf16_product::run(t, m, n, k, lhs, lhs_t, rhs, rhs_t, out, threads(par), true) };
                     true
                 }),
                 _ => {
-                    self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par);
+                    on_f32(dst);
                     true
                 }
             }
@@ -202,7 +219,7 @@ impl GemmSelect {
         };
         let pick = self.choose(key, names, &mut time);
         if !run(names[pick], dst) {
-            self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par);
+            on_f32(dst);
         }
     }
 
@@ -261,6 +278,34 @@ impl GemmSelect {
         }
         position(kept).unwrap_or(mine)
     }
+}
+
+/// The first `len` values of a product's result, just written, rounded to bf16.
+fn round_result(dst: &mut [MaybeUninit<f32>], len: usize) {
+    // SAFETY: the product wrote these `len` values.
+    let values = unsafe { &mut *(&mut dst[..len] as *mut [MaybeUninit<f32>] as *mut [f32]) };
+    crate::runtime::tensor::round_slice(dlc_language::types::DType::BF16, values);
+}
+
+thread_local! {
+    /// The f32 kernels' rounded copies of operands, kept between products (a fresh 2 MiB copy
+    /// cost more in page faults than the product it fed: 0.3 ms against 0.1 at 10×512×1024).
+    static ROUNDED: std::cell::RefCell<Vec<Vec<f32>>> = Default::default();
+}
+
+/// `f(x as bf16 values)`: `x` rounded into a copy when `round` (f32 values a folded cast left
+/// to the product), else as it is.
+fn with_bf16<R>(x: &[f32], round: bool, f: impl FnOnce(&[f32]) -> R) -> R {
+    if !round {
+        return f(x);
+    }
+    // Taken, not borrowed: `f` may run another product on this thread.
+    let mut copy = ROUNDED.with(|b| b.borrow_mut().pop()).unwrap_or_default();
+    copy.resize(x.len(), 0.0);
+    crate::runtime::tensor::round_bf16_into(&mut copy, x);
+    let r = f(&copy);
+    ROUNDED.with(|b| b.borrow_mut().push(copy));
+    r
 }
 
 /// The kernels a bf16 product may run on here: the f32 kernels always, oneDNN's bf16 matmul

@@ -38,6 +38,7 @@ use crate::runtime::RuntimeError;
 use dlc_language::ir::{Graph, Init, NodeId, Op, RandDist};
 use dlc_language::passes::fusion::{self, Kernel, Plan};
 use dlc_language::types::shape::concrete;
+use dlc_language::types::DType;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -287,22 +288,25 @@ impl Executor {
             // whether or not the plan materialised it (a `View` in a fused plan, a copy in the
             // eager one): the product then sums in the same order either way, so fused and eager
             // runs agree bit for bit.
+            // A cast to bf16 that was not computed (the plan left it to the product, or an
+            // evaluation's plan has its transpose from the values computed once) is read as its
+            // f32 source, which the bf16 product rounds as it reads it: the same values.
             let mut operands = vec![];
             for s in &node.src {
-                match self.cache.get(s) {
-                    _ if fusion::is_transpose(&g.node(*s).op) => {
-                        let inner = g.node(*s).src[0];
-                        if !self.cache.contains_key(&inner) {
-                            let t = self.eval(g, inner)?;
-                            self.cache.insert(inner, t);
-                        }
-                        operands.push((self.cache[&inner].clone(), true));
-                    }
-                    Some(t) => operands.push((t.clone(), false)),
-                    None => return Err(RuntimeError::Unsupported(format!("matmul operand {s:?} was not computed"))),
+                let transposed = fusion::is_transpose(&g.node(*s).op);
+                let shown = if transposed { g.node(*s).src[0] } else { *s };
+                let rounded = node.dtype == DType::BF16 && fusion::is_folded_cast(g, shown, |n| self.cache.contains_key(&n));
+                let value = if rounded { g.node(shown).src[0] } else { shown };
+                if (transposed || rounded) && !self.cache.contains_key(&value) {
+                    let t = self.eval(g, value)?;
+                    self.cache.insert(value, t);
                 }
+                let Some(t) = self.cache.get(&value) else {
+                    return Err(RuntimeError::Unsupported(format!("matmul operand {s:?} was not computed")));
+                };
+                operands.push(contract::Operand { value: t.clone(), transposed, rounded });
             }
-            return contract::matmul_t(&self.kernels.gemm, &operands[0].0, operands[0].1, &operands[1].0, operands[1].1, shape);
+            return contract::matmul_t(&self.kernels.gemm, node.dtype, &operands[0], &operands[1], shape);
         }
         // A recompute view shows its first source; the second only ordered it in the plan (and
         // a plan may run the view earlier, as a row kernel hoists it).

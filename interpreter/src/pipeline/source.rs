@@ -96,6 +96,14 @@ impl Elements {
         }
     }
 
+    /// Element `i` where the source holds it in memory (read, not copied).
+    pub fn held(&self, i: usize) -> Option<&Element> {
+        match self {
+            Elements::Memory(v) | Elements::Sharded { elems: v, .. } => v.get(i),
+            _ => None,
+        }
+    }
+
     /// Element `i`.
     pub fn get(&self, i: usize) -> Result<Element, RuntimeError> {
         match self {

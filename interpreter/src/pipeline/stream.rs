@@ -214,6 +214,15 @@ impl EpochPlan {
                 ((b * self.size..((b + 1) * self.size).min(self.source.len())).collect(), padding.as_ref().map_or(0, |p| p.1))
             }
         };
+        if self.stages.is_empty() && self.padding.is_none() {
+            // Elements the source holds, with no stage to apply: stacked from where they are
+            // (a copy of each element's values and no more; cloning every element first cost
+            // 1.7% of the MNIST MLP's cycles, on a core the step wants).
+            let held: Option<Vec<&Element>> = positions.iter().map(|&p| self.elems.held(self.source[p] as usize)).collect();
+            if let Some(held) = held.filter(|h| !h.is_empty()) {
+                return Ok(stack(&held));
+            }
+        }
         let mut elems: Vec<Element> =
             positions.into_iter().map(|p| self.element(p)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
         if let Some((padding, _)) = &self.padding {

@@ -34,6 +34,14 @@ impl DeviceKind {
         self != DeviceKind::Cpu
     }
 
+    /// Whether this device's bf16 matrix products round f32 operands as they read them, so that
+    /// autocast's casts before them need no pass of their own (`driver::Options::products_round`):
+    /// the CPU's bf16 kernels convert every operand to their own layout anyway; a GPU's cuBLAS
+    /// reads stored bf16.
+    pub fn products_round(self) -> bool {
+        self == DeviceKind::Cpu
+    }
+
     /// Which convolutions run channels-last here: on a GPU the bf16 and f16 ones (cuDNN's
     /// tensor-core kernels are NHWC), on the CPU none. `DLC_CONV_LAYOUT=nchw|channels_last`
     /// overrides, to compare the two and to test the channels-last path on the CPU.

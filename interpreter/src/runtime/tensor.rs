@@ -70,6 +70,14 @@ super::cpu::widest! {
     }
 }
 
+super::cpu::widest! {
+    /// `dst[i] = round_bf16(src[i])`, in the widest vectors the CPU has (a product's operand
+    /// rounded into a copy for the f32 kernels, exec/gemm_select.rs).
+    pub fn round_bf16_into(dst: &mut [f32], src: &[f32]) {
+        dst.iter_mut().zip(src).for_each(|(d, s)| *d = round_bf16(*s));
+    }
+}
+
 /// `round_f32` over a slice, in place: bf16 on the bits, f16 with the CPU's F16C conversions
 /// where it has them (the same rounding as `half`, eight values per instruction).
 pub fn round_slice(d: DType, v: &mut [f32]) {

@@ -89,7 +89,7 @@ pub fn apply(session: &mut Session, info: &RecipeInfo, model: &Value, input: Val
 pub fn driver_options(info: &RecipeInfo, fuse: bool) -> driver::Options {
     let precision = dlc_language::eval::spec::Precision::of(info.field("precision")).dtype();
     // NCHW: `infer` blocks are compiled before their runner is chosen (not yet channels-last on a GPU).
-    driver::Options { fuse, remat: false, precision, bucket_cap: None, conv_layout: Default::default() }
+    driver::Options { fuse, remat: false, precision, bucket_cap: None, conv_layout: Default::default(), products_round: false }
 }
 
 /// An `infer` block compiled: the model applied to an input bound from outside, rewritten for

@@ -220,6 +220,7 @@ impl<'s> Trainer<'s> {
             precision: self.spec.precision.dtype(),
             bucket_cap: self.split_step().then(|| self.spec.parallel.map(|p| p.bucket_bytes)).flatten(),
             conv_layout: self.opts.conv_layout.unwrap_or_else(|| self.opts.device.conv_layout()),
+            products_round: self.opts.device.products_round(),
         }
     }
 

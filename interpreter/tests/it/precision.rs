@@ -146,3 +146,52 @@ fn a_precision_block_names_a_training_precision() {
     let d = p.diagnostics();
     assert!(d.iter().any(|d| d.code == "E0403" && d.message.contains("`precision` should be one of")), "{d:?}");
 }
+
+/// Train `src`'s first recipe, fused or as written (`--no-fuse`: every cast computed): the
+/// parameters' bits, and how many casts the fused step's plan left to its products.
+fn bf16_train(src: &str, fuse: bool) -> (Vec<Vec<u64>>, usize) {
+    let mut p = Program::run("fold_test.dl", src, None, false);
+    assert!(p.ok, "{:?}", p.diagnostics());
+    let info = p.session.t.recipes[0].clone();
+    let mut opts = TrainOptions::new(std::env::temp_dir(), 0);
+    opts.fuse = fuse;
+    let mut t = Trainer::new(&mut p.session, info, opts).expect("trainer");
+    t.run().expect("training");
+    let shapes = t.batch_shapes().expect("known batch shapes");
+    let (plan, _) = t.compile_step(&shapes).expect("the step compiles");
+    let g = t.graph();
+    let folded = plan
+        .kernels
+        .iter()
+        .filter(|k| matches!(k, dlc_language::passes::fusion::Kernel::View(n) if matches!(g.node(*n).op, dlc_language::ir::Op::Cast)))
+        .count();
+    let params = t.parameters().into_iter().map(|(_, v)| v.to_f64().into_iter().map(f64::to_bits).collect()).collect();
+    (params, folded)
+}
+
+/// On the CPU, autocast's casts read only by bf16 products are left to the products, whose
+/// kernels round each operand as they convert it (fusion.rs `fold_casts`): the fused step's plan
+/// has them as views, and training gives the bits of the run as written (`--no-fuse`, every cast
+/// computed). The small model's products run on the f32 kernels over rounded copies; the large
+/// one's are measured on every bf16 kernel this machine has and run on the fastest.
+#[test]
+fn products_that_round_their_operands_train_bit_for_bit() {
+    for (inputs, hidden, batch) in [(64, 32, 32), (512, 256, 128)] {
+        let src = format!(
+            "use std.nn\nuse std.data\nuse std.optim\n\
+             model M() {{\n  a = Linear({inputs}, {hidden})\n  b = Linear({hidden}, {hidden})\n  c = Linear({hidden}, 10)\n  \
+             forward(x: f32[B, {inputs}]) -> f32[B, 10] = x |> a |> relu |> b |> relu |> c\n}}\n\
+             let xs = randn(f32[{n}, {inputs}], seed: 1)\nlet ys = cast(abs(randn(f32[{n}], seed: 2)) * 3.0, i64)\n\
+             data d = tensors(xs, ys) |> batch({batch}, drop_last: true)\n\
+             train {{\n  model = M()\n  data = d\n  loss = cross_entropy(model(x), y)\n  optimizer = adamw(lr: 1e-3)\n  epochs = 1\n  precision = bf16\n}}\n",
+            n = 6 * batch
+        );
+        let (fused, folded) = bf16_train(&src, true);
+        let (eager, none) = bf16_train(&src, false);
+        // x, the first two weights, the first hidden activation, and the output gradients of
+        // the first two layers; the classifier's products (10 wide: thin) keep theirs.
+        assert_eq!(folded, 6, "{inputs}x{hidden}: casts folded");
+        assert_eq!(none, 0, "the program as written computes every cast");
+        assert!(fused == eager, "{inputs}x{hidden}: parameters differ after training");
+    }
+}

@@ -15,6 +15,9 @@
 //! holds 24 of the 32 `zmm` registers; each depth pair loads B's two vectors once and reads A's
 //! words as broadcast memory operands. The result is stored (not added) under two column masks.
 //! B's 32 words of a row are read whole even where fewer columns are stored (the caller pads).
+//! A second set of kernels rounds the sums to bf16 before storing them (a bf16 product's
+//! result, rounded in registers rather than by a pass over the stored product), on the bits as
+//! the interpreter's `round_bf16` and the AVX-512 back end's (codegen.rs) round.
 
 use super::asm::{self, Asm, Mask, Mem, Rm, NO_MASK, R10, R11, R8, R9, RCX, RDI, RDX, RSI, RSP};
 use super::memory::Code;
@@ -42,7 +45,8 @@ pub fn available() -> bool {
     leaf.eax & (1 << 5) != 0
 }
 
-/// The tile kernels, one per row count 1..=MR.
+/// The tile kernels, one per row count 1..=MR, storing the sums as they are, then the same
+/// rounding them to bf16.
 pub struct Bf16Tiles {
     kernels: Vec<Code>,
 }
@@ -53,30 +57,44 @@ impl Bf16Tiles {
         if !available() {
             return Err("this CPU has no AVX512-BF16".into());
         }
-        let kernels = (1..=MR).map(|rows| Code::new(&generate(rows))).collect::<Result<_, _>>()?;
+        let kernels = [false, true]
+            .into_iter()
+            .flat_map(|round| (1..=MR).map(move |rows| Code::new(&generate(rows, round))))
+            .collect::<Result<_, _>>()?;
         Ok(Bf16Tiles { kernels })
     }
 
     /// `c[r * ldc + j] = sum over depth of A[r, d] * B[d, j]` for rows `0..rows` and columns
     /// `0..cols`, from word matrices `a` (row stride `lda` words) and `b` (row stride `ldb`) of
-    /// `kp` depth pairs (see the module's comment).
+    /// `kp` depth pairs (see the module's comment); each sum rounded to bf16 when `round`.
     ///
     /// # Safety
     /// `a` holds `kp` rows of `rows` words, `b` `kp` rows of NR words, `c` rows of `ldc` f32
     /// with room for `cols` values each; 1 <= rows <= MR, 1 <= cols <= NR, kp >= 1.
-    pub unsafe fn tile(&self, rows: usize, a: (*const u32, usize), b: (*const u32, usize), kp: usize, c: (*mut f32, usize), cols: usize) {
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn tile(
+        &self,
+        rows: usize,
+        a: (*const u32, usize),
+        b: (*const u32, usize),
+        kp: usize,
+        c: (*mut f32, usize),
+        cols: usize,
+        round: bool,
+    ) {
         debug_assert!((1..=MR).contains(&rows) && (1..=NR).contains(&cols) && kp >= 1);
         let masks = if cols >= NR { u32::MAX as u64 } else { (1u64 << cols) - 1 };
+        let kernel = &self.kernels[round as usize * MR + rows - 1];
         // SAFETY: the code was generated for this signature (System V, as `TileFn`).
-        let f = unsafe { std::mem::transmute::<*const u8, TileFn>(self.kernels[rows - 1].entry()) };
+        let f = unsafe { std::mem::transmute::<*const u8, TileFn>(kernel.entry()) };
         unsafe { f(a.0, b.0, c.0, kp as u64, (a.1 * 4) as u64, (b.1 * 4) as u64, (c.1 * 4) as u64, masks) }
     }
 }
 
 /// The tile kernel for `rows` rows: `(a: rdi, b: rsi, c: rdx, kp: rcx, lda: r8, ldb: r9, then
 /// on the stack ldc and the column masks — bits 0-15 the first vector's, 16-31 the second's)`,
-/// strides in bytes.
-fn generate(rows: usize) -> Vec<u8> {
+/// strides in bytes; the sums rounded to bf16 before they are stored when `round`.
+fn generate(rows: usize, round: bool) -> Vec<u8> {
     let mut a = Asm::default();
     let (b0, b1) = (30u8, 31u8);
     let acc = |r: usize, half: usize| (2 * r + half) as u8;
@@ -103,6 +121,13 @@ fn generate(rows: usize) -> Vec<u8> {
     a.add_gpr(RSI, R9);
     a.dec32(RCX);
     a.jcc(asm::CC_NZ, Some(top));
+    if round {
+        for r in 0..rows {
+            for h in 0..2 {
+                round_bf16(&mut a, acc(r, h));
+            }
+        }
+    }
     for r in 0..rows {
         a.store(Mem::At { base: RDX, index: None, disp: 0 }, acc(r, 0), Mask { k: 1, zero: false });
         a.store(Mem::At { base: RDX, index: None, disp: 64 }, acc(r, 1), Mask { k: 2, zero: false });
@@ -111,6 +136,21 @@ fn generate(rows: usize) -> Vec<u8> {
     a.vzeroupper();
     a.ret();
     a.finish()
+}
+
+/// Register `x` rounded to bf16 in place, as codegen.rs's `round_bf16`: `b + 0x7fff + lsb`
+/// with the low half cleared; a NaN kept, made quiet. Uses zmm24 (free: the accumulators end
+/// at zmm23, B is in zmm30-31) and k3.
+fn round_bf16(a: &mut Asm, x: u8) {
+    let d = 24u8;
+    let (one, half_ulp, quiet, high) = (a.constant(1), a.constant(0x7fff), a.constant(0x0040_0000), a.constant(0xffff_0000));
+    a.shift(2, d, x, 16);
+    a.op3(asm::VPANDD, d, d, Rm::M(one), NO_MASK);
+    a.op3(asm::VPADDD, d, d, Rm::M(half_ulp), NO_MASK);
+    a.op3(asm::VPADDD, d, d, Rm::Z(x), NO_MASK);
+    a.cmp(3, x, Rm::Z(x), asm::CMP_UNORD_Q);
+    a.op3(asm::VPORD, d, x, Rm::M(quiet), Mask { k: 3, zero: false });
+    a.op3(asm::VPANDD, x, d, Rm::M(high), NO_MASK);
 }
 
 #[cfg(test)]
@@ -141,18 +181,19 @@ mod tests {
                 b.words_mut()[p * NR + c] = bf16(value(2 * p, c, 5)) | bf16(value(2 * p + 1, c, 5)) << 16;
             }
         }
-        for rows in 1..=MR {
+        for (rows, round) in (1..=MR).flat_map(|rows| [(rows, false), (rows, true)]) {
             for cols in [1, 15, 16, 17, 31, 32] {
                 let ldc = 40;
                 let mut c = vec![f32::NAN; MR * ldc];
                 // SAFETY: buffers of the sizes `tile` reads and writes.
-                unsafe { tiles.tile(rows, (a.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), ldc), cols) };
+                unsafe { tiles.tile(rows, (a.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), ldc), cols, round) };
                 for r in 0..MR {
                     for j in 0..ldc {
                         let got = c[r * ldc + j];
                         if r < rows && j < cols {
-                            let want: f32 = (0..2 * kp).map(|d| value(r, d, 1) * value(d, j, 5)).sum();
-                            assert_eq!(got, want, "rows {rows}, cols {cols}: [{r}, {j}]");
+                            let sum: f32 = (0..2 * kp).map(|d| value(r, d, 1) * value(d, j, 5)).sum();
+                            let want = if round { half::bf16::from_f32(sum).to_f32() } else { sum };
+                            assert_eq!(got, want, "rows {rows}, cols {cols}, round {round}: [{r}, {j}]");
                         } else {
                             assert!(got.is_nan(), "rows {rows}, cols {cols}: [{r}, {j}] written");
                         }
@@ -160,6 +201,49 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The rounding kernels round as `half` does (to nearest, ties to even; a NaN stays a NaN):
+    /// each column sums four bf16 values (exactly, in f32) into a value bf16 cannot hold: ties
+    /// from even and from odd, just above and below a tie, negative, a tie at the largest
+    /// finite value (rounds to infinity), infinity, NaN.
+    #[test]
+    fn rounding_tiles_round_as_half() {
+        if !available() {
+            return;
+        }
+        let tiles = Bf16Tiles::new().expect("generated");
+        let p = |e: i32| 2f32.powi(e);
+        let max = f32::from_bits(0x7F7F_0000);
+        let columns: [[f32; 4]; 9] = [
+            [1.0, p(-8), 0.0, 0.0],
+            [1.0 + p(-7), p(-8), 0.0, 0.0],
+            [1.0, p(-8), p(-12), 0.0],
+            [1.0, p(-9), p(-10), p(-11)],
+            [-1.0, -p(-8), -p(-12), 0.0],
+            [max, p(119), 0.0, 0.0],
+            [f32::INFINITY, 1.0, 0.0, 0.0],
+            [f32::NAN, 1.0, 0.0, 0.0],
+            [3.0, p(-20), p(-21), -p(-30)],
+        ];
+        let bf = |x: f32| half::bf16::from_f32(x).to_bits() as u32;
+        let (kp, one) = (2, bf(1.0));
+        let a = vec![one | one << 16; kp * MR];
+        let mut b = Line::zeroed(kp * NR);
+        for (j, col) in columns.iter().enumerate() {
+            for p in 0..kp {
+                b.words_mut()[p * NR + j] = bf(col[2 * p]) | bf(col[2 * p + 1]) << 16;
+            }
+        }
+        let mut c = vec![0f32; NR];
+        // SAFETY: buffers of the sizes `tile` reads and writes.
+        unsafe { tiles.tile(1, (a.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), NR), NR, true) };
+        for (j, col) in columns.iter().enumerate() {
+            let want = half::bf16::from_f32(col.iter().sum()).to_f32();
+            assert!(want.is_nan() && c[j].is_nan() || c[j].to_bits() == want.to_bits(), "{col:?}: {} against {want}", c[j]);
+        }
+        assert_eq!(c[0], 1.0, "a tie from even stays");
+        assert_eq!(c[5], f32::INFINITY, "a tie at the largest finite value rounds up");
     }
 
     /// 64-byte aligned words.

@@ -333,7 +333,7 @@ mod tests {
     #[test]
     fn broken_plans_are_caught() {
         let (g, x, _, y) = well_formed();
-        let good = fusion::Plan { kernels: fusion::plan(&g, &[y], false), roots: vec![y] };
+        let good = fusion::Plan { kernels: fusion::plan(&g, &[y], false, false), roots: vec![y] };
         // The first kernel that does work moved before the inputs it reads.
         let mut bad = good.clone();
         let i = bad.kernels.iter().position(|k| matches!(k, fusion::Kernel::Library(_) | fusion::Kernel::Fused(_))).unwrap();

@@ -144,11 +144,16 @@ pub struct Options {
     pub bucket_cap: Option<usize>,
     /// Which convolutions run channels-last: the device's choice (none on the CPU).
     pub conv_layout: ConvLayout,
+    /// Whether the device's bf16 matrix products round f32 operands themselves (the CPU's bf16
+    /// kernels convert while they pack): with `fuse`, autocast's casts read only by products are
+    /// left to them (fusion.rs, `fold_casts`). False for a device whose products read stored
+    /// bf16 (cuBLAS).
+    pub products_round: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { fuse: true, remat: true, precision: DType::F32, bucket_cap: None, conv_layout: ConvLayout::Nchw }
+        Options { fuse: true, remat: true, precision: DType::F32, bucket_cap: None, conv_layout: ConvLayout::Nchw, products_round: false }
     }
 }
 
@@ -167,13 +172,13 @@ pub struct Planned {
 }
 
 /// Fusion, rows, prologue: the kernels of `roots`, each stage verified.
-fn kernels(g: &Graph, roots: &[NodeId], fuse: bool) -> Result<Plan, VerifyError> {
+fn kernels(g: &Graph, roots: &[NodeId], fuse: bool, fold_casts: bool) -> Result<Plan, VerifyError> {
     let checked = |kernels: Vec<Kernel>, pass: Pass| -> Result<Plan, VerifyError> {
         let plan = Plan { kernels, roots: roots.to_vec() };
         verify::plan(g, &plan, &[], pass.name())?;
         Ok(plan)
     };
-    let plan = checked(fusion::plan(g, roots, fuse), Pass::Fusion)?;
+    let plan = checked(fusion::plan(g, roots, fuse, fold_casts), Pass::Fusion)?;
     if !fuse {
         return Ok(plan);
     }
@@ -191,7 +196,13 @@ fn memory_of(g: &Graph, plan: &Plan) -> Result<MemoryPlan, VerifyError> {
 
 /// A `print` or a pipeline's `map` stage: kernels, then the memory plan.
 pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Result<Planned, VerifyError> {
-    let plan = kernels(g, roots, fuse)?;
+    plan_with(g, roots, fuse, false)
+}
+
+/// `plan`, with autocast's casts left to the products that read them when `fold_casts`
+/// (`Options::products_round`).
+fn plan_with(g: &Graph, roots: &[NodeId], fuse: bool, fold_casts: bool) -> Result<Planned, VerifyError> {
+    let plan = kernels(g, roots, fuse, fold_casts)?;
     let memory = memory_of(g, &plan)?;
     Ok(Planned { plan, memory, frontier: vec![], full: None })
 }
@@ -233,7 +244,7 @@ pub struct Evaluation {
 /// An evaluation batch: bn-fold and autocast, kernels, invariant, memory; each verified.
 pub fn compile_evaluation(g: &mut Graph, roots: &[NodeId], opts: &Options) -> Result<Evaluation, VerifyError> {
     let forward = inference_forward(g, roots, &[], opts)?;
-    let full = kernels(g, &forward.roots, opts.fuse)?;
+    let full = kernels(g, &forward.roots, opts.fuse, false)?;
     let (frontier, plan) = invariant::specialise(g, &full);
     verify::plan(g, &plan, &frontier, Pass::Invariant.name())?;
     let memory = memory_of(g, &plan)?;
@@ -373,11 +384,11 @@ pub struct PlannedStep {
 pub fn plan_step(g: &Graph, step: &StepGraph, opts: &Options) -> Result<PlannedStep, VerifyError> {
     verify_stages(g, &step.stages)?;
     let Some(Split { local, grads, updates }) = &step.split else {
-        let p = plan(g, &step.roots, opts.fuse)?;
+        let p = plan_with(g, &step.roots, opts.fuse, opts.products_round)?;
         return Ok(PlannedStep { plan: p.plan, memory: p.memory, update: None, buckets: vec![] });
     };
-    let first = plan(g, local, opts.fuse)?;
-    let update = plan(g, updates, opts.fuse)?;
+    let first = plan_with(g, local, opts.fuse, opts.products_round)?;
+    let update = plan_with(g, updates, opts.fuse, opts.products_round)?;
     // The recipe's (or `data_parallel()`'s) cap; without one, every gradient in one bucket.
     let cap = opts.bucket_cap.unwrap_or(usize::MAX);
     let buckets = plan_buckets(&first.plan, grads, cap);

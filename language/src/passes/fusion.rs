@@ -66,6 +66,33 @@ fn rematerialise(g: &Graph, n: NodeId) -> bool {
     }
 }
 
+/// Whether `n` is a cast of an f32 value to bf16 (what autocast puts before a product's operand).
+pub fn is_bf16_rounding(g: &Graph, n: NodeId) -> bool {
+    let node = g.node(n);
+    matches!(node.op, Op::Cast) && node.dtype == DType::BF16 && g.node(node.src[0]).dtype == DType::F32
+}
+
+/// Whether a bf16 product reads cast `n` as its source, rounding it as it reads it: an
+/// f32-to-bf16 cast the executor has no value for (`computed`), because the plan left it to the
+/// products (`fold_casts`) or computed the transpose of it that the product reads in place.
+pub fn is_folded_cast(g: &Graph, n: NodeId, computed: impl Fn(NodeId) -> bool) -> bool {
+    is_bf16_rounding(g, n) && !computed(n)
+}
+
+/// A product with a dim of at most 16 (m, n or k: a classifier's 10 outputs and their
+/// gradients). The bf16 kernels waste most of a tile on it, so the f32 kernels often run it
+/// faster (the tuner measures both), and an f32 kernel reads a folded cast's operand through a
+/// rounded copy: such a product keeps its casts. (Unknown dims count as large.)
+fn thin_product(g: &Graph, product: NodeId) -> bool {
+    let node = g.node(product);
+    let last_two = |id: NodeId| {
+        let shape = &g.node(id).shape;
+        shape[shape.len().saturating_sub(2)..].iter().map(|d| d.as_known().unwrap_or(i64::MAX)).collect::<Vec<_>>()
+    };
+    // [.., m, k] @ [.., k, n] -> [.., m, n]: the left operand's dims and the output's n.
+    last_two(node.src[0]).into_iter().chain(last_two(product).into_iter().skip(1)).any(|d| d <= 16)
+}
+
 /// A permutation that swaps the last two axes and keeps the others (a batched transpose).
 pub fn is_transpose(op: &Op) -> bool {
     match op {
@@ -81,11 +108,20 @@ pub fn is_transpose(op: &Op) -> bool {
 /// false every working node is its own kernel (the eager interpreter's plan, for `--no-fuse`
 /// and for comparison). The driver (driver.rs) runs rows and prologue after it, then
 /// [`group_independent`].
-pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool) -> Vec<Kernel> {
+///
+/// `fold_casts` (with `fuse`, where the device's products round f32 operands to bf16 as they
+/// pack them: the CPU's bf16 kernels): a cast of an f32 value to bf16 that only bf16 products
+/// read, directly or through a transpose they read in place, becomes a view
+/// ([`is_folded_cast`]); the product reads the f32 value and rounds it itself, so the cast's
+/// pass over memory (a read and a write of every value) is never made.
+pub fn plan(g: &Graph, roots: &[NodeId], fuse: bool, fold_casts: bool) -> Vec<Kernel> {
     let mut p = Partition::new(g, roots);
     if fuse {
+        if fold_casts {
+            p.folded = p.order.iter().copied().filter(|&n| p.foldable_cast(n)).collect();
+        }
         for &n in p.order.clone().iter().rev() {
-            if is_fusible(g, n) {
+            if is_fusible(g, n) && !p.folded.contains(&n) {
                 p.assign(n);
             }
         }
@@ -120,6 +156,8 @@ struct Partition<'g> {
     /// Broadcasts read by several regions: recomputed inside each (a broadcast load costs no
     /// memory pass) rather than materialised at full size.
     inlined: HashSet<NodeId>,
+    /// Casts to bf16 left to the products that read them (`plan`'s `fold_casts`).
+    folded: HashSet<NodeId>,
 }
 
 impl<'g> Partition<'g> {
@@ -133,7 +171,38 @@ impl<'g> Partition<'g> {
             }
         }
         let pos = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-        Partition { g, roots, order, users, pos, region_of: HashMap::new(), out_pos: vec![], inlined: HashSet::new() }
+        Partition {
+            g,
+            roots,
+            order,
+            users,
+            pos,
+            region_of: HashMap::new(),
+            out_pos: vec![],
+            inlined: HashSet::new(),
+            folded: HashSet::new(),
+        }
+    }
+
+    /// A transpose the matrix products read in place (`kernels` makes it a view).
+    fn transpose_view(&self, n: NodeId) -> bool {
+        let g = self.g;
+        is_transpose(&g.node(n).op)
+            && !self.roots.contains(&n)
+            && self.users.get(&n).is_some_and(|us| us.iter().all(|u| matches!(g.node(*u).op, Op::MatMul)))
+    }
+
+    /// An f32-to-bf16 cast that is no root and is read only by bf16 matrix products none of
+    /// whose dims is thin ([`thin_product`]), directly or through transposes they read in place.
+    fn foldable_cast(&self, n: NodeId) -> bool {
+        let g = self.g;
+        let bf16_product = |u: &NodeId| matches!(g.node(*u).op, Op::MatMul) && g.node(*u).dtype == DType::BF16 && !thin_product(g, *u);
+        is_bf16_rounding(g, n)
+            && !self.roots.contains(&n)
+            && self
+                .users
+                .get(&n)
+                .is_some_and(|us| us.iter().all(|u| bf16_product(u) || (self.transpose_view(*u) && self.users[u].iter().all(bf16_product))))
     }
 
     /// The kernels' readers of a value: its users, an inlined user replaced by its own readers.
@@ -276,14 +345,9 @@ impl<'g> Partition<'g> {
                 }
                 None if self.inlined.contains(&n) => {}
                 None if is_free(&g.node(n).op) => kernels.push(Kernel::Free(n)),
-                // A transpose read only by matrix products: they take it as strides (with `fuse`).
-                None if fuse
-                    && is_transpose(&g.node(n).op)
-                    && !self.roots.contains(&n)
-                    && users.get(&n).is_some_and(|us| us.iter().all(|u| matches!(g.node(*u).op, Op::MatMul))) =>
-                {
-                    kernels.push(Kernel::View(n))
-                }
+                // A transpose read only by matrix products: they take it as strides (with `fuse`);
+                // a folded cast: they round its source as they read it.
+                None if (fuse && self.transpose_view(n)) || self.folded.contains(&n) => kernels.push(Kernel::View(n)),
                 None => kernels.push(Kernel::Library(n)),
             }
         }

@@ -319,7 +319,7 @@ fn train_items(p: &Program, g: &Graph, t: &compile::Train, step: &compile::Step)
         batch: Some(batch_names(&step.shapes)),
         graph_nodes: Some(step.graph_nodes),
         compile_ms: Some((step.compile_s * 1e4).round() / 10.0),
-        precision: Some(precision_report(p, step.autocast.clone())),
+        precision: Some(precision_report(p, step.autocast.clone(), folded_casts(g, &step.plan))),
         removed_biases: Some(report::RemovedBiases {
             count: step.removed_biases.len(),
             at: step.removed_biases.iter().map(|s| span_line(p, *s).unwrap_or_default()).collect(),
@@ -369,8 +369,16 @@ fn evaluation_item(p: &Program, g: &Graph, data: &str, shapes: &compile::Shapes,
     }
 }
 
-/// Autocast's decisions: the precision, each lowered op with its source line, and what stays f32.
-fn precision_report(p: &Program, autocast: Option<(DType, Vec<Decision>, bool)>) -> report::Precision {
+/// Casts the plan left to the products that read them (views of a cast: fusion.rs `fold_casts`).
+fn folded_casts(g: &Graph, plan: &Plan) -> usize {
+    plan.kernels.iter().filter(|k| matches!(k, Kernel::View(n) if matches!(g.node(*n).op, Op::Cast))).count()
+}
+
+pub(super) const FOLDED_CASTS_REASON: &str = "on the CPU a cast to bf16 read only by bf16 matrix products is left to them: their kernels round each operand as they convert it to their own layout, so the cast needs no pass over memory of its own (a read and a write of every value)";
+
+/// Autocast's decisions: the precision, each lowered op with its source line, what stays f32,
+/// and the casts the products make themselves.
+fn precision_report(p: &Program, autocast: Option<(DType, Vec<Decision>, bool)>, folded: usize) -> report::Precision {
     let Some((low, decisions, scaled)) = autocast else {
         return report::Precision {
             precision: "f32".into(),
@@ -379,6 +387,7 @@ fn precision_report(p: &Program, autocast: Option<(DType, Vec<Decision>, bool)>)
             kept_f32: None,
             loss_scaling: None,
             reason: "f32 throughout (`precision = bf16` or `f16` runs matrix products in low precision)",
+            casts_in_products: None,
         };
     };
     let entry = |d: &Decision| report::Lowered {
@@ -398,6 +407,7 @@ fn precision_report(p: &Program, autocast: Option<(DType, Vec<Decision>, bool)>)
         } else {
             "autocast: matrix products in low precision with f32 accumulation, numerically sensitive ops in f32 (docs/precision.md)"
         },
+        casts_in_products: (folded > 0).then_some(report::Counted { count: folded, reason: FOLDED_CASTS_REASON }),
     }
 }
 

@@ -173,6 +173,16 @@ pub struct Precision {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loss_scaling: Option<bool>,
     pub reason: &'static str,
+    /// Casts to bf16 the step's plan left to the products that read them, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub casts_in_products: Option<Counted>,
+}
+
+/// How many times the compiler did something, and why.
+#[derive(Serialize)]
+pub struct Counted {
+    pub count: usize,
+    pub reason: &'static str,
 }
 
 #[derive(Serialize, Clone)]

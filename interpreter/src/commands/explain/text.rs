@@ -214,6 +214,9 @@ fn memory_and_precision(item: &Item) {
         }
         println!("      kept in f32: {}", prec.kept_f32.unwrap_or(""));
         println!("      why: {}", prec.reason);
+        if let Some(c) = &prec.casts_in_products {
+            println!("      {} cast(s) made by the products that read them: {}", c.count, c.reason);
+        }
     }
 }
 

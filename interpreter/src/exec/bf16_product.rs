@@ -199,10 +199,10 @@ fn left_blocks(lhs: &[f32], lhs_t: bool, m: usize, k: usize, parallel: bool) -> 
 /// tile kernel's registers). Every one of dst's first m*n values is written.
 ///
 /// The left operand is converted first (`left_blocks`); then each column panel's task converts
-/// its panel of the right
-/// operand and computes its tiles, so the conversion is spread over the threads without a pass
-/// of its own (a pass of rayon tasks costs 20-40 µs on the 2-core VM, more than the conversion it
-/// spreads).
+/// its panel of the right operand and computes its tiles, so the conversion is spread over the
+/// threads without a pass of its own (a pass of rayon tasks costs 20-40 µs on the 2-core VM,
+/// more than the conversion it spreads), unless the right operand is stored k×n and larger than
+/// a core's L2 (then converted whole first, `right_panels`) or a panel's tiles are split.
 ///
 /// # Safety
 /// `dst` has room for m*n values; lhs and rhs hold m*k and k*n; m, n, k > 0.
@@ -294,17 +294,25 @@ mod tests {
             return;
         };
         let bf = |v: f32| half::bf16::from_f32(v).to_f32();
-        // (20, 400, 9) has a panel a task on three threads, the others several tasks a panel.
-        for (m, n, k) in [(37, 29, 53), (1, 1, 1), (12, 32, 2), (25, 65, 130), (128, 70, 7), (5, 3, 67), (20, 400, 9), (13, 40, 600)] {
+        // (20, 400, 9) has a panel a task on three threads, the others several tasks a panel;
+        // (14, 300, 1001)'s right operand stored k×n is past `whole`'s size (converted in one
+        // pass down its rows, by chunks of depth pairs on three threads), with a partial panel
+        // and an odd depth.
+        for (m, n, k) in
+            [(37, 29, 53), (1, 1, 1), (12, 32, 2), (25, 65, 130), (128, 70, 7), (5, 3, 67), (20, 400, 9), (13, 40, 600), (14, 300, 1001)]
+        {
             let a: Vec<f32> = (0..m * k).map(|i| bf(((i * 7) % 13) as f32 * 0.3 - 1.7)).collect();
             let b: Vec<f32> = (0..k * n).map(|i| bf(((i * 5) % 11) as f32 * 0.7 - 2.1)).collect();
             let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
             let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
             for threads in [1, 3] {
                 for (lhs, lt, rhs, rt) in [(&a, false, &b, false), (&at, true, &b, false), (&a, false, &bt, true), (&at, true, &bt, true)] {
-                    let mut out = vec![f32::NAN; m * n];
+                    let (mut out, mut rounded) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
                     // SAFETY: the buffers hold m*k, k*n and m*n values.
                     unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, out.as_mut_ptr(), threads, false) };
+                    unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, rounded.as_mut_ptr(), threads, true) };
+                    // The same sums, rounded to bf16 in the tiles' registers.
+                    assert!(out.iter().zip(&rounded).all(|(x, r)| round_bf16(*x).to_bits() == r.to_bits()), "{m}x{n}x{k}: rounded");
                     for i in 0..m {
                         for j in 0..n {
                             let want: f64 = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();

@@ -32,23 +32,33 @@ fn pair(lo: f32, hi: f32) -> u32 {
     round_bf16(lo).to_bits() >> 16 | (round_bf16(hi).to_bits() & 0xFFFF_0000)
 }
 
+/// `words[c] = pair(even[c], odd[c])`, or `pair(even[c], 0)` past an odd depth (no `odd` row),
+/// for the words' length: one row pair of an operand whose depth runs down. Inlined into the
+/// `widest!` loops that call it, so it runs in their vectors.
+#[inline(always)]
+fn pair_rows(words: &mut [u32], even: &[f32], odd: Option<&[f32]>) {
+    match odd {
+        Some(odd) => {
+            for ((w, lo), hi) in words.iter_mut().zip(even).zip(odd) {
+                *w = pair(*lo, *hi);
+            }
+        }
+        None => {
+            for (w, lo) in words.iter_mut().zip(even) {
+                *w = pair(*lo, 0.0);
+            }
+        }
+    }
+}
+
 crate::runtime::cpu::widest! {
     /// Columns `c0..c0 + cols` of a matrix `x` whose depth runs down (k rows of `stride`) as
     /// words: `out[p * width + c] = pair(x[2p][c0 + c], x[2p + 1][c0 + c])`, zero past an odd
     /// depth. One call a panel, so that the pairs of a row are made in the widest vectors.
     fn zip_rows(out: &mut [u32], x: &[f32], stride: usize, k: usize, c0: usize, cols: usize, width: usize) {
         for (p, words) in out.chunks_mut(width).take(k.div_ceil(2)).enumerate() {
-            let even = &x[2 * p * stride + c0..][..cols];
-            if 2 * p + 1 < k {
-                let odd = &x[(2 * p + 1) * stride + c0..][..cols];
-                for ((w, lo), hi) in words[..cols].iter_mut().zip(even).zip(odd) {
-                    *w = pair(*lo, *hi);
-                }
-            } else {
-                for (w, lo) in words[..cols].iter_mut().zip(even) {
-                    *w = pair(*lo, 0.0);
-                }
-            }
+            let odd = (2 * p + 1 < k).then(|| &x[(2 * p + 1) * stride + c0..][..cols]);
+            pair_rows(&mut words[..cols], &x[2 * p * stride + c0..][..cols], odd);
         }
     }
 }
@@ -66,19 +76,7 @@ crate::runtime::cpu::widest! {
             let odd = (2 * (p0 + p) + 1 < k).then(|| &x[(2 * (p0 + p) + 1) * n..][..n]);
             for (j, panel) in panels.iter_mut().enumerate() {
                 let (c0, cols) = (j * NR, NR.min(n - j * NR));
-                let words = &mut panel[p * NR..][..cols];
-                match odd {
-                    Some(odd) => {
-                        for ((w, lo), hi) in words.iter_mut().zip(&even[c0..c0 + cols]).zip(&odd[c0..c0 + cols]) {
-                            *w = pair(*lo, *hi);
-                        }
-                    }
-                    None => {
-                        for (w, lo) in words.iter_mut().zip(&even[c0..c0 + cols]) {
-                            *w = pair(*lo, 0.0);
-                        }
-                    }
-                }
+                pair_rows(&mut panel[p * NR..][..cols], &even[c0..c0 + cols], odd.map(|o| &o[c0..c0 + cols]));
             }
         }
     }
@@ -261,21 +259,19 @@ pub unsafe fn run(
             tiles_of(panel, 0, words);
         };
         each_chunk(b_panels, kp * NR, parallel, task);
-        recycle(b);
-        recycle(a);
-        return;
-    }
-    if whole {
-        right_panels(b_panels, rhs, n, k, parallel);
     } else {
-        each_chunk(b_panels, kp * NR, true, b_panel);
-    }
-    let b_panels = &b[..panels * kp * NR];
-    let task = |t: usize| tiles_of(t / groups, t % groups, &b_panels[t / groups * kp * NR..]);
-    if parallel {
-        (0..panels * groups).into_par_iter().for_each(task);
-    } else {
-        (0..panels * groups).for_each(task);
+        if whole {
+            right_panels(b_panels, rhs, n, k, parallel);
+        } else {
+            each_chunk(b_panels, kp * NR, true, b_panel);
+        }
+        let b_panels = &b[..panels * kp * NR];
+        let task = |t: usize| tiles_of(t / groups, t % groups, &b_panels[t / groups * kp * NR..]);
+        if parallel {
+            (0..panels * groups).into_par_iter().for_each(task);
+        } else {
+            (0..panels * groups).for_each(task);
+        }
     }
     recycle(b);
     recycle(a);

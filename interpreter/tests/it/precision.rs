@@ -159,12 +159,7 @@ fn bf16_train(src: &str, fuse: bool) -> (Vec<Vec<u64>>, usize) {
     t.run().expect("training");
     let shapes = t.batch_shapes().expect("known batch shapes");
     let (plan, _) = t.compile_step(&shapes).expect("the step compiles");
-    let g = t.graph();
-    let folded = plan
-        .kernels
-        .iter()
-        .filter(|k| matches!(k, dlc_language::passes::fusion::Kernel::View(n) if matches!(g.node(*n).op, dlc_language::ir::Op::Cast)))
-        .count();
+    let folded = dlc_language::passes::fusion::folded_casts(t.graph(), &plan);
     let params = t.parameters().into_iter().map(|(_, v)| v.to_f64().into_iter().map(f64::to_bits).collect()).collect();
     (params, folded)
 }

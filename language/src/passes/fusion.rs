@@ -79,6 +79,11 @@ pub fn is_folded_cast(g: &Graph, n: NodeId, computed: impl Fn(NodeId) -> bool) -
     is_bf16_rounding(g, n) && !computed(n)
 }
 
+/// How many casts `plan` left to the products that read them (views of a cast: `fold_casts`).
+pub fn folded_casts(g: &Graph, plan: &Plan) -> usize {
+    plan.kernels.iter().filter(|k| matches!(k, Kernel::View(n) if matches!(g.node(*n).op, Op::Cast))).count()
+}
+
 /// A product with a dim of at most 16 (m, n or k: a classifier's 10 outputs and their
 /// gradients). The bf16 kernels waste most of a tile on it, so the f32 kernels often run it
 /// faster (the tuner measures both), and an f32 kernel reads a folded cast's operand through a

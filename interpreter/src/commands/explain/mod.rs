@@ -319,7 +319,7 @@ fn train_items(p: &Program, g: &Graph, t: &compile::Train, step: &compile::Step)
         batch: Some(batch_names(&step.shapes)),
         graph_nodes: Some(step.graph_nodes),
         compile_ms: Some((step.compile_s * 1e4).round() / 10.0),
-        precision: Some(precision_report(p, step.autocast.clone(), folded_casts(g, &step.plan))),
+        precision: Some(precision_report(p, step.autocast.clone(), dlc_language::passes::fusion::folded_casts(g, &step.plan))),
         removed_biases: Some(report::RemovedBiases {
             count: step.removed_biases.len(),
             at: step.removed_biases.iter().map(|s| span_line(p, *s).unwrap_or_default()).collect(),
@@ -367,11 +367,6 @@ fn evaluation_item(p: &Program, g: &Graph, data: &str, shapes: &compile::Shapes,
         }),
         ..Default::default()
     }
-}
-
-/// Casts the plan left to the products that read them (views of a cast: fusion.rs `fold_casts`).
-fn folded_casts(g: &Graph, plan: &Plan) -> usize {
-    plan.kernels.iter().filter(|k| matches!(k, Kernel::View(n) if matches!(g.node(*n).op, Op::Cast))).count()
 }
 
 pub(super) const FOLDED_CASTS_REASON: &str = "on the CPU a cast to bf16 read only by bf16 matrix products is left to them: their kernels round each operand as they convert it to their own layout, so the cast needs no pass over memory of its own (a read and a write of every value)";

@@ -224,14 +224,35 @@ def best_of(stats, variants):
 # ---------------------------------------------------------------------------------------------
 # The header
 
+# x86 generations by (vendor, family, model range), for VMs whose model name hides them ("AMD
+# EPYC"): Zen 4 and Zen 5 differ in their AVX-512 datapaths (256 against 512 bits wide).
+GENERATIONS = [
+    ("AuthenticAMD", 25, range(0x00, 0x10), "Zen 3"), ("AuthenticAMD", 25, range(0x20, 0x60), "Zen 3"),
+    ("AuthenticAMD", 25, range(0x10, 0x20), "Zen 4"), ("AuthenticAMD", 25, range(0x60, 0x80), "Zen 4"),
+    ("AuthenticAMD", 25, range(0xa0, 0xb0), "Zen 4"), ("AuthenticAMD", 26, range(0x00, 0x100), "Zen 5"),
+    ("GenuineIntel", 6, range(85, 86), "Skylake-SP/Cascade Lake"), ("GenuineIntel", 6, range(106, 107), "Ice Lake-SP"),
+    ("GenuineIntel", 6, range(143, 144), "Sapphire Rapids"), ("GenuineIntel", 6, range(207, 208), "Emerald Rapids"),
+    ("GenuineIntel", 6, range(173, 174), "Granite Rapids"),
+]
+
+
 def cpu_info():
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model, flags = platform.processor(), set()
+    model, flags, ids = platform.processor(), set(), {}
     for line in text.splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-        elif line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "model name" and "model name" not in ids:
+            model = value
+            ids["model name"] = value
+        elif key in ("vendor_id", "cpu family", "model") and key not in ids:
+            ids[key] = value
+        elif key == "flags" and not flags:
+            flags = set(value.split())
+    if "cpu family" in ids and "model" in ids:
+        family, number = int(ids["cpu family"]), int(ids["model"])
+        generation = next((g for v, f, r, g in GENERATIONS if v == ids.get("vendor_id") and f == family and number in r), None)
+        model += f" (family {family} model {number}" + (f", {generation})" if generation else ")")
     return model, [f for f in VECTOR_FLAGS if f in flags]
 
 

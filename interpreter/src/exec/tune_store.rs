@@ -53,24 +53,24 @@ pub fn default_path() -> Option<PathBuf> {
     dlc_jit::cuda::ptx_cache::default_dir().and_then(|d| d.parent().map(|p| p.join("tune.json")))
 }
 
-/// The CPU model, its vector extensions, the thread count and this build.
+/// The CPU model with its family and model numbers, its vector extensions, the thread count and
+/// this build. The numbers because a VM names its CPU "AMD EPYC" whatever the host: the same
+/// image ran on a Zen 4 and on a Zen 5, whose AVX-512 kernels differ in speed, and their choices
+/// must not be shared.
 pub fn machine_key() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string()))
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    #[allow(unused_mut)]
-    let mut features: Vec<&str> = vec![];
-    #[cfg(target_arch = "x86_64")]
-    for (name, on) in [
-        ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
-        ("avx2", std::arch::is_x86_feature_detected!("avx2")),
-        ("fma", std::arch::is_x86_feature_detected!("fma")),
-    ] {
-        if on {
-            features.push(name);
-        }
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        cpuinfo.lines().find_map(|l| l.split_once(':').filter(|(k, _)| k.trim() == name).map(|(_, v)| v.trim().to_string()))
+    };
+    let mut model = field("model name").unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    if let (Some(family), Some(number)) = (field("cpu family"), field("model")) {
+        model += &format!(" family {family} model {number}");
     }
+    let flags = field("flags").unwrap_or_default();
+    let features: Vec<&str> = ["avx512f", "avx2", "fma", "avx512_bf16", "amx_bf16"]
+        .into_iter()
+        .filter(|f| flags.split_whitespace().any(|g| g == *f))
+        .collect();
     format!("{model} [{}] threads={} build={}", features.join(","), rayon::current_num_threads(), build_id())
 }
 

@@ -20,6 +20,11 @@ Fairness rules, so that a ratio says something about dlc and not about the set-u
   F.gelu, F.gelu into a preallocated output, fused AdamW, channels-last, torch.compile), and the
   table names the winner, e.g. `compile+jemalloc`;
 - the same thread count on both sides (--threads, 2 by default);
+- a training step's row times both sides on one batch: the peers step on one fixed tensor, so
+  dlc steps on its data's first batch again and again (`dlc bench --one-batch`); dlc's time with
+  a fresh batch from its feed each step (the feed's thread beside the step, the batch's cache
+  misses) is quoted in the row's note, and the data's own cost has rows of its own (epoch,
+  data);
 - start-up is the same program to its first finished step from a cold process, data loading
   included: examples/mnist_mlp.dl against the same model in PyTorch (bench/peers/startup.py);
 - peak memory is quoted total and net of each runtime's empty process (`dlc --version`; a Python
@@ -142,11 +147,13 @@ def stat(mins, medians):
     return Stat(min(mins), statistics.median(medians))
 
 
-def dlc_bench(file, steps, cfg):
-    """`dlc bench FILE --json` --runs times in fresh processes: (Stat in ms, the last report)."""
+def dlc_bench(file, steps, cfg, one_batch=False):
+    """`dlc bench FILE --json` --runs times in fresh processes: (Stat in ms, the last report).
+    `one_batch`: every step on the first batch (`--one-batch`), as the peers step on one tensor."""
     reports = []
     for _ in range(cfg.runs):
-        out = run([DLC, "bench", ROOT / "bench" / file, "--json", "--steps", steps], env=dlc_env(cfg.threads))
+        out = run([DLC, "bench", ROOT / "bench" / file, "--json", "--steps", steps, *(["--one-batch"] if one_batch else [])],
+                  env=dlc_env(cfg.threads))
         reports.append(json_lines(out.stdout)[-1])
     # `min_ms` is in dlc bench's report; older builds printed the median alone.
     mins = [r.get("min_ms", r["median_ms"]) for r in reports]
@@ -320,6 +327,22 @@ class Row:
     note: str
 
 
+def step_bench(file, steps, cfg):
+    """A training step's row: dlc on one batch (what the row compares: the peers step on one
+    fixed tensor), and again with a fresh batch from its feed each step (quoted in the note by
+    `with_fresh`): (one-batch Stat, its report, fresh-batch Stat)."""
+    one, report = dlc_bench(file, steps, cfg, one_batch=True)
+    fresh, _ = dlc_bench(file, steps, cfg)
+    return one, report, fresh
+
+
+def with_fresh(row, fresh):
+    """`row` with dlc's fresh-batch figure added to its note."""
+    row.note += (f"; dlc with a fresh batch from its feed each step: {fresh.median:.3f} ms med"
+                 f" ({row.best.median / fresh.median:.2f}x best)")
+    return row
+
+
 def speed_row(name, dlc, stats, variants, note, eager_variant="eager", compile_variant="compile"):
     """One workload: dlc against eager, compile (each on its better allocator) and the best of
     `variants`. The bf16 rows pass their autocast variants as eager and compile."""
@@ -350,10 +373,10 @@ def mlp_rows(cfg):
     rows = []
     mlp = peer("mlp.py", ["--iters", cfg.iters], cfg)
     for batch in (128, 1024):
-        d, report = dlc_bench(f"mlp_step_{batch}.dl", cfg.iters, cfg)
+        d, report, fresh = step_bench(f"mlp_step_{batch}.dl", cfg.iters, cfg)
         stats = peer_stats(mlp, lambda r: r["params"]["batch"] == batch)
-        rows.append(speed_row(f"MLP AdamW step, batch {batch}", d, stats, ["eager", "eager-fused", "compile"],
-                              f"{report['kernels']} kernels; {products_note(report)}"))
+        rows.append(with_fresh(speed_row(f"MLP AdamW step, batch {batch}", d, stats, ["eager", "eager-fused", "compile"],
+                                         f"{report['kernels']} kernels; {products_note(report)}"), fresh))
     return rows
 
 
@@ -367,12 +390,12 @@ def bf16_rows(cfg):
     rows = []
     mlp = peer("mlp.py", ["--iters", cfg.iters, "--variants", *BF16_VARIANTS], cfg)
     for batch in (128, 1024):
-        d, report = dlc_bench(f"mlp_step_{batch}_bf16.dl", cfg.iters, cfg)
+        d, report, fresh = step_bench(f"mlp_step_{batch}_bf16.dl", cfg.iters, cfg)
         stats = peer_stats(mlp, lambda r: r["params"]["batch"] == batch)
-        rows.append(speed_row(f"MLP AdamW step bf16, batch {batch}", d, stats, BF16_VARIANTS,
-                              f"{report['kernels']} kernels; {products_note(report)}; PyTorch: autocast bf16 variants only"
-                              " (eager, compile columns: eager-bf16, compile-bf16)",
-                              eager_variant="eager-bf16", compile_variant="compile-bf16"))
+        rows.append(with_fresh(speed_row(f"MLP AdamW step bf16, batch {batch}", d, stats, BF16_VARIANTS,
+                                         f"{report['kernels']} kernels; {products_note(report)}; PyTorch: autocast bf16 variants"
+                                         " only (eager, compile columns: eager-bf16, compile-bf16)",
+                                         eager_variant="eager-bf16", compile_variant="compile-bf16"), fresh))
     return rows
 
 
@@ -380,9 +403,10 @@ def conv_row(cfg, name, script, file):
     """The CNN and conv-BN steps: every variant the peer script has is a candidate."""
     iters = cfg.conv_iters
     rows = peer(script, ["--iters", iters], cfg)
-    d, report = dlc_bench(file, iters, cfg)
+    d, report, fresh = step_bench(file, iters, cfg)
     stats = peer_stats(rows)
-    return speed_row(name, d, stats, {k.split("+")[0] for k in stats}, f"{report['kernels']} kernels; {products_note(report)}")
+    return with_fresh(speed_row(name, d, stats, {k.split("+")[0] for k in stats}, f"{report['kernels']} kernels; {products_note(report)}"),
+                      fresh)
 
 
 def print_speed(rows, cfg):

@@ -168,6 +168,11 @@ enum Cmd {
         /// Also time every kernel by kind and print where the step's time goes.
         #[arg(long)]
         profile: bool,
+        /// Step on the data's first batch again and again, as a peer script stepping on one
+        /// fixed batch does: the step alone, without the feed's work or a fresh batch's cache
+        /// misses (`bench/compare.py` times the step rows so on both sides)
+        #[arg(long)]
+        one_batch: bool,
         /// Time the `train` recipe's data alone: preparation, then two epochs of batches from
         /// the feed's workers with no step (as a DataLoader loop is timed).
         #[arg(long)]
@@ -253,7 +258,7 @@ pub fn main() -> i32 {
         ),
         Cmd::Explain { file, json, dump, gpu } => commands::explain::main(&file, json, dump, gpu.as_deref()),
         Cmd::Bench { file, data: true, json, recipe, .. } => commands::bench::data::main(&file, recipe.as_deref(), json),
-        Cmd::Bench { file, steps, warmup, no_fuse, no_remat, jit, json, profile, recipe, device, .. } => commands::bench::main(
+        Cmd::Bench { file, steps, warmup, no_fuse, no_remat, jit, json, profile, one_batch, recipe, device, .. } => commands::bench::main(
             &file,
             commands::bench::Options {
                 steps,
@@ -264,6 +269,7 @@ pub fn main() -> i32 {
                 jit,
                 json,
                 profile,
+                one_batch,
                 recipe,
                 device,
             },

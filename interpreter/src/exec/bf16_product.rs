@@ -109,12 +109,20 @@ fn right_panels(b: &mut [u32], rhs: &[f32], n: usize, k: usize, parallel: bool) 
 
 crate::runtime::cpu::widest! {
     /// `out[p] = pair(row[2p], row[2p + 1])` (zero past an odd end): a row whose depth runs across.
+    /// A word's halves are consecutive values, so the words are the row's bf16 bits in order,
+    /// written as 16-bit halves (a narrowing store, where pairing `chunks_exact(2)` shuffled
+    /// lanes: 1024 rows of 784 in 50 µs on one thread; `block_words`' transpose after it is
+    /// most of the left operand's 135 µs).
     fn row_pairs(out: &mut [u32], row: &[f32]) {
-        for (w, two) in out.iter_mut().zip(row.chunks_exact(2)) {
-            *w = pair(two[0], two[1]);
+        assert!(out.len() >= row.len().div_ceil(2));
+        // SAFETY: `out`'s words seen as twice as many 16-bit halves (u16's alignment is
+        // smaller), the low half first (x86-64 and every target dlc runs on are little-endian).
+        let halves = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u16, 2 * out.len()) };
+        for (h, x) in halves.iter_mut().zip(row) {
+            *h = (round_bf16(*x).to_bits() >> 16) as u16;
         }
         if row.len() % 2 == 1 {
-            out[row.len() / 2] = pair(row[row.len() - 1], 0.0);
+            halves[row.len()] = 0;
         }
     }
 }
@@ -337,6 +345,9 @@ mod tests {
             (512, 784, 128, true, false),
             (1024, 512, 784, false, true),
             (512, 784, 1024, true, false),
+            (1024, 512, 512, false, true),
+            (1024, 512, 512, false, false),
+            (512, 512, 1024, true, false),
         ] {
             let lhs = vec![0.5f32; m * k];
             let rhs = vec![0.25f32; k * n];

@@ -59,18 +59,15 @@ pub fn default_path() -> Option<PathBuf> {
 /// must not be shared.
 pub fn machine_key() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let field = |name: &str| {
-        cpuinfo.lines().find_map(|l| l.split_once(':').filter(|(k, _)| k.trim() == name).map(|(_, v)| v.trim().to_string()))
-    };
+    let field =
+        |name: &str| cpuinfo.lines().find_map(|l| l.split_once(':').filter(|(k, _)| k.trim() == name).map(|(_, v)| v.trim().to_string()));
     let mut model = field("model name").unwrap_or_else(|| std::env::consts::ARCH.to_string());
     if let (Some(family), Some(number)) = (field("cpu family"), field("model")) {
         model += &format!(" family {family} model {number}");
     }
     let flags = field("flags").unwrap_or_default();
-    let features: Vec<&str> = ["avx512f", "avx2", "fma", "avx512_bf16", "amx_bf16"]
-        .into_iter()
-        .filter(|f| flags.split_whitespace().any(|g| g == *f))
-        .collect();
+    let features: Vec<&str> =
+        ["avx512f", "avx2", "fma", "avx512_bf16", "amx_bf16"].into_iter().filter(|f| flags.split_whitespace().any(|g| g == *f)).collect();
     format!("{model} [{}] threads={} build={}", features.join(","), rayon::current_num_threads(), build_id())
 }
 

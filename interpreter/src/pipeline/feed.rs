@@ -57,6 +57,9 @@ pub struct Feed {
     /// Time the reader spent waiting for batches that were not ready, added to what the clock
     /// held when the feed started (a run's clock goes on across its epochs).
     waited: Rc<Cell<Duration>>,
+    /// `repeat_first`: the first batch, handed back for every later step.
+    first: Option<Element>,
+    repeat: bool,
 }
 
 impl Feed {
@@ -118,7 +121,18 @@ impl Feed {
                 vec![rx]
             }
         };
-        Feed { queues, next: skip, end, waited }
+        Feed { queues, next: skip, end, waited, first: None, repeat: false }
+    }
+}
+
+impl Feed {
+    /// This feed, handing back its first batch for every step after it (the same tensors), and
+    /// its workers stopped once they have made it: `dlc bench --one-batch`, which times the
+    /// step alone as a peer script stepping on one fixed batch does (the feed's work and a
+    /// fresh batch's cache misses left out; docs/benchmarks.md measures what they cost).
+    pub fn repeat_first(mut self) -> Feed {
+        self.repeat = true;
+        self
     }
 }
 
@@ -128,6 +142,10 @@ impl Iterator for Feed {
         if self.next >= self.end {
             return None;
         }
+        if let Some(first) = &self.first {
+            self.next += 1;
+            return Some(Ok(first.clone()));
+        }
         let q = &self.queues[self.next % self.queues.len()];
         let started = Instant::now();
         let got = match q.try_recv() {
@@ -136,13 +154,34 @@ impl Iterator for Feed {
         };
         self.waited.set(self.waited.get() + started.elapsed());
         self.next += 1;
-        Some(got.unwrap_or_else(|_| Err(RuntimeError::Unsupported("a data worker stopped before making its batch".into()))))
+        let got = got.unwrap_or_else(|_| Err(RuntimeError::Unsupported("a data worker stopped before making its batch".into())));
+        if let (true, Ok(batch)) = (self.repeat, &got) {
+            self.first = Some(batch.clone());
+            // Closed queues stop the workers at their next batch.
+            self.queues.clear();
+        }
+        Some(got)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::next_workers;
+    use super::{next_workers, Batches, Feed};
+    use crate::runtime::tensor::Tensor;
+
+    #[test]
+    fn a_feed_repeating_its_first_batch_hands_it_back_for_every_step() {
+        let batch = |i: usize| vec![Tensor::f32(vec![2], vec![i as f32, -(i as f32)])];
+        let batches = Batches::Ready((1..=4).map(batch).collect());
+        let seen: Vec<Vec<f64>> =
+            Feed::start(batches, 0, 1, 2, Default::default(), None).repeat_first().map(|b| b.expect("a batch")[0].to_f64()).collect();
+        assert_eq!(seen, vec![vec![1.0, -1.0]; 4], "four steps, each on the first batch");
+        // Without it, the batches in order.
+        let batches = Batches::Ready((1..=3).map(batch).collect());
+        let firsts: Vec<f64> =
+            Feed::start(batches, 0, 1, 2, Default::default(), None).map(|b| b.expect("a batch")[0].to_f64()[0]).collect();
+        assert_eq!(firsts, vec![1.0, 2.0, 3.0]);
+    }
 
     #[test]
     fn a_starved_step_grows_the_feed_up_to_the_cores_and_a_fed_one_does_not() {

@@ -130,6 +130,9 @@ pub struct TrainOptions {
     pub jit: bool,
     /// Time every kernel of every step, by kind (see `Executor::profile`).
     pub profile: Option<crate::exec::KernelTimes>,
+    /// Step on each epoch's first batch again and again (`dlc bench --one-batch`; see
+    /// `Feed::repeat_first`).
+    pub one_batch: bool,
     /// Read autotuning's earlier choices from the tuning file and add this run's to it at the
     /// end (`exec::tune_store`; the command line turns it on, embedders and tests leave it off).
     pub tuning_file: bool,
@@ -170,6 +173,7 @@ impl TrainOptions {
             remat: true,
             jit: false,
             profile: None,
+            one_batch: false,
             tuning_file: false,
             device: crate::runner::DeviceKind::Cpu,
             conv_layout: None,

@@ -181,7 +181,8 @@ impl Trainer<'_> {
         let waited_before = p.data_wait.get();
         let skipped_before = if first_of_run { 0 } else { self.skipped_elements().0 };
         let pin = self.runner.page_lock();
-        let mut data = Feed::start(data, skip * h.n_acc, p.feed_workers, ahead, p.data_wait.clone(), pin).peekable();
+        let feed = Feed::start(data, skip * h.n_acc, p.feed_workers, ahead, p.data_wait.clone(), pin);
+        let mut data = if self.opts.one_batch { feed.repeat_first() } else { feed }.peekable();
         for _ in skip..h.per_epoch {
             // (The losses of the steps read now: none when this step's read is put off.)
             let (losses, stop) = self.step(h, p, epoch, &mut data)?;

@@ -88,6 +88,10 @@ fn a_second_run_refuses_and_overwrite_moves_the_first_aside() {
     // Timing runs never touch a run's files.
     let bench = dlc_in(&proj, &["bench", "prog.dl", "--steps", "2", "--warmup", "1"]);
     assert!(bench.status.success(), "{}", text(&bench.stderr));
+    let one = dlc_in(&proj, &["bench", "prog.dl", "--steps", "2", "--warmup", "1", "--one-batch", "--json"]);
+    assert!(one.status.success(), "{}", text(&one.stderr));
+    let report: serde_json::Value = serde_json::from_str(text(&one.stdout).lines().last().unwrap_or("")).expect("JSON");
+    assert_eq!((report["one_batch"].as_bool(), report["steps"].as_u64()), (Some(true), Some(2)), "{report}");
     assert_eq!(manifest(&ck), manifest_before, "the earlier checkpoint is untouched");
     assert_eq!(std::fs::read(ck.join("metrics.jsonl")).unwrap(), metrics_before, "the earlier metrics are untouched");
     // Starting over moves the earlier run aside, whole; the new metrics file holds one run.

@@ -50,6 +50,8 @@ pub struct Options {
     pub jit: bool,
     pub json: bool,
     pub profile: bool,
+    /// Step on the first batch again and again (`TrainOptions::one_batch`).
+    pub one_batch: bool,
     /// The `train` recipe (or `infer` block) to time, by name; the first one when `None`.
     pub recipe: Option<String>,
     /// `--device`: where to run the training steps (the recipe's `device` when `None`).
@@ -176,6 +178,7 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
     opts.jit = jit;
     opts.tuning_file = true;
     opts.checkpoints = false;
+    opts.one_batch = o.one_batch;
     let choice = dlc::device::for_recipe(&info, o.device).map(|c| c.0)?;
     // Under mpirun, each rank times its steps of the data-parallel job.
     let world = std::rc::Rc::new(dlc::parallel::World::from_environment()?);
@@ -260,6 +263,7 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
         allreduce_share: world.traffic().gradient_s / (all.iter().sum::<f64>() / 1e3).max(1e-12),
         device_per_step,
         batch_bytes,
+        one_batch: o.one_batch,
         data_wait_ms_per_step: data_wait_s * 1e3 / timed_steps.len().max(1) as f64,
         data_wait_share: data_wait_s / (timed_steps.iter().sum::<f64>() / 1e3).max(1e-12),
     });

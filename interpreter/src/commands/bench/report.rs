@@ -60,6 +60,8 @@ pub struct Train {
     /// one batch as the data gives it (what a step has to upload).
     pub device_per_step: Option<dlc::runner::PerStep>,
     pub batch_bytes: usize,
+    /// `--one-batch`: every timed step ran on the first batch again (no feed, no fresh batch).
+    pub one_batch: bool,
 }
 
 #[derive(Serialize)]
@@ -111,7 +113,11 @@ impl Bench {
             if t.tuning["products"].is_object() {
                 println!("  {}", crate::reports::products_line(&t.tuning));
             }
-            println!("  data wait: {:.3} ms a step, {:.1}% of the step", t.data_wait_ms_per_step, t.data_wait_share * 100.0);
+            if t.one_batch {
+                println!("  data: the first batch, stepped on again and again (--one-batch)");
+            } else {
+                println!("  data wait: {:.3} ms a step, {:.1}% of the step", t.data_wait_ms_per_step, t.data_wait_share * 100.0);
+            }
             if let Some(d) = &t.device_per_step {
                 println!("  a timed step on the device: {}", crate::reports::traffic_line(d, t.batch_bytes));
             }

@@ -111,8 +111,7 @@ crate::runtime::cpu::widest! {
     /// `out[p] = pair(row[2p], row[2p + 1])` (zero past an odd end): a row whose depth runs across.
     /// A word's halves are consecutive values, so the words are the row's bf16 bits in order,
     /// written as 16-bit halves (a narrowing store, where pairing `chunks_exact(2)` shuffled
-    /// lanes: 1024 rows of 784 in 50 µs on one thread; `block_words`' transpose after it is
-    /// most of the left operand's 135 µs).
+    /// lanes: 1024 rows of 784 in 50 µs on one thread).
     fn row_pairs(out: &mut [u32], row: &[f32]) {
         assert!(out.len() >= row.len().div_ceil(2));
         // SAFETY: `out`'s words seen as twice as many 16-bit halves (u16's alignment is
@@ -170,41 +169,56 @@ fn each_chunk(words: &mut [u32], size: usize, parallel: bool, f: impl Fn((usize,
     }
 }
 
-/// op(lhs) (m×k) as the kernel reads it: blocks of MR rows, each `kp` rows of MR words,
+/// Words of A between two of its rows as `left_operand` lays them out from rows: the depth's
+/// pairs rounded up to 16 words and 16 more (an odd number of 64-byte lines, so the twelve rows
+/// a tile reads at once do not share the L1's sets the way rows a power of two apart would).
+fn row_stride(kp: usize) -> usize {
+    kp.next_multiple_of(16) + 16
+}
+
+/// op(lhs) (m×k) as the kernels read it, and the stride of its rows when it is laid out by
+/// rows (`Bf16Tiles::tile_from_rows`), else `None`.
+///
+/// Stored m×k (its depth across), each row's words are the row converted where it stands, and
+/// the tiles read twelve rows as twelve streams: transposing each block of twelve rows into
+/// rows of twelve words took 85 of the 135 µs that converting the fc1 product's 1024×784 took
+/// on one thread. Stored k×m (its depth down): blocks of MR rows, each `kp` rows of MR words,
 /// contiguous (so that a tile reads one stream: rows of words a whole row of the product apart
 /// crossed a page every depth pair at batch 1024).
-fn left_blocks(lhs: &[f32], lhs_t: bool, m: usize, k: usize, parallel: bool) -> Vec<u32> {
+fn left_operand(lhs: &[f32], lhs_t: bool, m: usize, k: usize, parallel: bool) -> (Vec<u32>, Option<usize>) {
     let (kp, blocks) = (k.div_ceil(2), m.div_ceil(MR));
+    if !lhs_t {
+        let stride = row_stride(kp);
+        let mut a = buffer(m * stride);
+        each_chunk(&mut a[..m * stride], stride, parallel, |(r, words)| row_pairs(&mut words[..kp], &lhs[r * k..(r + 1) * k]));
+        return (a, Some(stride));
+    }
     let mut a = buffer(blocks * kp * MR);
     let a_blocks = &mut a[..blocks * kp * MR];
-    if lhs_t {
-        // Stored k×m: the whole matrix's words first (rows of m, long enough to vectorise),
-        // then each block's 12 columns copied out (converted block by block, the rows were 12
-        // values long: 0.54 ns a value at 512×1024).
-        let mut whole = buffer(kp * m);
-        each_chunk(&mut whole[..kp * m], 64 * m, parallel, |(i, out)| {
-            let d0 = 2 * 64 * i;
-            zip_rows(out, &lhs[d0 * m..], m, k.min(d0 + 128) - d0, 0, m, m)
-        });
-        let whole_words = &whole;
-        each_chunk(a_blocks, kp * MR, parallel, |(block, words)| {
-            let (r0, rows) = (block * MR, MR.min(m - block * MR));
-            for (p, w) in words.chunks_mut(MR).enumerate() {
-                w[..rows].copy_from_slice(&whole_words[p * m + r0..][..rows]);
-            }
-        });
-        recycle(whole);
-    } else {
-        each_chunk(a_blocks, kp * MR, parallel, |(block, words)| block_words(words, lhs, k, block * MR, MR.min(m - block * MR), MR));
-    }
-    a
+    // The whole matrix's words first (rows of m, long enough to vectorise), then each block's 12
+    // columns copied out (converted block by block, the rows were 12 values long: 0.54 ns a
+    // value at 512×1024).
+    let mut whole = buffer(kp * m);
+    each_chunk(&mut whole[..kp * m], 64 * m, parallel, |(i, out)| {
+        let d0 = 2 * 64 * i;
+        zip_rows(out, &lhs[d0 * m..], m, k.min(d0 + 128) - d0, 0, m, m)
+    });
+    let whole_words = &whole;
+    each_chunk(a_blocks, kp * MR, parallel, |(block, words)| {
+        let (r0, rows) = (block * MR, MR.min(m - block * MR));
+        for (p, w) in words.chunks_mut(MR).enumerate() {
+            w[..rows].copy_from_slice(&whole_words[p * m + r0..][..rows]);
+        }
+    });
+    recycle(whole);
+    (a, None)
 }
 
 /// dst[m×n] = op(lhs)[m×k] @ op(rhs)[k×n], row-major (`lhs_t`: lhs stored k×m; `rhs_t`: rhs
 /// stored n×k), on `threads` of rayon's threads, each sum rounded to bf16 when `round` (in the
 /// tile kernel's registers). Every one of dst's first m*n values is written.
 ///
-/// The left operand is converted first (`left_blocks`); then each column panel's task converts
+/// The left operand is converted first (`left_operand`); then each column panel's task converts
 /// its panel of the right operand and computes its tiles, so the conversion is spread over the
 /// threads without a pass of its own (a pass of rayon tasks costs 20-40 µs on the 2-core VM,
 /// more than the conversion it spreads), unless the right operand is stored k×n and larger than
@@ -228,7 +242,7 @@ pub unsafe fn run(
 ) {
     let (kp, blocks, panels) = (k.div_ceil(2), m.div_ceil(MR), n.div_ceil(NR));
     let parallel = threads > 1;
-    let a = left_blocks(lhs, lhs_t, m, k, parallel && m * k >= 1 << 18);
+    let (a, a_rows) = left_operand(lhs, lhs_t, m, k, parallel && m * k >= 1 << 18);
     let mut b = buffer(panels * kp * NR);
     // Row groups per panel: enough tasks to keep every thread busy. With several groups a panel
     // is shared, so the panels are converted in a pass of their own first.
@@ -250,7 +264,20 @@ pub unsafe fn run(
             // SAFETY: a block's words are kp rows of MR, a panel's kp rows of NR; the tile
             // writes rows × cols values of dst inside its m×n (the caller's room); tasks write
             // disjoint tiles.
-            unsafe { tiles.tile(rows, (a_words[block * kp * MR..].as_ptr(), MR), (words.as_ptr(), NR), kp, (c, n), cols, round) };
+            unsafe {
+                match a_rows {
+                    Some(stride) => tiles.tile_from_rows(
+                        rows,
+                        (a_words[block * MR * stride..].as_ptr(), stride),
+                        words.as_ptr(),
+                        kp,
+                        (c, n),
+                        cols,
+                        round,
+                    ),
+                    None => tiles.tile(rows, (a_words[block * kp * MR..].as_ptr(), MR), (words.as_ptr(), NR), kp, (c, n), cols, round),
+                }
+            };
         }
     };
     let b_panels = &mut b[..panels * kp * NR];
@@ -362,7 +389,7 @@ mod tests {
                 t0.elapsed().as_secs_f64() * 1e6 / 20.0
             };
             let parts = [
-                time(&mut || recycle(left_blocks(&lhs, lt, m, k, false))),
+                time(&mut || recycle(left_operand(&lhs, lt, m, k, false).0)),
                 time(&mut || {
                     if !rt && k * n > 1 << 18 {
                         return right_panels(&mut words, &rhs, n, k, false);

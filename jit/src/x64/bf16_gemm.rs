@@ -20,7 +20,7 @@
 //! result, rounded in registers rather than by a pass over the stored product), on the bits as
 //! the interpreter's `round_bf16` and the AVX-512 back end's (codegen.rs) round.
 
-use super::asm::{self, Asm, Mask, Mem, Rm, NO_MASK, R10, R11, R8, R9, RCX, RDI, RDX, RSI, RSP};
+use super::asm::{self, Asm, Mask, Mem, Rm, NO_MASK, R10, R11, R8, R9, RAX, RCX, RDI, RDX, RSI, RSP};
 use super::memory::Code;
 
 /// Rows a tile has at most (two accumulators each, plus two registers for B).
@@ -61,11 +61,19 @@ impl Bf16Tiles {
         if !available() {
             return Err("this CPU has no AVX512-BF16".into());
         }
-        let kernels = [false, true]
+        let kernels = [ALayout::Blocks, ALayout::Rows]
             .into_iter()
-            .flat_map(|round| (1..=MR).map(move |rows| Code::new(&generate(rows, round))))
+            .flat_map(|layout| [false, true].into_iter().map(move |round| (layout, round)))
+            .flat_map(|(layout, round)| (1..=MR).map(move |rows| Code::new(&generate(rows, round, layout))))
             .collect::<Result<_, _>>()?;
         Ok(Bf16Tiles { kernels })
+    }
+
+    /// The kernel for `rows` rows of A laid out as `layout`, rounding when `round`.
+    fn kernel(&self, layout: ALayout, rows: usize, round: bool) -> TileFn {
+        let kernel = &self.kernels[(layout as usize * 2 + round as usize) * MR + rows - 1];
+        // SAFETY: the code was generated for this signature (System V, as `TileFn`).
+        unsafe { std::mem::transmute::<*const u8, TileFn>(kernel.entry()) }
     }
 
     /// `c[r * ldc + j] = sum over depth of A[r, d] * B[d, j]` for rows `0..rows` and columns
@@ -87,18 +95,61 @@ impl Bf16Tiles {
         round: bool,
     ) {
         debug_assert!((1..=MR).contains(&rows) && (1..=NR).contains(&cols) && kp >= 1);
-        let masks = if cols >= NR { u32::MAX as u64 } else { (1u64 << cols) - 1 };
-        let kernel = &self.kernels[round as usize * MR + rows - 1];
-        // SAFETY: the code was generated for this signature (System V, as `TileFn`).
-        let f = unsafe { std::mem::transmute::<*const u8, TileFn>(kernel.entry()) };
-        unsafe { f(a.0, b.0, c.0, kp as u64, (a.1 * 4) as u64, (b.1 * 4) as u64, (c.1 * 4) as u64, masks) }
+        let f = self.kernel(ALayout::Blocks, rows, round);
+        unsafe { f(a.0, b.0, c.0, kp as u64, (a.1 * 4) as u64, (b.1 * 4) as u64, (c.1 * 4) as u64, masks(cols)) }
     }
+
+    /// As `tile`, from A's rows as they are converted: row r's words (its depth pairs in order)
+    /// at `a.0 + r * a.1` (`a.1` words apart), and B's rows NR words apart. The tile reads A's
+    /// rows as twelve streams, so the rows need no transpose into blocks first.
+    ///
+    /// # Safety
+    /// `a` holds `rows` rows of `kp` words `a.1` apart, `b` `kp` rows of NR words, `c` rows of
+    /// `ldc` f32 with room for `cols` values each; 1 <= rows <= MR, 1 <= cols <= NR, kp >= 1.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn tile_from_rows(
+        &self,
+        rows: usize,
+        a: (*const u32, usize),
+        b: *const u32,
+        kp: usize,
+        c: (*mut f32, usize),
+        cols: usize,
+        round: bool,
+    ) {
+        debug_assert!((1..=MR).contains(&rows) && (1..=NR).contains(&cols) && kp >= 1);
+        let f = self.kernel(ALayout::Rows, rows, round);
+        unsafe { f(a.0, b, c.0, kp as u64, (a.1 * 4) as u64, (NR * 4) as u64, (c.1 * 4) as u64, masks(cols)) }
+    }
+}
+
+/// The store masks for `cols` columns: bits 0-15 the first vector's, 16-31 the second's.
+fn masks(cols: usize) -> u64 {
+    if cols >= NR {
+        u32::MAX as u64
+    } else {
+        (1u64 << cols) - 1
+    }
+}
+
+/// How a tile kernel finds A's words at depth pair p.
+#[derive(Clone, Copy)]
+enum ALayout {
+    /// Row p of a block: the tile's rows' words one after another, blocks' rows `lda` apart.
+    Blocks = 0,
+    /// Word p of each of the tile's rows, the rows `lda` apart (A's rows as converted).
+    Rows = 1,
 }
 
 /// The tile kernel for `rows` rows: `(a: rdi, b: rsi, c: rdx, kp: rcx, lda: r8, ldb: r9, then
 /// on the stack ldc and the column masks — bits 0-15 the first vector's, 16-31 the second's)`,
 /// strides in bytes; the sums rounded to bf16 before they are stored when `round`.
-fn generate(rows: usize, round: bool) -> Vec<u8> {
+///
+/// With `ALayout::Rows`, `lda` is the distance between A's rows, and B's rows are NR words
+/// apart (`ldb` unused): rows 0-3, 4-7 and 8-11 are read from three pointers (rdi, r11, r9), each
+/// plus 0, lda (r8), 2·lda (rax) or 3·lda (r10), all advancing one word a depth pair; ldc is
+/// read from the stack again after the loop.
+fn generate(rows: usize, round: bool, layout: ALayout) -> Vec<u8> {
     let mut a = Asm::default();
     let (b0, b1) = (30u8, 31u8);
     let acc = |r: usize, half: usize| (2 * r + half) as u8;
@@ -108,6 +159,24 @@ fn generate(rows: usize, round: bool) -> Vec<u8> {
     a.kmovw_from(1, R11);
     a.shr_imm(R11, 16);
     a.kmovw_from(2, R11);
+    let by_rows = matches!(layout, ALayout::Rows);
+    if by_rows {
+        a.mov(RAX, R8);
+        a.add_gpr(RAX, R8);
+        a.mov(R10, RAX);
+        a.add_gpr(R10, R8);
+        a.mov(R11, RDI);
+        a.add_gpr(R11, RAX);
+        a.add_gpr(R11, RAX);
+        a.mov(R9, R11);
+        a.add_gpr(R9, RAX);
+        a.add_gpr(R9, RAX);
+    }
+    // Where row r's word at the current depth pair is.
+    let word_at = |r: usize| match layout {
+        ALayout::Blocks => Mem::At { base: RDI, index: None, disp: 4 * r as i32 },
+        ALayout::Rows => Mem::At { base: [RDI, R11, R9][r / 4], index: [None, Some(R8), Some(RAX), Some(R10)][r % 4], disp: 0 },
+    };
     for r in 0..rows {
         for h in 0..2 {
             a.op3(asm::VPXORD, acc(r, h), acc(r, h), Rm::Z(acc(r, h)), NO_MASK);
@@ -121,14 +190,24 @@ fn generate(rows: usize, round: bool) -> Vec<u8> {
         // products: as a broadcast memory operand of each it was loaded twice, and the tile ran
         // at 223 GMAC/s a core on a Zen 5 against 250 this way (1008×576 by 784, one thread).
         let word = BROADCASTS[r % BROADCASTS.len()];
-        a.broadcast(word, Mem::At { base: RDI, index: None, disp: 4 * r as i32 }, NO_MASK);
+        a.broadcast(word, word_at(r), NO_MASK);
         a.op3(VDPBF16PS, acc(r, 0), b0, Rm::Z(word), NO_MASK);
         a.op3(VDPBF16PS, acc(r, 1), b1, Rm::Z(word), NO_MASK);
     }
-    a.add_gpr(RDI, R8);
-    a.add_gpr(RSI, R9);
+    if by_rows {
+        for p in [RDI, R11, R9] {
+            a.add_imm(p, 4);
+        }
+        a.add_imm(RSI, (NR * 4) as i32);
+    } else {
+        a.add_gpr(RDI, R8);
+        a.add_gpr(RSI, R9);
+    }
     a.dec32(RCX);
     a.jcc(asm::CC_NZ, Some(top));
+    if by_rows {
+        a.load_gpr(R10, RSP, 8);
+    }
     if round {
         for r in 0..rows {
             for h in 0..2 {
@@ -200,6 +279,51 @@ mod tests {
                         let got = c[r * ldc + j];
                         if r < rows && j < cols {
                             let sum: f32 = (0..2 * kp).map(|d| value(r, d, 1) * value(d, j, 5)).sum();
+                            let want = if round { half::bf16::from_f32(sum).to_f32() } else { sum };
+                            assert_eq!(got, want, "rows {rows}, cols {cols}, round {round}: [{r}, {j}]");
+                        } else {
+                            assert!(got.is_nan(), "rows {rows}, cols {cols}: [{r}, {j}] written");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The kernels reading A's rows as converted (twelve streams, `tile_from_rows`): every row
+    /// count, a partial last column block, a row stride longer than the depth, against the exact
+    /// product.
+    #[test]
+    fn tiles_from_rows_compute_the_exact_product() {
+        if !available() {
+            return;
+        }
+        let tiles = Bf16Tiles::new().expect("generated");
+        let (kp, stride) = (37, 45);
+        let value = |i: usize, j: usize, s: usize| ((i * 5 + j * 3 + s) % 13) as f32 * 0.5 - 3.0;
+        let mut a = vec![u32::MAX; MR * stride];
+        let mut b = Line::zeroed(kp * NR);
+        for r in 0..MR {
+            for p in 0..kp {
+                a[r * stride + p] = bf16(value(r, 2 * p, 2)) | bf16(value(r, 2 * p + 1, 2)) << 16;
+            }
+        }
+        for p in 0..kp {
+            for c in 0..NR {
+                b.words_mut()[p * NR + c] = bf16(value(2 * p, c, 7)) | bf16(value(2 * p + 1, c, 7)) << 16;
+            }
+        }
+        for (rows, round) in (1..=MR).flat_map(|rows| [(rows, false), (rows, true)]) {
+            for cols in [1, 16, 17, 32] {
+                let ldc = 33;
+                let mut c = vec![f32::NAN; MR * ldc];
+                // SAFETY: buffers of the sizes `tile_from_rows` reads and writes.
+                unsafe { tiles.tile_from_rows(rows, (a.as_ptr(), stride), b.words().as_ptr(), kp, (c.as_mut_ptr(), ldc), cols, round) };
+                for r in 0..MR {
+                    for j in 0..ldc {
+                        let got = c[r * ldc + j];
+                        if r < rows && j < cols {
+                            let sum: f32 = (0..2 * kp).map(|d| value(r, d, 2) * value(d, j, 7)).sum();
                             let want = if round { half::bf16::from_f32(sum).to_f32() } else { sum };
                             assert_eq!(got, want, "rows {rows}, cols {cols}, round {round}: [{r}, {j}]");
                         } else {

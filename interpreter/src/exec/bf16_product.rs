@@ -256,9 +256,10 @@ pub unsafe fn run(
         }
     };
     let (a_words, out) = (&a, dst as usize);
-    let tiles_of = |panel: usize, group: usize, words: &[u32]| {
+    // Block `block`'s tile of panel `panel`, whose words are `words`.
+    let tile_at = |block: usize, panel: usize, words: &[u32]| {
         let cols = NR.min(n - panel * NR);
-        for block in group * blocks / groups..(group + 1) * blocks / groups {
+        {
             let rows = MR.min(m - block * MR);
             let c = (out as *mut f32).wrapping_add(block * MR * n + panel * NR);
             // SAFETY: a block's words are kp rows of MR, a panel's kp rows of NR; the tile
@@ -280,6 +281,11 @@ pub unsafe fn run(
             };
         }
     };
+    let tiles_of = |panel: usize, group: usize, words: &[u32]| {
+        for block in group * blocks / groups..(group + 1) * blocks / groups {
+            tile_at(block, panel, words);
+        }
+    };
     let b_panels = &mut b[..panels * kp * NR];
     // Stored k×n and larger than a core's L2 (1 MiB on the Zen 4), the right operand is
     // converted whole first, row by row (`zip_panels`): panel by panel, its rows were read 128
@@ -287,7 +293,23 @@ pub unsafe fn run(
     // panel's task, where its tiles then find them (a pass of their own cost 90 µs of the
     // 128×512×512 product's 310 µs on 2 threads).
     let whole = !rhs_t && k * n > 1 << 18;
-    if !whole && groups == 1 {
+    // A shallow product's time is writing its result: by panels, each task wrote a strip 128
+    // bytes wide down every row, a page every two rows at n = 512 (1024×512 by depth 10: 110-155
+    // µs in the MLP step against PyTorch's 36). So its few words of B are converted first and
+    // each task writes whole rows: its blocks' tiles across every panel.
+    let shallow = parallel && kp <= 16 && panels > 1 && blocks > 1;
+    if shallow {
+        each_chunk(b_panels, kp * NR, false, b_panel);
+        let b_panels = &b[..panels * kp * NR];
+        let tasks = (4 * threads).min(blocks);
+        (0..tasks).into_par_iter().for_each(|t| {
+            for block in t * blocks / tasks..(t + 1) * blocks / tasks {
+                for panel in 0..panels {
+                    tile_at(block, panel, &b_panels[panel * kp * NR..]);
+                }
+            }
+        });
+    } else if !whole && groups == 1 {
         // Each panel's task converts its panel and computes its tiles.
         let task = |(panel, words): (usize, &mut [u32])| {
             b_panel((panel, &mut *words));
@@ -325,13 +347,23 @@ mod tests {
             return;
         };
         let bf = |v: f32| half::bf16::from_f32(v).to_f32();
-        // (20, 400, 9) has a panel a task on three threads, the others several tasks a panel;
+        // (20, 400, 40) has a panel a task on three threads; (20, 400, 9) and (128, 70, 7) are
+        // shallow (tasks by rows across every panel); the others several tasks a panel;
         // (14, 300, 1001)'s right operand stored k×n is past `whole`'s size (converted in one
         // pass down its rows, by chunks of depth pairs on three threads), with a partial panel
         // and an odd depth.
-        for (m, n, k) in
-            [(37, 29, 53), (1, 1, 1), (12, 32, 2), (25, 65, 130), (128, 70, 7), (5, 3, 67), (20, 400, 9), (13, 40, 600), (14, 300, 1001)]
-        {
+        for (m, n, k) in [
+            (37, 29, 53),
+            (1, 1, 1),
+            (12, 32, 2),
+            (25, 65, 130),
+            (128, 70, 7),
+            (5, 3, 67),
+            (20, 400, 9),
+            (20, 400, 40),
+            (13, 40, 600),
+            (14, 300, 1001),
+        ] {
             let a: Vec<f32> = (0..m * k).map(|i| bf(((i * 7) % 13) as f32 * 0.3 - 1.7)).collect();
             let b: Vec<f32> = (0..k * n).map(|i| bf(((i * 5) % 11) as f32 * 0.7 - 2.1)).collect();
             let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
@@ -375,6 +407,7 @@ mod tests {
             (1024, 512, 512, false, true),
             (1024, 512, 512, false, false),
             (512, 512, 1024, true, false),
+            (1024, 512, 10, false, false),
         ] {
             let lhs = vec![0.5f32; m * k];
             let rhs = vec![0.25f32; k * n];

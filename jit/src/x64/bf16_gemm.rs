@@ -274,17 +274,23 @@ mod tests {
                 let mut c = vec![f32::NAN; MR * ldc];
                 // SAFETY: buffers of the sizes `tile` reads and writes.
                 unsafe { tiles.tile(rows, (a.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), ldc), cols, round) };
-                for r in 0..MR {
-                    for j in 0..ldc {
-                        let got = c[r * ldc + j];
-                        if r < rows && j < cols {
-                            let sum: f32 = (0..2 * kp).map(|d| value(r, d, 1) * value(d, j, 5)).sum();
-                            let want = if round { half::bf16::from_f32(sum).to_f32() } else { sum };
-                            assert_eq!(got, want, "rows {rows}, cols {cols}, round {round}: [{r}, {j}]");
-                        } else {
-                            assert!(got.is_nan(), "rows {rows}, cols {cols}: [{r}, {j}] written");
-                        }
-                    }
+                check_stored(&c, ldc, (rows, cols, round), |r, j| (0..2 * kp).map(|d| value(r, d, 1) * value(d, j, 5)).sum());
+            }
+        }
+    }
+
+    /// A tile's `rows` × `cols` values in `c` (rows `ldc` apart) are `exact(r, j)` (rounded to
+    /// bf16 when `round`) and the rest of `c` is unwritten (NaN).
+    fn check_stored(c: &[f32], ldc: usize, (rows, cols, round): (usize, usize, bool), exact: impl Fn(usize, usize) -> f32) {
+        for r in 0..MR {
+            for j in 0..ldc {
+                let got = c[r * ldc + j];
+                if r < rows && j < cols {
+                    let sum = exact(r, j);
+                    let want = if round { half::bf16::from_f32(sum).to_f32() } else { sum };
+                    assert_eq!(got, want, "rows {rows}, cols {cols}, round {round}: [{r}, {j}]");
+                } else {
+                    assert!(got.is_nan(), "rows {rows}, cols {cols}: [{r}, {j}] written");
                 }
             }
         }
@@ -319,18 +325,7 @@ mod tests {
                 let mut c = vec![f32::NAN; MR * ldc];
                 // SAFETY: buffers of the sizes `tile_from_rows` reads and writes.
                 unsafe { tiles.tile_from_rows(rows, (a.as_ptr(), stride), b.words().as_ptr(), kp, (c.as_mut_ptr(), ldc), cols, round) };
-                for r in 0..MR {
-                    for j in 0..ldc {
-                        let got = c[r * ldc + j];
-                        if r < rows && j < cols {
-                            let sum: f32 = (0..2 * kp).map(|d| value(r, d, 2) * value(d, j, 7)).sum();
-                            let want = if round { half::bf16::from_f32(sum).to_f32() } else { sum };
-                            assert_eq!(got, want, "rows {rows}, cols {cols}, round {round}: [{r}, {j}]");
-                        } else {
-                            assert!(got.is_nan(), "rows {rows}, cols {cols}: [{r}, {j}] written");
-                        }
-                    }
-                }
+                check_stored(&c, ldc, (rows, cols, round), |r, j| (0..2 * kp).map(|d| value(r, d, 2) * value(d, j, 7)).sum());
             }
         }
     }

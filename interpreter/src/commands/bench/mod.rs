@@ -150,8 +150,18 @@ fn timed(
     }
 }
 
+/// A timing run's training options: the command line's compile flags, the tuning file, no
+/// checkpoints or metrics (a timing run never touches a run's files).
+fn timing_options(root: &Path, o: &Options) -> TrainOptions {
+    let mut opts = TrainOptions::new(root.to_path_buf(), 0);
+    (opts.fuse, opts.remat, opts.jit, opts.one_batch) = (o.fuse, o.remat, o.jit, o.one_batch);
+    opts.tuning_file = true;
+    opts.checkpoints = false;
+    opts
+}
+
 fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo, root: &Path, o: &Options) -> Result<Bench, String> {
-    let Options { steps, warmup, warmup_min_s, fuse, remat, jit, profile, .. } = *o;
+    let Options { steps, warmup, warmup_min_s, profile, .. } = *o;
     // Steps enough for any warm-up: the run is stopped once `steps` steps after warm-up are timed.
     let total = warmup + steps + 100_000;
     apply_overrides(&mut info, &[("steps".into(), total.to_string())]).map_err(|e| e.to_string())?;
@@ -172,13 +182,7 @@ fn bench_train(p: &mut Program, mut info: dlc_language::eval::recipe::RecipeInfo
     let waits: Rc<RefCell<Vec<f64>>> = Rc::default();
     let waits_seen = waits.clone();
     let mut last = Instant::now();
-    let mut opts = TrainOptions::new(root.to_path_buf(), 0);
-    opts.fuse = fuse;
-    opts.remat = remat;
-    opts.jit = jit;
-    opts.tuning_file = true;
-    opts.checkpoints = false;
-    opts.one_batch = o.one_batch;
+    let mut opts = timing_options(root, o);
     let choice = dlc::device::for_recipe(&info, o.device).map(|c| c.0)?;
     // Under mpirun, each rank times its steps of the data-parallel job.
     let world = std::rc::Rc::new(dlc::parallel::World::from_environment()?);

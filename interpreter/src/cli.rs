@@ -170,7 +170,8 @@ enum Cmd {
         profile: bool,
         /// Step on the data's first batch again and again, as a peer script stepping on one
         /// fixed batch does: the step alone, without the feed's work or a fresh batch's cache
-        /// misses (`bench/compare.py` times the step rows so on both sides)
+        /// misses (`bench/compare.py` times the step rows so on both sides). Training only: an
+        /// `infer` block's input is computed once already
         #[arg(long)]
         one_batch: bool,
         /// Time the `train` recipe's data alone: preparation, then two epochs of batches from

@@ -245,17 +245,12 @@ GENERATIONS = [
 
 def cpu_info():
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model, flags, ids = platform.processor(), set(), {}
+    # Each field as the first processor lists it.
+    ids = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        key, value = key.strip(), value.strip()
-        if key == "model name" and "model name" not in ids:
-            model = value
-            ids["model name"] = value
-        elif key in ("vendor_id", "cpu family", "model") and key not in ids:
-            ids[key] = value
-        elif key == "flags" and not flags:
-            flags = set(value.split())
+        ids.setdefault(key.strip(), value.strip())
+    model, flags = ids.get("model name", platform.processor()), set(ids.get("flags", "").split())
     if "cpu family" in ids and "model" in ids:
         family, number = int(ids["cpu family"]), int(ids["model"])
         generation = next((g for v, f, r, g in GENERATIONS if v == ids.get("vendor_id") and f == family and number in r), None)

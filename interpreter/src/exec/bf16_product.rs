@@ -258,28 +258,19 @@ pub unsafe fn run(
     let (a_words, out) = (&a, dst as usize);
     // Block `block`'s tile of panel `panel`, whose words are `words`.
     let tile_at = |block: usize, panel: usize, words: &[u32]| {
-        let cols = NR.min(n - panel * NR);
-        {
-            let rows = MR.min(m - block * MR);
-            let c = (out as *mut f32).wrapping_add(block * MR * n + panel * NR);
-            // SAFETY: a block's words are kp rows of MR, a panel's kp rows of NR; the tile
-            // writes rows × cols values of dst inside its m×n (the caller's room); tasks write
-            // disjoint tiles.
-            unsafe {
-                match a_rows {
-                    Some(stride) => tiles.tile_from_rows(
-                        rows,
-                        (a_words[block * MR * stride..].as_ptr(), stride),
-                        words.as_ptr(),
-                        kp,
-                        (c, n),
-                        cols,
-                        round,
-                    ),
-                    None => tiles.tile(rows, (a_words[block * kp * MR..].as_ptr(), MR), (words.as_ptr(), NR), kp, (c, n), cols, round),
+        let (rows, cols) = (MR.min(m - block * MR), NR.min(n - panel * NR));
+        let c = (out as *mut f32).wrapping_add(block * MR * n + panel * NR);
+        // SAFETY: a block's words are kp rows of MR (by rows: its rows, kp words each, `stride`
+        // apart), a panel's kp rows of NR; the tile writes rows × cols values of dst inside its
+        // m×n (the caller's room); tasks write disjoint tiles.
+        unsafe {
+            match a_rows {
+                Some(stride) => {
+                    tiles.tile_from_rows(rows, (a_words[block * MR * stride..].as_ptr(), stride), words.as_ptr(), kp, (c, n), cols, round)
                 }
-            };
-        }
+                None => tiles.tile(rows, (a_words[block * kp * MR..].as_ptr(), MR), (words.as_ptr(), NR), kp, (c, n), cols, round),
+            }
+        };
     };
     let tiles_of = |panel: usize, group: usize, words: &[u32]| {
         for block in group * blocks / groups..(group + 1) * blocks / groups {

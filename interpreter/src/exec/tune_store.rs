@@ -8,9 +8,8 @@
 //! else `~/.cache/dlc`) maps a machine key to kernel keys. The machine key names the CPU model
 //! with its family and model numbers, its vector extensions, the thread count and this build
 //! (its executable's size and time), so another machine's, another thread count's or an older
-//! build's choice is never used. A file
-//! that does not parse is ignored (and replaced on the next save); saves re-read the file, merge,
-//! and replace it atomically (written aside, then renamed).
+//! build's choice is never used. A file that does not parse is ignored (and replaced on the next
+//! save); saves re-read the file, merge, and replace it atomically (written aside, then renamed).
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

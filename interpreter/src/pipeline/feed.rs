@@ -123,9 +123,7 @@ impl Feed {
         };
         Feed { queues, next: skip, end, waited, first: None, repeat: false }
     }
-}
 
-impl Feed {
     /// This feed, handing back its first batch for every step after it (the same tensors), and
     /// its workers stopped once they have made it: `dlc bench --one-batch`, which times the
     /// step alone as a peer script stepping on one fixed batch does (the feed's work and a

@@ -69,13 +69,6 @@ impl Bf16Tiles {
         Ok(Bf16Tiles { kernels })
     }
 
-    /// The kernel for `rows` rows of A laid out as `layout`, rounding when `round`.
-    fn kernel(&self, layout: ALayout, rows: usize, round: bool) -> TileFn {
-        let kernel = &self.kernels[(layout as usize * 2 + round as usize) * MR + rows - 1];
-        // SAFETY: the code was generated for this signature (System V, as `TileFn`).
-        unsafe { std::mem::transmute::<*const u8, TileFn>(kernel.entry()) }
-    }
-
     /// `c[r * ldc + j] = sum over depth of A[r, d] * B[d, j]` for rows `0..rows` and columns
     /// `0..cols`, from word matrices `a` (row stride `lda` words) and `b` (row stride `ldb`) of
     /// `kp` depth pairs (see the module's comment); each sum rounded to bf16 when `round`.
@@ -94,9 +87,7 @@ impl Bf16Tiles {
         cols: usize,
         round: bool,
     ) {
-        debug_assert!((1..=MR).contains(&rows) && (1..=NR).contains(&cols) && kp >= 1);
-        let f = self.kernel(ALayout::Blocks, rows, round);
-        unsafe { f(a.0, b.0, c.0, kp as u64, (a.1 * 4) as u64, (b.1 * 4) as u64, (c.1 * 4) as u64, masks(cols)) }
+        unsafe { self.call(ALayout::Blocks, rows, a, b, kp, c, cols, round) }
     }
 
     /// As `tile`, from A's rows as they are converted: row r's words (its depth pairs in order)
@@ -117,9 +108,31 @@ impl Bf16Tiles {
         cols: usize,
         round: bool,
     ) {
+        unsafe { self.call(ALayout::Rows, rows, a, (b, NR), kp, c, cols, round) }
+    }
+
+    /// The kernel for `rows` rows of A laid out as `layout` (rounding when `round`) called on
+    /// these operands (strides in words; the kernels take bytes).
+    ///
+    /// # Safety
+    /// As `tile` or `tile_from_rows`, whichever `layout` stands for.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn call(
+        &self,
+        layout: ALayout,
+        rows: usize,
+        a: (*const u32, usize),
+        b: (*const u32, usize),
+        kp: usize,
+        c: (*mut f32, usize),
+        cols: usize,
+        round: bool,
+    ) {
         debug_assert!((1..=MR).contains(&rows) && (1..=NR).contains(&cols) && kp >= 1);
-        let f = self.kernel(ALayout::Rows, rows, round);
-        unsafe { f(a.0, b, c.0, kp as u64, (a.1 * 4) as u64, (NR * 4) as u64, (c.1 * 4) as u64, masks(cols)) }
+        let kernel = &self.kernels[(layout as usize * 2 + round as usize) * MR + rows - 1];
+        // SAFETY: the code was generated for this signature (System V, as `TileFn`).
+        let f = unsafe { std::mem::transmute::<*const u8, TileFn>(kernel.entry()) };
+        unsafe { f(a.0, b.0, c.0, kp as u64, (a.1 * 4) as u64, (b.1 * 4) as u64, (c.1 * 4) as u64, masks(cols)) }
     }
 }
 

@@ -13,6 +13,7 @@ mod exact_div;
 pub mod fused;
 mod gemm_kernels;
 pub mod gemm_select;
+mod hot_workers;
 mod kernel_cache;
 mod math32;
 mod movement;

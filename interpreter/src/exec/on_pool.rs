@@ -32,11 +32,13 @@ struct Handed<T>(T);
 unsafe impl<T> Send for Handed<T> {}
 
 /// `f()` on a worker of rayon's global pool; the calling thread waits for it. A panic in `f`
-/// resumes on the calling thread.
+/// resumes on the calling thread. The other workers are kept awake while it runs
+/// (`hot_workers`): the wake-up this module saves the caller, they are spared between kernels.
 pub(super) fn run<R>(f: impl FnOnce() -> R) -> R {
     let job = Handed(f);
     let out = rayon::scope(move |_| {
         let job = job;
+        super::hot_workers::Spinners::global().wake();
         Handed((job.0)())
     });
     out.0

@@ -221,4 +221,22 @@ mod tests {
         assert_eq!(fused, printed_bits(src, ExecMode::Eager));
         assert!(joined >= 3, "three sums ran with the first ({joined} joined)");
     }
+
+    /// Values a fused reduction used to write and later regions now compute themselves
+    /// (passes::inline_written: `d * w` here; batch norm's `x - mean` by fusion's
+    /// rematerialisation), and the sums and outputs over them, are bit for bit what one kernel
+    /// per op gives. (Batch norm's backward too: tests/it/jit.rs trains a conv-BN model fused and
+    /// eager to the same bits.)
+    #[test]
+    fn values_recomputed_by_their_readers_equal_eager() {
+        let src = "let x = randn(f32[4, 3, 5, 5], seed: 0)\n\
+                   let d = randn(f32[4, 3, 5, 5], seed: 1)\n\
+                   let w = randn(f32[1, 3, 1, 1], seed: 2)\n\
+                   let g = d * w\n\
+                   let s = sum(g * x, axis: (0, 2, 3), keepdim: true)\n\
+                   let mu = mean(x, axis: (0, 2, 3), keepdim: true)\n\
+                   let v = mean((x - mu) ** 2, axis: (0, 2, 3), keepdim: true)\n\
+                   print(g + s, (x - mu) / sqrt(v + 1e-5))\n";
+        assert_eq!(printed_bits(src, ExecMode::Fused), printed_bits(src, ExecMode::Eager));
+    }
 }

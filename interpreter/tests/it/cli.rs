@@ -306,11 +306,15 @@ fn explain_reports_eval_specialisation_memory_and_precision() {
     let train = items.iter().find(|i| i["what"] == "train").expect("a train item");
     let m = &train["memory"];
     assert!(m["peak_mib"].as_f64().unwrap_or(0.0) > 0.0, "{m}");
-    assert!(m["intermediates_peak_mib"].as_f64() < m["intermediates_without_reuse_mib"].as_f64(), "{m}");
+    // (This step writes so few values that they may all be live at once: its batch norm's
+    // differences are recomputed where they are read, passes::inline_written.)
+    assert!(m["intermediates_peak_mib"].as_f64() <= m["intermediates_without_reuse_mib"].as_f64(), "{m}");
     assert_eq!(train["precision"]["precision"], "f32");
     let o = dlc(&["explain", "bench/mlp_step_128_bf16.dl", "--json"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let r: serde_json::Value = serde_json::from_str(&text(&o.stdout)).expect("JSON");
+    let m = &r["items"][0]["memory"];
+    assert!(m["intermediates_peak_mib"].as_f64() < m["intermediates_without_reuse_mib"].as_f64(), "memory is reused: {m}");
     let p = &r["items"][0]["precision"];
     assert_eq!(p["precision"], "bf16", "{p}");
     assert_eq!(p["lowered"].as_array().map(|l| l.len()), Some(3), "three linear layers: {p}");

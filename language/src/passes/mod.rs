@@ -10,6 +10,7 @@ pub mod conv_bias;
 pub mod driver;
 pub mod epilogue;
 pub mod fusion;
+pub mod inline_written;
 pub mod invariant;
 pub mod layout;
 pub mod memory;

@@ -66,5 +66,5 @@ pub fn fuse_prologues(g: &Graph, kernels: Vec<Kernel>, roots: &[NodeId]) -> Vec<
             _ => out.push(k.clone()),
         }
     }
-    out
+    super::inline_written::inline_written(g, out, roots)
 }

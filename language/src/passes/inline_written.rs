@@ -37,12 +37,13 @@ fn computation_of(g: &Graph, r: &Region, o: NodeId) -> (Vec<NodeId>, Vec<NodeId>
     (nodes, reads)
 }
 
-/// `reader` computes `o` itself: the computation's members it lacks joined to its own, all in
-/// node order (a node's sources are older nodes, so that is a dependency order; a member the
-/// reader shared with the computation, such as a mask each region recomputes, may come after
-/// the reader's first members) with its last member kept last; its inputs those values from
-/// outside read by its members, in first-use order, `o` no longer among them.
-fn inline_into(g: &Graph, reader: &mut Region, o: NodeId, nodes: &[NodeId], reads: &[NodeId]) {
+/// `reader` computing `o` itself: the computation's members it lacks joined to its own, all in
+/// node order (a member the reader shares with the computation, such as a mask each region
+/// recomputes, may come after the reader's first members) with its last member kept last; its
+/// inputs the values from outside its members read, in first-use order, `o` no longer among
+/// them. `None` when that order puts a member before one of its sources (a graph's nodes are
+/// added after their sources, so it does not).
+fn inlined(g: &Graph, reader: &Region, o: NodeId, nodes: &[NodeId], reads: &[NodeId]) -> Option<Region> {
     let last = reader.output();
     let mut members: Vec<NodeId> = nodes.iter().copied().filter(|n| !reader.nodes.contains(n)).collect();
     members.extend(reader.nodes.iter().copied());
@@ -50,15 +51,20 @@ fn inline_into(g: &Graph, reader: &mut Region, o: NodeId, nodes: &[NodeId], read
     let inside: HashSet<NodeId> = members.iter().copied().collect();
     let outside: HashSet<NodeId> = reads.iter().chain(&reader.inputs).copied().filter(|s| *s != o && !inside.contains(s)).collect();
     let mut inputs = vec![];
+    let mut done = HashSet::new();
     for n in &members {
         for s in &g.node(*n).src {
+            if inside.contains(s) && !done.contains(s) {
+                return None;
+            }
             if outside.contains(s) && !inputs.contains(s) {
                 inputs.push(*s);
             }
         }
+        done.insert(*n);
     }
-    reader.nodes = members;
-    reader.inputs = inputs;
+    let outputs = reader.outputs.clone();
+    Some(Region { nodes: members, inputs, outputs })
 }
 
 /// A fused region's or a fused reduction's region.
@@ -70,9 +76,11 @@ fn region(k: &Kernel) -> &Region {
     }
 }
 
-/// Each `Kernel::Reduce`'s written outputs (not roots, not its last member) whose readers are all
-/// regions (fused, or a fused reduction's), inlined into them when the full-size tensors its computation reads, counted in
-/// each reader that does not read them already, are at most one more than the readers.
+/// Each `Kernel::Reduce`'s written outputs (not roots, not its last member) whose readers are
+/// all regions (fused, or a fused reduction's) computed by them instead, when the full-size
+/// tensors its computation reads that a reader does not read already number, over all the
+/// readers, at most one more than the readers (each read `o` before; a write costs about two
+/// reads), and none is a product's output.
 pub fn inline_written(g: &Graph, mut kernels: Vec<Kernel>, roots: &[NodeId]) -> Vec<Kernel> {
     for i in 0..kernels.len() {
         let Kernel::Reduce(rk) = &kernels[i] else { continue };
@@ -101,10 +109,13 @@ pub fn inline_written(g: &Graph, mut kernels: Vec<Kernel>, roots: &[NodeId]) -> 
             if extra > readers.len() + 1 {
                 continue;
             }
-            for j in readers {
+            let Some(new) = readers.iter().map(|j| inlined(g, region(&kernels[*j]), o, &nodes, &reads)).collect::<Option<Vec<_>>>() else {
+                continue;
+            };
+            for (j, r) in readers.into_iter().zip(new) {
                 match &mut kernels[j] {
-                    Kernel::Fused(r) => inline_into(g, r, o, &nodes, &reads),
-                    Kernel::Reduce(rk) => inline_into(g, &mut rk.prologue, o, &nodes, &reads),
+                    Kernel::Fused(region) => *region = r,
+                    Kernel::Reduce(rk) => rk.prologue = r,
                     _ => unreachable!("every reader is a region"),
                 }
             }

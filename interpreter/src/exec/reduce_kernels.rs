@@ -223,8 +223,7 @@ mod tests {
     }
 
     /// Values a fused reduction used to write and later regions now compute themselves
-    /// (passes::inline_written: `d * w` here; batch norm's `x - mean` by fusion's
-    /// rematerialisation), and the sums and outputs over them, are bit for bit what one kernel
+    /// (passes::inline_written: `d * w` and batch norm's `x - mean` here), and the sums and outputs over them, are bit for bit what one kernel
     /// per op gives. (Batch norm's backward too: tests/it/jit.rs trains a conv-BN model fused and
     /// eager to the same bits.)
     #[test]

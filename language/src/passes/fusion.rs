@@ -62,16 +62,6 @@ fn rematerialise(g: &Graph, n: NodeId) -> bool {
         Op::Binary(BinaryOp::CmpLt | BinaryOp::CmpLe | BinaryOp::CmpEq | BinaryOp::CmpNe) | Op::Unary(UnaryOp::Not) => {
             node.dtype == DType::Bool
         }
-        // A tensor written anyway (no region computes it) less a broadcast: batch norm's
-        // `x - mean`, beside its square in the variance's sum. Each reader loads `x` where it
-        // would have loaded the difference, so written out it was a memory pass for nothing
-        // (0.3 ms of each of the conv-BN step's variance sums). (Not an added broadcast: a
-        // product's bias is its epilogue's, epilogue.rs.)
-        Op::Binary(BinaryOp::Sub) => {
-            let [x, mean] = [node.src[0], node.src[1]];
-            let written = !is_fusible(g, x) && g.node(x).shape == node.shape;
-            node.dtype == DType::F32 && written && matches!(g.node(mean).op, Op::Expand)
-        }
         _ => false,
     }
 }
@@ -455,25 +445,6 @@ mod tests {
         }
         // randn, the first region, the product, the second region.
         assert_eq!(p.kernel_count(), 4, "{p:?}");
-    }
-
-    /// Batch norm's `x - mean` (x written by a library kernel, the mean broadcast) is recomputed
-    /// by each region that reads it: the variance's sum then writes nothing but its sums.
-    /// (Checked to fail without the rule: the sum's kernel wrote the difference.)
-    #[test]
-    fn a_written_tensor_less_a_broadcast_is_recomputed_where_it_is_read() {
-        let src = "let x = randn(f32[4, 3, 5, 5], seed: 0)\n\
-                   let mu = mean(x, axis: (0, 2, 3), keepdim: true)\n\
-                   let v = mean((x - mu) ** 2, axis: (0, 2, 3), keepdim: true)\n\
-                   let y = (x - mu) / sqrt(v + 1e-5)\n";
-        let (p, g) = printed_plan(src, true);
-        let difference = |n: &NodeId| matches!(g.node(*n).op, Op::Binary(BinaryOp::Sub)) && g.node(*n).shape == g.node(p.roots[0]).shape;
-        for k in &p.kernels {
-            assert!(!k.writes().iter().any(difference), "no kernel writes x - mu: {k:?}");
-        }
-        let sums: Vec<_> = p.kernels.iter().filter_map(|k| if let Kernel::Reduce(rk) = k { Some(rk) } else { None }).collect();
-        assert_eq!(sums.len(), 1, "the variance's sum computes its input: {p:?}");
-        assert_eq!(sums[0].outputs().len(), 1, "and writes only its sums: {:?}", sums[0]);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! A fused reduction's other outputs recomputed by the regions that read them, when that reads
 //! no more than writing them out would cost.
 //!
-//! Batch norm's backward pass sums values of `dy` and `x` (its gradient's paths through the
-//! weight, the variance and the mean), and the sums' regions also wrote the values the next
+//! Batch norm's variance sums `(x - mean)²` and its region also wrote `x - mean` for the
+//! normalisation; its backward pass sums values of `dy` and `x` (its gradient's paths through
+//! the weight, the variance and the mean), and the sums' regions also wrote the values the next
 //! kernels read: `dy · w` and the gradient through `x - mean`, 8 MiB each in the conv-BN step.
 //! Each such value is computed from a few full-size tensors that exist anyway and per-channel
 //! broadcasts, so the region that reads it can compute it from those instead: the write (and the
@@ -130,31 +131,64 @@ pub fn inline_written(g: &Graph, mut kernels: Vec<Kernel>, roots: &[NodeId]) -> 
 mod tests {
     use super::*;
     use crate::eval::{Mode, Session};
+    use crate::ir::plan::{Plan, ReduceKernel};
+    use crate::ir::BinaryOp;
+
+    /// The fused plan of `src`'s `y`, its graph, and `y`.
+    fn planned(src: &str) -> (Plan, Graph, NodeId) {
+        let mut session = Session::new(Mode::Check);
+        assert!(session.run_source("t.dl", src, &mut crate::eval::host::NullHost), "{:?}", session.diagnostics());
+        let crate::eval::Value::Tensor(root) = session.t.lookup("y").expect("y is bound") else { panic!("y is not a tensor") };
+        let graph = session.t.graph.clone();
+        (crate::passes::driver::plan(&graph, &[root], true).expect("verified").plan, graph, root)
+    }
+
+    /// The plan's fused reductions.
+    fn sums(plan: &Plan) -> Vec<&ReduceKernel> {
+        plan.kernels.iter().filter_map(|k| if let Kernel::Reduce(rk) = k { Some(rk) } else { None }).collect()
+    }
 
     /// `g = d * w` is summed with `x` (its region written out beside the sum) and read again
     /// after the sum: the later region computes it from `d` and `w` instead, and no kernel
     /// writes it. (Checked to fail without the pass: the reduction wrote `g`.)
     #[test]
     fn a_value_a_sum_wrote_is_computed_by_its_reader() {
-        let src = "let x = randn(f32[4, 3, 5, 5], seed: 0)\n\
-                   let d = randn(f32[4, 3, 5, 5], seed: 1)\n\
-                   let w = randn(f32[1, 3, 1, 1], seed: 2)\n\
-                   let g = d * w\n\
-                   let s = sum(g * x, axis: (0, 2, 3), keepdim: true)\n\
-                   let y = g + s\n";
-        let mut session = Session::new(Mode::Check);
-        assert!(session.run_source("t.dl", src, &mut crate::eval::host::NullHost), "{:?}", session.diagnostics());
-        let crate::eval::Value::Tensor(root) = session.t.lookup("y").expect("y is bound") else { panic!("y is not a tensor") };
-        let graph = session.t.graph.clone();
-        let plan = crate::passes::driver::plan(&graph, &[root], true).expect("verified").plan;
-        let product = |n: &NodeId| matches!(graph.node(*n).op, crate::ir::Op::Binary(crate::ir::BinaryOp::Mul));
-        let sums: Vec<_> = plan.kernels.iter().filter(|k| matches!(k, Kernel::Reduce(_))).collect();
-        assert_eq!(sums.len(), 1, "{plan:?}");
+        let (plan, graph, root) = planned(
+            "let x = randn(f32[4, 3, 5, 5], seed: 0)\n\
+             let d = randn(f32[4, 3, 5, 5], seed: 1)\n\
+             let w = randn(f32[1, 3, 1, 1], seed: 2)\n\
+             let g = d * w\n\
+             let s = sum(g * x, axis: (0, 2, 3), keepdim: true)\n\
+             let y = g + s\n",
+        );
+        let product = |n: &NodeId| matches!(graph.node(*n).op, Op::Binary(BinaryOp::Mul));
+        assert_eq!(sums(&plan).len(), 1, "{plan:?}");
         let full = |n: &NodeId| graph.node(*n).shape == graph.node(root).shape;
         for k in &plan.kernels {
             assert!(!k.writes().iter().any(|n| product(n) && full(n)), "no kernel writes d * w: {k:?}");
         }
         let last = plan.kernels.iter().rev().find_map(|k| if let Kernel::Fused(r) = k { Some(r) } else { None }).expect("y's region");
         assert!(last.nodes.iter().any(product), "y's region computes d * w: {last:?}");
+    }
+
+    /// Batch norm's `x - mean` (x written by a library kernel, the mean broadcast), written
+    /// beside its square by the variance's sum, is recomputed by the region that normalises:
+    /// the sum then writes nothing but its sums. (Checked to fail without the pass.)
+    #[test]
+    fn batch_norms_difference_is_recomputed_where_it_is_read() {
+        let (plan, graph, root) = planned(
+            "let x = randn(f32[4, 3, 5, 5], seed: 0)\n\
+             let mu = mean(x, axis: (0, 2, 3), keepdim: true)\n\
+             let v = mean((x - mu) ** 2, axis: (0, 2, 3), keepdim: true)\n\
+             let y = (x - mu) / sqrt(v + 1e-5)\n",
+        );
+        let difference =
+            |n: &NodeId| matches!(graph.node(*n).op, Op::Binary(BinaryOp::Sub)) && graph.node(*n).shape == graph.node(root).shape;
+        for k in &plan.kernels {
+            assert!(!k.writes().iter().any(difference), "no kernel writes x - mu: {k:?}");
+        }
+        let sums = sums(&plan);
+        assert_eq!(sums.len(), 1, "the variance's sum computes its input: {plan:?}");
+        assert_eq!(sums[0].outputs().len(), 1, "and writes only its sums: {:?}", sums[0]);
     }
 }

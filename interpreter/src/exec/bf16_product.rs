@@ -7,13 +7,15 @@
 //! f32, as the f32 kernels and oneDNN's bf16 matmul sum them (in their own orders), and the caller
 //! rounds the result to bf16.
 //!
-//! An operand stored with its depth across (a row-major left operand, a transposed right one)
-//! is converted row by row and then transposed as 32-bit words in 4×4 blocks: converting word
-//! by word straight into the kernel's layout took longer than the product itself (0.6 ms for
-//! the 128×784 by 784×512 forward product on one core, against 0.45 ms of tiles).
+//! A row-major left operand is converted row by row where it stands, and the tiles read its
+//! rows as twelve streams (`left_operand`). A transposed right operand is converted row by row
+//! and then transposed as 32-bit words in 4×4 blocks: converting word by word straight into the
+//! kernel's layout took longer than the product itself (0.6 ms for the 128×784 by 784×512
+//! forward product on one core, against 0.45 ms of tiles).
 //!
-//! Tiles are spread over rayon's threads by column panel, with the rows split too when there are
-//! too few panels to go round.
+//! Tiles are spread over rayon's threads by column panel (two a task when there are enough),
+//! with the rows split too when there are too few panels to go round, and by rows across every
+//! panel for a shallow product.
 
 use crate::runtime::tensor::round_bf16;
 use dlc_jit::x64::bf16_gemm::{Bf16Tiles, MR, NR};

@@ -33,7 +33,8 @@ Environment:
   DLC_STEP_ON_POOL=0   run a CPU step's kernels on the calling thread instead of on one of the
                        kernels' worker threads (each parallel kernel then wakes the caller)
   DLC_SPIN_US=N        how long the other kernel threads keep looking for work after their last
-                       task of a step, in microseconds, before they sleep (default 1000; 0: at once)
+                       task of a step, in microseconds, before they sleep (default 1000; 0: at once),
+                       and the thread waiting for a step past the step's expected end
   DLC_ARENA=0          on a GPU, allocate each kernel output on its own instead of at its
                        planned offset in its plan's arena
   DLC_CUDA_GRAPHS=0    on a GPU, issue every step's calls one by one instead of replaying a

@@ -35,6 +35,11 @@ impl Spinners {
         })
     }
 
+    /// How long a thread keeps looking for work before it sleeps (`DLC_SPIN_US`).
+    pub(super) fn linger(&self) -> Duration {
+        self.linger
+    }
+
     /// Sends a spinner to every worker of the current pool but the calling one that has none.
     pub(super) fn wake(&'static self) {
         if self.linger.is_zero() || self.spinning.len() < 2 {

@@ -61,8 +61,10 @@ pub(super) fn run<R>(f: impl FnOnce() -> R) -> R {
     let (job, slot, signal) = (Handed(f), Handed(&mut out as *mut Option<std::thread::Result<R>>), done.clone());
     let task: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
         let (job, slot) = (job, slot);
-        super::hot_workers::Spinners::global().wake();
-        let result = std::panic::catch_unwind(AssertUnwindSafe(job.0));
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            super::hot_workers::Spinners::global().wake();
+            (job.0)()
+        }));
         // SAFETY: `out` outlives the task: the caller reads it only after the flag below.
         unsafe { *slot.0 = Some(result) };
         signal.flag.store(true, Ordering::Release);

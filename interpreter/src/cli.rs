@@ -34,7 +34,7 @@ Environment:
                        kernels' worker threads (each parallel kernel then wakes the caller)
   DLC_SPIN_US=N        how long the other kernel threads keep looking for work after their last
                        task of a step, in microseconds, before they sleep (default 1000; 0: at once),
-                       and the thread waiting for a step past the step's expected end
+                       and the thread waiting for a short step past its expected end
   DLC_ARENA=0          on a GPU, allocate each kernel output on its own instead of at its
                        planned offset in its plan's arena
   DLC_CUDA_GRAPHS=0    on a GPU, issue every step's calls one by one instead of replaying a

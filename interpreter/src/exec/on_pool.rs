@@ -5,9 +5,9 @@
 //! after 0-100 µs of the caller's own work), and a step runs 30 or so parallel kernels. From a
 //! worker the kernel's first half runs on the caller itself and only the other worker is woken
 //! (if it slept). So the whole step moves to a worker once, and the caller waits for it
-//! (`wait`): asleep through most of it, spinning through its expected end, so that it is not
-//! woken from sleep once the step is done (that wake-up made gelu on 1M values 0.113-0.115 ms
-//! a step instead of 0.098-0.101 in about one `dlc bench` run of three).
+//! (`wait`): a short step asleep through most of it and spinning through its expected end, so
+//! that the caller is not woken from sleep once the step is done (that wake-up made gelu on 1M
+//! values 0.113-0.116 ms a step instead of 0.098-0.101 in one `dlc bench` run of two or three).
 //!
 //! Not under an MPI launcher: the data-parallel step's all-reduces are started from inside the
 //! step (`run_planned_with`'s `after`), and MPI is initialised for its main thread only. Not with
@@ -51,6 +51,9 @@ static LAST_STEP_NS: AtomicU64 = AtomicU64::new(0);
 /// sleep's timer may fire up to the kernel's 50 µs of timer slack late.
 const SPIN_AHEAD: Duration = Duration::from_micros(150);
 
+/// Steps expected to take at least this long are waited for asleep.
+const SHORT_STEP: Duration = Duration::from_micros(500);
+
 /// `f()` on a worker of rayon's global pool; the calling thread waits for it. A panic in `f`
 /// resumes on the calling thread. The other workers are kept awake while it runs
 /// (`hot_workers`): the wake-up this module saves the caller, they are spared between kernels.
@@ -85,13 +88,18 @@ pub(super) fn run<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// Waits for `done`: asleep until `SPIN_AHEAD` before the step's expected end (the last step's
-/// time), then spinning (yielding the core to the workers at each turn) until `linger` past
-/// that end, then asleep again. A thread woken from sleep costs its wake-up (16-24 µs on the
-/// 2-core VM, as a worker's, see `hot_workers`) after the step is done; one that spins sees the
-/// flag at once. A step shorter than `SPIN_AHEAD` (gelu on 1M values, ~0.1 ms) is spun through.
+/// Waits for `done`. A short step (expected under `SHORT_STEP`, from the last step's time): asleep
+/// until `SPIN_AHEAD` before its expected end, then spinning (yielding the core to the workers
+/// at each turn) until `linger` past that end, then asleep again. A thread woken from sleep
+/// costs its wake-up (16-24 µs on the 2-core VM, as a worker's, see `hot_workers`) after the
+/// step is done; one that spins sees the flag at once. A step shorter than `SPIN_AHEAD` (gelu on
+/// 1M values, ~0.1 ms) is spun through. A longer step is waited for asleep: its wake-up is a
+/// small share of it, and spinning through the end of each 2.2 ms gelu on 16M values left about
+/// one `dlc bench` run in three at 4.7-4.9 ms a step throughout (none of 17 without that spin).
 fn wait(done: &Done, expected: Duration, linger: Duration) {
     let t0 = Instant::now();
+    // (A long step is waited for asleep: its wake-up is a small share of it.)
+    let linger = if expected < SHORT_STEP { linger } else { Duration::ZERO };
     let spin_from = expected.saturating_sub(SPIN_AHEAD);
     let spin_until = expected + linger;
     while !done.flag.load(Ordering::Acquire) {

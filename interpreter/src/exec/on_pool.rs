@@ -133,12 +133,12 @@ mod tests {
         assert_eq!(message.downcast_ref::<&str>(), Some(&"in the step"));
     }
 
-    /// Whether the flag is set while the caller sleeps, spins or sleeps again after its spin,
-    /// `wait` returns within a few milliseconds of it.
+    /// Whether the flag is set while the caller sleeps (a long step, or no spin), spins, or
+    /// sleeps again after its spin, `wait` returns within a few milliseconds of it.
     #[test]
     fn wait_returns_when_the_step_is_done_in_each_phase() {
         let cases = [
-            (Duration::from_secs(60), Duration::from_micros(1000)), // asleep until far ahead
+            (Duration::from_secs(60), Duration::from_micros(1000)), // a long step: asleep
             (Duration::ZERO, Duration::from_secs(60)),              // spinning
             (Duration::ZERO, Duration::ZERO),                       // no spin: asleep at once
             (Duration::ZERO, Duration::from_micros(1)),             // asleep after the spin

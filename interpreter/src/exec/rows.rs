@@ -11,7 +11,7 @@
 //! cross-entropy's 1024 rows of ten classes, whose work is some 20 µs.
 
 use super::elementwise::{as_uninit, write_all};
-use super::fused::{as_f32, concrete, output_tensor, KernelCache, RowProgram};
+use super::fused::{as_f32, concrete, output_tensor, KernelCache, Registers, RowProgram};
 use super::reduce::{row_max, row_sum};
 use crate::runtime::tensor::Tensor;
 use crate::runtime::RuntimeError;
@@ -100,11 +100,11 @@ pub fn run(cache: &KernelCache, g: &Graph, rg: &RowGroup, inputs: &[Tensor]) -> 
     }
     let work = |(first, mut dsts): (usize, Vec<Part>)| {
         let mut state: Vec<Vec<f32>> = slots.iter().map(|l| vec![0f32; *l * block]).collect();
-        let mut regs: Vec<Vec<Vec<f32>>> = steps
+        let mut regs: Vec<Option<Registers>> = steps
             .iter()
             .map(|s| match s {
-                Step::Region { rows, writes, .. } => rows.program.registers(slots[writes[0]] * block),
-                Step::Reduce { .. } => vec![],
+                Step::Region { rows, writes, .. } => Some(rows.program.registers(slots[writes[0]] * block)),
+                Step::Reduce { .. } => None,
             })
             .collect();
         let last = (first + per_task).min(rows);
@@ -179,7 +179,7 @@ fn schedule(cache: &KernelCache, g: &Graph, rg: &RowGroup, block: usize, want_na
 /// reductions one value per row. `slots` are the slots' lengths per row.
 fn run_rows(
     steps: &[Step],
-    regs: &mut [Vec<Vec<f32>>],
+    regs: &mut [Option<Registers>],
     state: &mut [Vec<f32>],
     (ins, slots): (&[Arc<Vec<f32>>], &[usize]),
     rg: &RowGroup,
@@ -201,6 +201,7 @@ fn run_rows(
                     .collect();
                 let mut dsts: Vec<&mut [MaybeUninit<f32>]> =
                     taken.iter_mut().zip(writes).map(|(t, w)| as_uninit(&mut t[..slots[*w] * count])).collect();
+                let regs = regs.as_mut().expect("a region step has registers");
                 rows.program.chunk(&views, 0, &mut dsts, regs, native);
                 for (w, t) in writes.iter().zip(taken) {
                     state[*w] = t;

@@ -124,6 +124,7 @@ impl Program {
         for (k, (reg, _)) in outputs.iter().enumerate() {
             output_of[*reg].get_or_insert(k);
         }
+        let tiles = super::tiles::tiled(&instrs, &e.shape, &output_of, &round);
         Program {
             instrs,
             shape: e.shape.clone(),
@@ -138,6 +139,7 @@ impl Program {
             tune_key: None,
             scalar,
             output_of,
+            tiles,
         }
     }
 
@@ -203,6 +205,10 @@ impl Program {
         let inputs = views.iter().map(|(k, _)| e.inputs[*k].clone()).collect();
         let shape = if block > 1 { vec![block, row_len] } else { vec![row_len] };
         let row = Elementwise { shape, inputs, body, outputs: e.outputs.clone() };
-        (Program::from_kir(&row, &self.output_dtypes()), views)
+        let mut program = Program::from_kir(&row, &self.output_dtypes());
+        // A row program's inputs move between calls, and a row buffer is refilled at the same
+        // address: a tile, kept for the source it was filled from, could be stale.
+        program.tiles.iter_mut().for_each(|t| *t = None);
+        (program, views)
     }
 }

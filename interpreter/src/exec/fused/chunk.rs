@@ -2,7 +2,7 @@
 //! instruction over register buffers, or through the native code in one pass.
 
 use super::broadcast::broadcast_load;
-use super::{Instr, Operand, Program, Scalar};
+use super::{Instr, Operand, Program, Registers, Scalar};
 use crate::exec::elementwise::{as_uninit, binary_slice, div_by_const, fill, unary_slice, write_all, Arg};
 use dlc_language::ir::BinaryOp;
 use std::mem::MaybeUninit;
@@ -45,7 +45,7 @@ impl Program {
     /// Elements `start .. start + len` of every output (`dsts`, one slice each).
     /// The outputs may be uninitialised: every element is written before anything reads it.
     /// With `native`, through the native code (when the program has it).
-    pub(crate) fn chunk(&self, ins: &[&[f32]], start: usize, dsts: &mut [&mut [MaybeUninit<f32>]], regs: &mut [Vec<f32>], native: bool) {
+    pub(crate) fn chunk(&self, ins: &[&[f32]], start: usize, dsts: &mut [&mut [MaybeUninit<f32>]], regs: &mut Registers, native: bool) {
         let len = dsts.first().map(|d| d.len()).unwrap_or(0);
         let end = start + len;
         if let (Some(code), true) = (&self.native, native) {
@@ -54,11 +54,13 @@ impl Program {
         }
         // Where each register lives for this chunk: an output it is written straight into, or
         // its own buffer. (Scalars, unless output, live nowhere: readers take the value.)
+        // A tiled broadcast lives in its tile, from this chunk's phase on (only ever read).
         let mut loc: Small<*mut f32> = Small::new(std::ptr::null_mut());
-        for (out, reg) in self.output_of.iter().zip(regs.iter_mut()).take(self.instrs.len()) {
-            loc.push(match *out {
-                Some(k) => dsts[k].as_mut_ptr() as *mut f32,
-                None => reg.as_mut_ptr(),
+        for i in 0..self.instrs.len() {
+            loc.push(match (self.output_of[i], &self.instrs[i], self.tiles[i]) {
+                (Some(k), _, _) => dsts[k].as_mut_ptr() as *mut f32,
+                (None, Instr::Expand { src: Operand::Input(k), .. }, Some(_)) => self.tile(i, ins[*k], regs, start) as *mut f32,
+                (None, _, _) => regs.bufs[i].as_mut_ptr(),
             });
         }
         let loc = loc.as_slice();
@@ -89,7 +91,7 @@ impl Program {
             }
         };
         for (i, ins_i) in self.instrs.iter().enumerate() {
-            if self.scalar[i].is_some() && self.output_of[i].is_none() {
+            if (self.scalar[i].is_some() && self.output_of[i].is_none()) || self.tiles[i].is_some() {
                 continue;
             }
             let out = unsafe { std::slice::from_raw_parts_mut(loc[i] as *mut MaybeUninit<f32>, len) };
@@ -140,13 +142,7 @@ impl Program {
     /// non-temporal stores by the code itself: the elements before the outputs' first 64-byte
     /// boundary in an ordinary call, the rest streamed. `false` (nothing done) when the program
     /// has no native code that streams, or its outputs are not equally aligned.
-    pub(crate) fn chunk_streaming(
-        &self,
-        ins: &[&[f32]],
-        start: usize,
-        dsts: &mut [&mut [MaybeUninit<f32>]],
-        regs: &mut [Vec<f32>],
-    ) -> bool {
+    pub(crate) fn chunk_streaming(&self, ins: &[&[f32]], start: usize, dsts: &mut [&mut [MaybeUninit<f32>]], regs: &mut Registers) -> bool {
         let Some(code) = self.native.as_ref().filter(|c| c.streams()) else { return false };
         let offset = |d: &[MaybeUninit<f32>]| d.as_ptr() as usize % 64;
         let first = dsts.first().map(|d| offset(d)).unwrap_or(0);
@@ -188,7 +184,7 @@ impl Program {
         ins: &[&[f32]],
         start: usize,
         dsts: &mut [&mut [MaybeUninit<f32>]],
-        regs: &mut [Vec<f32>],
+        regs: &mut Registers,
         stream: bool,
     ) {
         let len = dsts.first().map(|d| d.len()).unwrap_or(0);
@@ -207,11 +203,14 @@ impl Program {
         }
         for (i, inst) in self.instrs.iter().enumerate() {
             if let (Instr::Expand { src: Operand::Input(k), strides }, true) = (inst, self.buffered_load(i)) {
-                broadcast_load(ins[*k], &self.shape, strides, start, as_uninit(&mut regs[i][..len]));
+                ptrs.push(match self.tiles[i] {
+                    Some(_) => self.tile(i, ins[*k], regs, start),
+                    None => {
+                        broadcast_load(ins[*k], &self.shape, strides, start, as_uninit(&mut regs.bufs[i][..len]));
+                        regs.bufs[i].as_ptr()
+                    }
+                });
             }
-        }
-        for i in (0..self.instrs.len()).filter(|i| self.buffered_load(*i)) {
-            ptrs.push(regs[i].as_ptr());
         }
         // SAFETY: every pointer covers `len` f32 values; outputs are fresh buffers (64-byte
         // aligned when streaming, checked by the caller).

@@ -71,12 +71,8 @@ pub fn run_many(items: Vec<(&Program, Vec<Tensor>)>) -> Vec<Vec<Tensor>> {
         // written straight to an output; native, only the broadcast loads' buffers (the native
         // code keeps every other value in registers).
         let regs_len = CHUNK.min(len.max(1));
-        let mut regs: Vec<Vec<f32>> = (0..p.instrs.len())
-            .map(|i| {
-                let needed = if native { p.buffered_load(i) } else { p.scalar[i].is_none() && p.output_of[i].is_none() };
-                vec![0f32; if needed { regs_len } else { 0 }]
-            })
-            .collect();
+        let mut regs =
+            p.registers_where(regs_len, |i| if native { p.buffered_load(i) } else { p.scalar[i].is_none() && p.output_of[i].is_none() });
         // Outputs larger than the caches: each chunk is computed into buffers of its own
         // (L1-resident) and streamed to memory (see stream.rs); smaller ones, and outputs written
         // over an input (whose lines are in cache), are written in place.

@@ -14,9 +14,11 @@ mod build;
 mod chunk;
 mod launch;
 mod run_splats;
+mod tiles;
 
 pub use launch::run_many;
 pub(crate) use run_splats::{variant as run_splat_variant, RunSplats};
+pub(crate) use tiles::Registers;
 
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
@@ -95,6 +97,8 @@ pub struct Program {
     /// Per instruction: the region output it is written straight into (the first, when a value
     /// is output twice), instead of into a register and then copied.
     output_of: Vec<Option<usize>>,
+    /// Per instruction: the period of a broadcast read from a tile (tiles.rs).
+    tiles: Vec<Option<usize>>,
 }
 
 pub use super::tune::{Tune, AUTOTUNE_MIN, TUNE_LAUNCHES};
@@ -178,11 +182,6 @@ impl Program {
     /// The dtype of each output, in `Region::outputs` order.
     pub(crate) fn output_dtypes(&self) -> Vec<DType> {
         self.outputs.iter().map(|o| o.1).collect()
-    }
-
-    /// Registers for running this program on `len` elements at a time.
-    pub(crate) fn registers(&self, len: usize) -> Vec<Vec<f32>> {
-        vec![vec![0f32; len]; self.instrs.len()]
     }
 }
 

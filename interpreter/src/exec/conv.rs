@@ -353,6 +353,12 @@ fn on_onednn_shape(geo: Geom, nb: usize, channels_last: bool) -> Option<OneDnnSh
     s.pad_r.iter().all(|p| *p >= 0).then_some(s)
 }
 
+/// Whether convolutions can run on oneDNN here (installed, and not `DLC_CONV=im2col`): where they
+/// can, the CPU runs them channels-last (`DeviceKind::conv_layout`).
+pub(crate) fn on_onednn_here() -> bool {
+    std::env::var("DLC_CONV").ok().as_deref() != Some("im2col") && super::onednn_api::available()
+}
+
 /// A channels-last convolution (x, y `[N, H, W, C]`, w `[O, kH, kW, I]`; the layout pass chooses
 /// them) on oneDNN's NHWC kernels, read and written as stored; `p`, `q` are the direction's
 /// operands as `Convs::run` takes them. `None` where oneDNN cannot (not installed, groups, a
@@ -360,7 +366,7 @@ fn on_onednn_shape(geo: Geom, nb: usize, channels_last: bool) -> Option<OneDnnSh
 fn channels_last_on_onednn(sel: &GemmSelect, dir: Dir, a: &Conv2dAttrs, p: &Tensor, q: &Tensor, shape: &[usize]) -> Option<Tensor> {
     use dlc_language::types::rules::{permuted, TO_NCHW};
     let (Data::F32(pv), Data::F32(qv)) = (&p.data, &q.data) else { return None };
-    if std::env::var("DLC_CONV").ok().as_deref() == Some("im2col") || !super::onednn_api::available() {
+    if !on_onednn_here() {
         return None;
     }
     let nchw = |s: &[usize]| permuted(s, &TO_NCHW);

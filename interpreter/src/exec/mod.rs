@@ -44,6 +44,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Each kernel kind's launches and seconds (`dlc bench --profile`).
+/// Whether convolutions run on oneDNN on this machine (installed, not `DLC_CONV=im2col`), and so
+/// channels-last in training steps (`DeviceKind::conv_layout`).
+pub fn onednn_convolutions() -> bool {
+    conv::on_onednn_here()
+}
+
 pub type KernelTimes = Arc<std::sync::Mutex<HashMap<String, (usize, f64)>>>;
 
 /// What `run_planned_with` calls after each kernel: its position, and the values so far.
@@ -357,14 +363,18 @@ impl Executor {
             Op::Concat(axis) => movement::concat(&src, *axis, shape),
             Op::MatMul => contract::matmul(&self.kernels.gemm, &src[0], &src[1], shape)?,
             Op::Conv2d(a) => conv::conv2d(&self.kernels.gemm, &src[0], &src[1], a, shape),
-            Op::Pool2d { kind, kernel, stride, padding } => pool::pool2d(&src[0], *kind, *kernel, *stride, *padding, shape),
+            Op::Pool2d { kind, kernel, stride, padding, channels_last } => {
+                pool::pool2d(&src[0], *kind, (*kernel, *stride, *padding), *channels_last, shape)
+            }
             Op::Take => contract::take(&src[0], &src[1], shape)?,
             Op::Detach => src[0].clone(),
             Op::Recompute => unreachable!("a recompute view is read above"),
             Op::Unslice { start, step } => backward::unslice(&src[0], start, step, shape),
             Op::Conv2dGradInput(a) => conv::conv2d_grad_input(&self.kernels.gemm, &src[0], &src[1], a, shape),
             Op::Conv2dGradWeight(a) => conv::conv2d_grad_weight(&self.kernels.gemm, &src[0], &src[1], a, shape),
-            Op::Pool2dGrad { kind, kernel, stride, padding } => pool::pool2d_grad(&src[0], &src[1], *kind, *kernel, *stride, *padding),
+            Op::Pool2dGrad { kind, kernel, stride, padding, channels_last } => {
+                pool::pool2d_grad(&src[0], &src[1], *kind, (*kernel, *stride, *padding), *channels_last)
+            }
             Op::TakeGrad => backward::take_grad(&src[0], &src[1], shape)?,
         })
     }

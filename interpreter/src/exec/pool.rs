@@ -1,5 +1,10 @@
 //! 2-d max and average pooling and their gradients, in the tensor's own precision, planes in
-//! parallel (each plane's result depends on that plane alone, so on no thread count).
+//! parallel (each plane's result depends on that plane alone, so on no thread count). Channels-
+//! last arrays (`[N, H, W, C]`) are pooled as stored, images in parallel, each window's pixels
+//! read as rows of C channels: every channel meets its window in the same order with the same
+//! comparisons and additions as its NCHW plane does, so the two layouts give the same values.
+
+mod channels_last;
 
 use super::conv::dispatch;
 use super::elem::Elem;
@@ -191,21 +196,34 @@ impl Window {
     }
 }
 
-fn window(x: &[usize], out: &[usize], kind: PoolKind, k: (i64, i64), s: (i64, i64), p: (i64, i64)) -> Window {
+/// Kernel, stride and padding.
+type Geometry = ((i64, i64), (i64, i64), (i64, i64));
+
+/// The window over `x` giving `out`, and the channel count when they are channels-last.
+fn window(x: &[usize], out: &[usize], kind: PoolKind, (k, s, p): Geometry, channels_last: bool) -> (Window, Option<usize>) {
     let r = x.len();
-    Window { kind, k, s, p, h: x[r - 2], w: x[r - 1], oh: out[r - 2], ow: out[r - 1] }
+    if channels_last {
+        return (Window { kind, k, s, p, h: x[1], w: x[2], oh: out[1], ow: out[2] }, Some(x[3]));
+    }
+    (Window { kind, k, s, p, h: x[r - 2], w: x[r - 1], oh: out[r - 2], ow: out[r - 1] }, None)
 }
 
-pub fn pool2d(x: &Tensor, kind: PoolKind, k: (i64, i64), s: (i64, i64), p: (i64, i64), shape: Vec<usize>) -> Tensor {
-    let win = window(&x.shape, &shape, kind, k, s, p);
+pub fn pool2d(x: &Tensor, kind: PoolKind, geometry: Geometry, channels_last: bool, shape: Vec<usize>) -> Tensor {
+    let (win, channels) = window(&x.shape, &shape, kind, geometry, channels_last);
     // (The second operand is unused: pooling reads one tensor.)
-    dispatch(x.dtype, x, x, shape, |a, _| win.forward(a), |a, _| win.forward(a))
+    match channels {
+        Some(c) => dispatch(x.dtype, x, x, shape, |a, _| win.forward_cl(a, c), |a, _| win.forward_cl(a, c)),
+        None => dispatch(x.dtype, x, x, shape, |a, _| win.forward(a), |a, _| win.forward(a)),
+    }
 }
 
-pub fn pool2d_grad(x: &Tensor, dy: &Tensor, kind: PoolKind, k: (i64, i64), s: (i64, i64), p: (i64, i64)) -> Tensor {
-    let win = window(&x.shape, &dy.shape, kind, k, s, p);
+pub fn pool2d_grad(x: &Tensor, dy: &Tensor, kind: PoolKind, geometry: Geometry, channels_last: bool) -> Tensor {
+    let (win, channels) = window(&x.shape, &dy.shape, kind, geometry, channels_last);
     let shape = x.shape.clone();
-    dispatch(dy.dtype, x, dy, shape, |a, b| win.backward(a, b), |a, b| win.backward(a, b))
+    match channels {
+        Some(c) => dispatch(dy.dtype, x, dy, shape, |a, b| win.backward_cl_f32(a, b, c), |a, b| win.backward_cl(a, b, c)),
+        None => dispatch(dy.dtype, x, dy, shape, |a, b| win.backward(a, b), |a, b| win.backward(a, b)),
+    }
 }
 
 #[cfg(test)]

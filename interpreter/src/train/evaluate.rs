@@ -184,7 +184,8 @@ impl<'s> Trainer<'s> {
         // Batch norm folded into the convolution or linear layer before it (not under
         // --no-fuse: the eager interpreter computes the program as written), then the recipe's
         // precision, as the training step's forward computes (torch.autocast around evaluation).
-        let opts = self.driver_options();
+        let mut opts = self.driver_options();
+        opts.conv_layout = self.opts.conv_layout.unwrap_or_else(|| self.opts.device.eval_conv_layout());
         let compiled = dlc_language::passes::driver::compile_evaluation(&mut self.session.t.graph, &nodes, &opts)?;
         let (nodes, folded, passes) = (compiled.forward.roots, compiled.forward.folds, compiled.forward.stages);
         let (plan, memory, frontier) = (compiled.planned.plan, compiled.planned.memory, compiled.planned.frontier);

@@ -93,9 +93,17 @@ fn check_json_writes_shapes_as_the_messages_do() {
 fn explain_has_the_convolution_layout_note_only_with_convolutions() {
     let mlp = text(&dlc(&["explain", "examples/iris.dl"]).stdout);
     assert!(mlp.contains("threads:") && !mlp.contains("layout:"), "{mlp}");
+    // On the CPU: channels-last where oneDNN runs the convolutions, NCHW on im2col.
     let cnn = dlc(&["explain", "--json", "bench/conv_bn_step.dl"]);
     let v: serde_json::Value = serde_json::from_slice(&cnn.stdout).unwrap_or_else(|_| panic!("{}", text(&cnn.stderr)));
-    assert_eq!(v["layout"]["layout"], "NCHW");
+    assert_eq!(v["layout"]["layout"], if dlc::exec::onednn_convolutions() { "channels-last" } else { "NCHW" }, "{}", v["layout"]);
+    let im2col = common::command(Path::new(ROOT))
+        .args(["explain", "--json", "bench/conv_bn_step.dl"])
+        .env("DLC_CONV", "im2col")
+        .output()
+        .expect("run dlc");
+    let v: serde_json::Value = serde_json::from_slice(&im2col.stdout).unwrap_or_else(|_| panic!("{}", text(&im2col.stderr)));
+    assert_eq!(v["layout"]["layout"], "NCHW", "{}", v["layout"]);
 }
 
 // ---- reading TensorBoard's event files, independently of the writer ----------------------------

@@ -388,7 +388,7 @@ fn convolutions_run_channels_last_on_the_device_and_train_as_nchw() {
     assert!(channels_last.channels_last > 0 && channels_last.channels_last % 5 == 0, "{}", channels_last.channels_last);
     assert_eq!(nchw.channels_last, 0);
     let f32_src = src.replace("PRECISION", "f32");
-    let cpu = train(&f32_src, Target::Cpu, |_| {});
+    let cpu = train(&f32_src, Target::Cpu, |o| o.conv_layout = Some(ConvLayout::Nchw));
     let forced = train(&f32_src, Target::Cpu, |o| o.conv_layout = Some(ConvLayout::ChannelsLast));
     assert!(forced.channels_last > 0 && cpu.channels_last == 0);
     assert_close(&cpu, &forced, 1e-5);

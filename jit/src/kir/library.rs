@@ -162,13 +162,15 @@ fn pool(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
     let node = g.node(n);
     let shape = concrete(g, n);
     Ok(match &node.op {
-        Op::Pool2d { kind, kernel, stride, padding } | Op::Pool2dGrad { kind, kernel, stride, padding }
+        Op::Pool2d { kind, kernel, stride, padding, channels_last } | Op::Pool2dGrad { kind, kernel, stride, padding, channels_last }
             if node.dtype == DType::F32 && node.src.iter().all(|s| g.node(*s).dtype == DType::F32) =>
         {
             let grad = matches!(node.op, Op::Pool2dGrad { .. });
-            let x = concrete(g, node.src[0]);
+            // Channels-last arrays as their NCHW forms, the channel count kept.
+            let nchw = |s: Vec<usize>| if *channels_last && s.len() == 4 { vec![s[0], s[3], s[1], s[2]] } else { s };
+            let x = nchw(concrete(g, node.src[0]));
             // The output's plane: the forward's own, the gradient's its second operand's.
-            let y = if grad { concrete(g, node.src[1]) } else { shape.clone() };
+            let y = nchw(if grad { concrete(g, node.src[1]) } else { shape.clone() });
             let r = x.len();
             let dims = |v: (i64, i64)| (v.0.max(0) as usize, v.1.max(0) as usize);
             let (k, s, p) = (dims(*kernel), dims(*stride), dims(*padding));
@@ -179,6 +181,7 @@ fn pool(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
                 max: *kind == PoolKind::Max,
                 grad,
                 planes: x[..r - 2].iter().product(),
+                channels_last: channels_last.then_some(x[1]),
                 h: x[r - 2],
                 w: x[r - 1],
                 oh: y[r - 2],

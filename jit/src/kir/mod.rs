@@ -232,7 +232,10 @@ pub struct TakeGrad {
 pub struct Pool {
     pub max: bool,
     pub grad: bool,
+    /// Images times channels.
     pub planes: usize,
+    /// `Some(C)`: channels-last, `[N, H, W, C]` (planes = N·C); `None`: each plane contiguous.
+    pub channels_last: Option<usize>,
     pub h: usize,
     pub w: usize,
     pub oh: usize,

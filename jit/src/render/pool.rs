@@ -12,18 +12,31 @@ use crate::kir::Pool;
 pub(super) fn pool(p: &Pool, d: Dialect, s: &mut String) -> Launch {
     let Pool { h, w, oh, ow, k, s: st, p: pad, .. } = *p;
     let area = lit((k.0 * k.1) as f32);
+    // Where a pixel's value is from its plane's start: channels-last planes interleave, `C`
+    // apart, and a thread's element is its image's pixel's channel (channels fastest, as stored).
+    let px = p.channels_last.map(|c| format!(" * {c}LL")).unwrap_or_default();
+    // Where, in an array of `hw_a` pixels a plane, the plane of element `e` of an array of
+    // `hw_e` pixels a plane starts, as C.
+    let plane_start = |e: &str, hw_e: usize, hw_a: usize| match p.channels_last {
+        None => format!("({e} / {hw_e}LL) * {hw_a}LL"),
+        Some(c) => format!("({e} / {}LL) * {}LL + {e} % {c}LL", hw_e * c, hw_a * c),
+    };
+    // Element `e`'s pixel within its plane.
+    let pixel = |e: &str, hw: usize| match p.channels_last {
+        None => format!("{e} % {hw}LL"),
+        Some(c) => format!("({e} / {c}LL) % {hw}LL"),
+    };
     if !p.grad {
         let n = p.planes * oh * ow;
         *s += &format!("  {}", each(d, "o", &format!("{n}LL")));
         *s += &format!(
-            "    const long long r = o % {}LL, oy = r / {ow}LL, ox = r % {ow}LL;\n    const float* xp = p0 + (o / {}LL) * {}LL;\n",
-            oh * ow,
-            oh * ow,
-            h * w
+            "    const long long r = {}, oy = r / {ow}LL, ox = r % {ow}LL;\n    const float* xp = p0 + {};\n",
+            pixel("o", oh * ow),
+            plane_start("o", oh * ow, h * w)
         );
         *s += &format!("    float acc = {};\n", if p.max { "__int_as_float((int)0xff800000)" } else { "0.0f" });
         *s += &window("oy", "ox", k, st, pad, h, w, "    ");
-        *s += &format!("      const float v = xp[iy * {w}LL + ix];\n");
+        *s += &format!("      const float v = xp[(iy * {w}LL + ix){px}];\n");
         *s += if p.max { "      if (v != v || v > acc) acc = v;\n" } else { "      acc += v;\n" };
         *s += "    }\n    }\n";
         *s += &format!("    p1[o] = {};\n  }}\n", if p.max { "acc".to_string() } else { format!("acc / {area}") });
@@ -32,11 +45,10 @@ pub(super) fn pool(p: &Pool, d: Dialect, s: &mut String) -> Launch {
     let n = p.planes * h * w;
     *s += &format!("  {}", each(d, "i", &format!("{n}LL")));
     *s += &format!(
-        "    const long long plane = i / {}LL, at = i % {}LL, iy0 = at / {w}LL, ix0 = at % {w}LL;\n    const float* xp = p0 + plane * {}LL;\n    const float* gp = p1 + plane * {}LL;\n    float acc = 0.0f;\n",
-        h * w,
-        h * w,
-        h * w,
-        oh * ow
+        "    const long long at = {}, iy0 = at / {w}LL, ix0 = at % {w}LL;\n    const float* xp = p0 + {};\n    const float* gp = p1 + {};\n    float acc = 0.0f;\n",
+        pixel("i", h * w),
+        plane_start("i", h * w, h * w),
+        plane_start("i", h * w, oh * ow),
     );
     // The outputs whose windows can hold (iy0, ix0): oy * s <= iy0 + pad < oy * s + k.
     let range = |v: &str, pd: usize, kk: usize, ss: usize, n: usize| -> String {
@@ -47,12 +59,12 @@ pub(super) fn pool(p: &Pool, d: Dialect, s: &mut String) -> Launch {
     *s += &range("iy", pad.0, k.0, st.0, oh);
     *s += &range("ix", pad.1, k.1, st.1, ow);
     *s += "    for (long long oy = iy_lo; oy <= iy_hi; oy++) {\n      for (long long ox = ix_lo; ox <= ix_hi; ox++) {\n";
-    *s += &format!("        const float g = gp[oy * {ow}LL + ox];\n");
+    *s += &format!("        const float g = gp[(oy * {ow}LL + ox){px}];\n");
     if p.max {
         *s += "        long long best = -1;\n        float bv = 0.0f;\n";
         *s += &window("oy", "ox", k, st, pad, h, w, "        ");
         *s += &format!(
-            "          const float v = xp[iy * {w}LL + ix];\n          if (best < 0 || v > bv) {{ best = iy * {w}LL + ix; bv = v; }}\n"
+            "          const float v = xp[(iy * {w}LL + ix){px}];\n          if (best < 0 || v > bv) {{ best = iy * {w}LL + ix; bv = v; }}\n"
         );
         *s += "        }\n        }\n";
         *s += "        if (best == at) acc += g;\n";

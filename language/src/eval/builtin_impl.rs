@@ -401,7 +401,7 @@ pub fn call(t: &mut Tracer, name: &'static str, args: Args, span: Span) -> R<Val
             let kind = if name == "max_pool2d" { PoolKind::Max } else { PoolKind::Avg };
             let x = if kind == PoolKind::Avg && !tx.dtype.is_float() { t.cast(x, DType::F32, span) } else { x };
             let dtype = t.ty(x).dtype;
-            tv(t.node(Op::Pool2d { kind, kernel, stride, padding }, dtype, shape, vec![x], span))
+            tv(t.node(Op::Pool2d { kind, kernel, stride, padding, channels_last: false }, dtype, shape, vec![x], span))
         }
         "take" => {
             let x = t.arg_tensor(&b, "x")?;

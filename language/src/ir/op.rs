@@ -124,11 +124,15 @@ pub enum Op {
     /// Contractions that call tuned libraries.
     MatMul,
     Conv2d(Conv2dAttrs),
+    /// 2-d pooling over the last two dims (`[N, C, H, W]` or `[C, H, W]`), or, channels-last,
+    /// over the two before the last (`[N, H, W, C]`: the layout pass's, beside channels-last
+    /// convolutions).
     Pool2d {
         kind: PoolKind,
         kernel: (i64, i64),
         stride: (i64, i64),
         padding: (i64, i64),
+        channels_last: bool,
     },
     /// Rows of src[0] selected by the i64 indices src[1] (embedding lookup).
     Take,
@@ -155,6 +159,7 @@ pub enum Op {
         kernel: (i64, i64),
         stride: (i64, i64),
         padding: (i64, i64),
+        channels_last: bool,
     },
     /// d(take)/d(table): rows of src[1] (grad_out) added at the indices src[0] into zeros of the node's shape.
     TakeGrad,
@@ -184,8 +189,9 @@ impl Op {
                 let layout = if a.channels_last { ", channels_last" } else { "" };
                 format!("conv2d(stride={:?}, padding={:?}, dilation={:?}, groups={}{layout})", a.stride, a.padding, a.dilation, a.groups)
             }
-            Op::Pool2d { kind, kernel, stride, padding } => {
-                format!("{}_pool2d(k={kernel:?}, s={stride:?}, p={padding:?})", if *kind == PoolKind::Max { "max" } else { "avg" })
+            Op::Pool2d { kind, kernel, stride, padding, channels_last } => {
+                let layout = if *channels_last { ", channels_last" } else { "" };
+                format!("{}_pool2d(k={kernel:?}, s={stride:?}, p={padding:?}{layout})", if *kind == PoolKind::Max { "max" } else { "avg" })
             }
             Op::Take => "take".into(),
             Op::Detach => "detach".into(),

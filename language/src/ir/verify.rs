@@ -197,8 +197,17 @@ fn node_rule(g: &Graph, n: NodeId) -> Result<(), String> {
                 Err(format!("the forward convolution with it gives {}, its gradient is {}", shape_str(&fwd), src[1].ty()))
             }
         }
-        Op::Pool2d { kernel, stride, padding, .. } => {
+        Op::Pool2d { kernel, stride, padding, channels_last, .. } => {
             arity(1)?;
+            if *channels_last {
+                // [N, H, W, C]: the rule on its NCHW form, its result channels-last again.
+                if src[0].shape.len() != 4 {
+                    return Err(format!("a channels-last pooling reads a 4-d array, found {}", src[0].ty()));
+                }
+                let nchw = rules::permuted(&src[0].shape, &rules::TO_NCHW);
+                let out = rules::pool2d(&nchw, *kernel, *stride, *padding).map_err(|e| e.message)?;
+                return shape_is(&rules::permuted(&out, &rules::TO_CHANNELS_LAST), "the pooling rule, channels-last");
+            }
             shape_is(&rules::pool2d(&src[0].shape, *kernel, *stride, *padding).map_err(|e| e.message)?, "the pooling rule")
         }
         Op::Pool2dGrad { .. } => {

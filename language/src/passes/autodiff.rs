@@ -495,9 +495,9 @@ impl Builder<'_> {
                 let dw = self.add(Op::Conv2dGradWeight(*attrs), dt, ws, vec![s[0], dy], span);
                 vec![(0, dx), (1, dw)]
             }
-            Op::Pool2d { kind, kernel, stride, padding } => {
+            Op::Pool2d { kind, kernel, stride, padding, channels_last } => {
                 let (dt, xs) = self.ty_of(s[0]);
-                let op = Op::Pool2dGrad { kind: *kind, kernel: *kernel, stride: *stride, padding: *padding };
+                let op = Op::Pool2dGrad { kind: *kind, kernel: *kernel, stride: *stride, padding: *padding, channels_last: *channels_last };
                 vec![(0, self.add(op, dt, xs, vec![s[0], dy], span))]
             }
             Op::Take => {

@@ -6,10 +6,10 @@
 //! cuDNN's tensor-core convolutions in bf16 and f16 are NHWC kernels: given NCHW operands it
 //! transposes them itself, every call. So on a GPU each bf16/f16 `conv2d` becomes a channels-last
 //! one (x and y `[N, H, W, C]`, w `[O, kH, kW, I]`), and the choice spreads forward through what
-//! does not care where the channels are: elementwise ops, casts, broadcasts and reductions (their
-//! axes renumbered), which is batch norm, the bias add and the activation between two
-//! convolutions. What does care (pooling, reshapes, products, anything else) reads its operand
-//! transposed back. Transposes of arrays whose other axes have size 1 (a bias `[1, C, 1, 1]`) are
+//! does not care where the channels are: elementwise ops, casts, broadcasts, reductions (their
+//! axes renumbered) and pooling (over the dims before the channels), which is batch norm, the
+//! bias add, the activation and the pooling between two convolutions. What does care (reshapes,
+//! products, anything else) reads its operand transposed back. Transposes of arrays whose other axes have size 1 (a bias `[1, C, 1, 1]`) are
 //! reshapes, and a transpose back of a transpose is its source.
 //!
 //! The pass runs on the forward graph after autocast and before autodiff, so backward
@@ -26,16 +26,17 @@ use std::collections::{HashMap, HashSet};
 /// Which convolutions run channels-last.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ConvLayout {
-    /// None: the CPU's choice. Its im2col gained less from NHWC than the transposes cost; with
-    /// oneDNN, whose NHWC kernels run channels-last convolutions as stored, the conv-BN step's
-    /// convolutions took 1-3 ms less (of 25, AMD Zen 4, stop 43), and its batch-norm and relu
-    /// kernels (a per-channel value broadcast along the innermost axis) and sums plus the
-    /// transposes around pooling 4-6 ms more.
+    /// None: the CPU's choice without oneDNN (its im2col gained less from NHWC than the
+    /// transposes cost), and what `infer` blocks and evaluations compiled before their runner
+    /// is known use.
     #[default]
     Nchw,
     /// Those in bf16 or f16: a GPU's choice (cuDNN's tensor-core kernels are NHWC).
     ChannelsLastLowPrecision,
-    /// All (`DLC_CONV_LAYOUT=channels_last`: to test and to measure).
+    /// All: the CPU's choice with oneDNN, whose NHWC kernels run them as stored, where NCHW
+    /// costs a reorder in and out of its blocked layout each call (the conv-BN step 16.1-19.1
+    /// ms against 18.5-19.4 NCHW on the Zen 5, once per-channel values were read from tiles,
+    /// channels-last sums ran a block of rows a call and pooling ran NHWC: stop 48).
     ChannelsLast,
 }
 
@@ -123,6 +124,16 @@ fn rule(g: &mut Graph, policy: ConvLayout, state: &mut State, node: &Node, span:
     }
     if !node.src.iter().any(is_cl) {
         return None;
+    }
+    // Pooling windows the two dims before the channels just as well (`[N, H, W, C]`): a pool of
+    // a channels-last value pools it as stored, and its gradient is channels-last too.
+    if let Op::Pool2d { kind, kernel, stride, padding, channels_last: false } = &node.op {
+        if four && is_cl(&node.src[0]) {
+            let src = vec![in_layout(g, state, memo, node.src[0], true)];
+            let op = Op::Pool2d { kind: *kind, kernel: *kernel, stride: *stride, padding: *padding, channels_last: true };
+            let shape = permuted(&node.shape, &TO_CHANNELS_LAST);
+            return Some((g.add(Node { op, dtype: node.dtype, shape, src }, span), true));
+        }
     }
     // What does not care where the channels are follows its channels-last operands.
     let follows = match &node.op {

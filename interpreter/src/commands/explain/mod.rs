@@ -188,12 +188,12 @@ fn layout_note(g: &Graph) -> Option<report::Layout> {
     Some(if convs.contains(&true) {
         report::Layout {
             layout: "channels-last",
-            reason: "bf16/f16 convolutions on a GPU run channels-last, as cuDNN's tensor-core kernels want them (NCHW operands they would transpose on every call); batch norm, casts, activations and bias adds between them stay channels-last, so the step transposes only where the region meets pooling, reshapes and products (the layout pass: `--dump=layout`; `DLC_CONV_LAYOUT=nchw` to compare)",
+            reason: "convolutions run channels-last where the device's kernels want them: on the CPU with oneDNN every float one (its NHWC kernels read them as stored, where NCHW costs a reorder in and out of its blocked layout each call), on a GPU the bf16/f16 ones (cuDNN's tensor-core kernels would transpose NCHW operands on every call); batch norm, casts, activations, bias adds and pooling between them stay channels-last, so the step transposes only where the region meets reshapes and products (the layout pass: `--dump=layout`; `DLC_CONV_LAYOUT=nchw` to compare)",
         }
     } else {
         report::Layout {
             layout: "NCHW",
-            reason: "on the CPU convolutions run NCHW as im2col + gemm or oneDNN: channels-last im2col measured 6-11% faster on the MNIST CNN's second convolution forward (`cargo run --release -p dlc --example conv_layout`), less than the transposes around it would cost; on a GPU f32 convolutions stay NCHW and bf16/f16 ones go channels-last",
+            reason: "on the CPU without oneDNN (or with `DLC_CONV=im2col`) convolutions run NCHW as im2col + gemm: channels-last im2col measured 6-11% faster on the MNIST CNN's second convolution forward (`cargo run --release -p dlc --example conv_layout`), less than the transposes around it would cost; on a GPU f32 convolutions stay NCHW and bf16/f16 ones go channels-last",
         }
     })
 }

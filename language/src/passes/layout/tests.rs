@@ -32,7 +32,7 @@ fn cnn(g: &mut Graph, dtype: DType) -> NodeId {
     let s = add(g, Op::Binary(crate::ir::BinaryOp::Add), dtype, &[8, 4, 16, 16], vec![y1, be]);
     let r = add(g, Op::Unary(UnaryOp::Abs), dtype, &[8, 4, 16, 16], vec![s]);
     let y2 = add(g, Op::Conv2d(a), dtype, &[8, 6, 16, 16], vec![r, w2]);
-    let pool = Op::Pool2d { kind: PoolKind::Max, kernel: (2, 2), stride: (2, 2), padding: (0, 0) };
+    let pool = Op::Pool2d { kind: PoolKind::Max, kernel: (2, 2), stride: (2, 2), padding: (0, 0), channels_last: false };
     add(g, pool, dtype, &[8, 6, 8, 8], vec![y2])
 }
 
@@ -52,15 +52,17 @@ fn a_low_precision_region_is_channels_last_with_transposes_only_at_its_edges() {
         })
         .collect();
     assert!(convs.len() == 2 && convs.iter().all(|a| a.channels_last), "{convs:?}");
-    // The input and the two weights in, the second convolution's output back out to the pool:
-    // nothing between the two convolutions is transposed.
+    // The input and the two weights in, the pool's output back out: nothing between the two
+    // convolutions or between the second and the pool is transposed.
     let permutes = count(&g, new, |o| matches!(o, Op::Permute(_)));
     assert_eq!(permutes, 4, "{:?}", ops(&g, new));
     // The bias `[1, 4, 1, 1]` becomes `[1, 1, 1, 4]` by a reshape.
     let reshapes: Vec<Shape> =
         g.topo(&[new]).into_iter().filter(|n| g.node(*n).op == Op::Reshape).map(|n| g.node(n).shape.clone()).collect();
     assert!(reshapes.contains(&shape(&[1, 1, 1, 4])), "{reshapes:?}");
-    // The pool reads NCHW, its output is as written.
+    // The pool pools the channels-last value as stored; the root is as written.
+    let pools: Vec<Op> = ops(&g, new).into_iter().filter(|o| matches!(o, Op::Pool2d { .. })).collect();
+    assert!(matches!(pools[..], [Op::Pool2d { channels_last: true, .. }]), "{pools:?}");
     assert_eq!(g.node(new).shape, shape(&[8, 6, 8, 8]));
     crate::ir::verify::graph(&g, &[new], "layout").expect("a well-typed graph");
     // Mapping again reuses the rewrite.

@@ -51,20 +51,18 @@ fn explain_dumps_the_ir_after_each_pass() {
     ));
     // The layout pass (channels-last, forced here; the CPU's own choice where oneDNN runs the
     // convolutions): the convolutions and what lies between them NHWC, pooling included.
-    let cl = common::command(std::path::Path::new(common::ROOT))
-        .args(["explain", "bench/conv_bn_step.dl", "--dump=layout"])
-        .env("DLC_CONV_LAYOUT", "channels_last")
-        .output()
-        .expect("run dlc");
-    let dump = text(&cl.stdout);
+    let layout_dump = |layout: &str| {
+        let o = common::command(std::path::Path::new(common::ROOT))
+            .args(["explain", "bench/conv_bn_step.dl", "--dump=layout"])
+            .env("DLC_CONV_LAYOUT", layout)
+            .output()
+            .expect("run dlc");
+        text(&o.stdout)
+    };
+    let dump = layout_dump("channels_last");
     assert!(dump.lines().any(|l| l.contains("conv2d(") && l.contains("channels_last)")), "{dump}");
     assert!(dump.lines().any(|l| l.contains("max_pool2d(") && l.contains("channels_last)")), "{dump}");
-    let nchw = common::command(std::path::Path::new(common::ROOT))
-        .args(["explain", "bench/conv_bn_step.dl", "--dump=layout"])
-        .env("DLC_CONV_LAYOUT", "nchw")
-        .output()
-        .expect("run dlc");
-    let plain = text(&nchw.stdout);
+    let plain = layout_dump("nchw");
     assert!(plain.contains("conv2d(") && !plain.contains("channels_last"), "NCHW when asked for:\n{plain}");
 }
 

@@ -354,8 +354,8 @@ fn on_onednn_shape(geo: Geom, nb: usize, channels_last: bool) -> Option<OneDnnSh
 }
 
 /// Whether convolutions can run on oneDNN here (installed, and not `DLC_CONV=im2col`): where they
-/// can, the CPU runs them channels-last (`DeviceKind::conv_layout`).
-pub(crate) fn on_onednn_here() -> bool {
+/// can, the CPU's training steps run them channels-last (`DeviceKind::conv_layout`).
+pub fn onednn_convolutions() -> bool {
     std::env::var("DLC_CONV").ok().as_deref() != Some("im2col") && super::onednn_api::available()
 }
 
@@ -366,7 +366,7 @@ pub(crate) fn on_onednn_here() -> bool {
 fn channels_last_on_onednn(sel: &GemmSelect, dir: Dir, a: &Conv2dAttrs, p: &Tensor, q: &Tensor, shape: &[usize]) -> Option<Tensor> {
     use dlc_language::types::rules::{permuted, TO_NCHW};
     let (Data::F32(pv), Data::F32(qv)) = (&p.data, &q.data) else { return None };
-    if !on_onednn_here() {
+    if !onednn_convolutions() {
         return None;
     }
     let nchw = |s: &[usize]| permuted(s, &TO_NCHW);

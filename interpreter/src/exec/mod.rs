@@ -43,13 +43,9 @@ use dlc_language::types::DType;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Each kernel kind's launches and seconds (`dlc bench --profile`).
-/// Whether convolutions run on oneDNN on this machine (installed, not `DLC_CONV=im2col`), and so
-/// channels-last in training steps (`DeviceKind::conv_layout`).
-pub fn onednn_convolutions() -> bool {
-    conv::on_onednn_here()
-}
+pub use conv::onednn_convolutions;
 
+/// Each kernel kind's launches and seconds (`dlc bench --profile`).
 pub type KernelTimes = Arc<std::sync::Mutex<HashMap<String, (usize, f64)>>>;
 
 /// What `run_planned_with` calls after each kernel: its position, and the values so far.

@@ -7,6 +7,7 @@ use super::{cuda, emulated, host, Runner};
 use crate::exec::fused::KernelCache;
 use crate::exec::Executor;
 use dlc_jit::cuda::Gpu;
+use dlc_language::passes::driver::ConvLayout;
 use std::sync::Arc;
 
 /// A device a runner can be opened on.
@@ -48,14 +49,12 @@ impl DeviceKind {
     /// between them follow: the conv-BN step 16.1-19.1 ms against 18.5-19.4 NCHW on the Zen 5,
     /// stop 48), none where im2col does. `DLC_CONV_LAYOUT=nchw|channels_last` overrides, to
     /// compare the two.
-    pub fn conv_layout(self) -> dlc_language::passes::driver::ConvLayout {
-        use dlc_language::passes::driver::ConvLayout;
-        match std::env::var("DLC_CONV_LAYOUT").as_deref() {
-            Ok("nchw") => ConvLayout::Nchw,
-            Ok("channels_last") => ConvLayout::ChannelsLast,
-            _ if self.is_gpu() => ConvLayout::ChannelsLastLowPrecision,
-            _ if crate::exec::conv::on_onednn_here() => ConvLayout::ChannelsLast,
-            _ => ConvLayout::Nchw,
+    pub fn conv_layout(self) -> ConvLayout {
+        match asked_layout() {
+            Some(layout) => layout,
+            None if self.is_gpu() => ConvLayout::ChannelsLastLowPrecision,
+            None if crate::exec::onednn_convolutions() => ConvLayout::ChannelsLast,
+            None => ConvLayout::Nchw,
         }
     }
 
@@ -64,11 +63,21 @@ impl DeviceKind {
     /// transposes between layers of a step; an evaluation (batch norm folded into its
     /// convolution) of one convolution pays two transposes for oneDNN's two reorders, and
     /// longer ones are unmeasured.
-    pub fn eval_conv_layout(self) -> dlc_language::passes::driver::ConvLayout {
-        match (self.is_gpu(), std::env::var("DLC_CONV_LAYOUT").is_ok()) {
-            (false, false) => dlc_language::passes::driver::ConvLayout::Nchw,
-            _ => self.conv_layout(),
+    pub fn eval_conv_layout(self) -> ConvLayout {
+        match asked_layout() {
+            Some(layout) => layout,
+            None if self.is_gpu() => self.conv_layout(),
+            None => ConvLayout::Nchw,
         }
+    }
+}
+
+/// The layout `DLC_CONV_LAYOUT=nchw|channels_last` asks for, if it does.
+fn asked_layout() -> Option<ConvLayout> {
+    match std::env::var("DLC_CONV_LAYOUT").as_deref() {
+        Ok("nchw") => Some(ConvLayout::Nchw),
+        Ok("channels_last") => Some(ConvLayout::ChannelsLast),
+        _ => None,
     }
 }
 

@@ -255,19 +255,10 @@ pub fn sum_axes_many(values: &Values, shape: &[usize], axes: &[usize]) -> Vec<Ve
 const PART_VALUES: usize = 1 << 14;
 const MAX_PARTS: usize = 256;
 
-crate::runtime::cpu::widest! {
-    /// `acc[c] += row[c]` in f64.
-    fn add_row(acc: &mut [f64], row: &[f32]) {
-        for (a, v) in acc.iter_mut().zip(row) {
-            *a += *v as f64;
-        }
-    }
-}
-
-/// `acc[c] += rows[r][c]` for each row of `rows` (whole rows of `acc.len()` values), in row
-/// order: a call a block of rows, where one a row (65,536 rows of 32 for a channels-last batch
-/// norm statistic) spent more in the calls than in the additions. Short rows are added in
-/// sums held in registers across the rows (an array of the row's fixed length).
+/// `acc[c] += rows[r][c]` in f64 for each row of `rows` (whole rows of `acc.len()` values, one
+/// or many), in row order: a call a block of rows, where one a row (65,536 rows of 32 for a
+/// channels-last batch norm statistic) spent more in the calls than in the additions. Short rows
+/// are added in sums held in registers across the rows (an array of the row's fixed length).
 fn add_rows(acc: &mut [f64], rows: &[f32]) {
     match acc.len() {
         8 => add_rows_8(acc, rows),
@@ -387,7 +378,7 @@ impl Walk<'_> {
             } else {
                 for p in (c0..c1).step_by(CHUNK) {
                     let n = CHUNK.min(c1 - p);
-                    reader.get(in_off + p, n, |j, v| add_row(&mut accs[j][out_pos + p - acc_base..][..n], v));
+                    reader.get(in_off + p, n, |j, v| add_rows(&mut accs[j][out_pos + p - acc_base..][..n], v));
                 }
             }
             // Next position of the outer dims, innermost first.

@@ -94,7 +94,6 @@ impl Window {
     fn max_plane_inside<T: Elem>(&self, xp: &[T], o: &mut [T]) {
         let (kh, kw) = (self.k.0 as usize, self.k.1 as usize);
         let (sy, sx) = (self.s.0 as usize, self.s.1 as usize);
-        let pick = |a: T, v: T| if v.is_nan() || v > a { v } else { a };
         for oy in 0..self.oh {
             let acc = &mut o[oy * self.ow..][..self.ow];
             acc.fill(T::NEG_INFINITY);
@@ -193,6 +192,15 @@ impl Window {
                 d[*bi] += *g;
             }
         }
+    }
+}
+
+/// Max pooling's running maximum `a` after value `v`: the first maximum wins; a NaN propagates.
+fn pick<T: Elem>(a: T, v: T) -> T {
+    if v.is_nan() || v > a {
+        v
+    } else {
+        a
     }
 }
 

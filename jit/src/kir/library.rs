@@ -12,6 +12,7 @@ use super::{
 };
 use dlc_language::ir::{BinaryOp, Graph, NodeId, Op, PoolKind, RandDist, ReduceOp};
 use dlc_language::passes::fusion::{is_fusible, Region};
+use dlc_language::types::rules::{permuted, TO_NCHW};
 use dlc_language::types::DType;
 
 /// A library op as a kernel, and the nodes its input parameters read, in parameter order (its
@@ -167,7 +168,7 @@ fn pool(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
         {
             let grad = matches!(node.op, Op::Pool2dGrad { .. });
             // Channels-last arrays as their NCHW forms, the channel count kept.
-            let nchw = |s: Vec<usize>| if *channels_last && s.len() == 4 { vec![s[0], s[3], s[1], s[2]] } else { s };
+            let nchw = |s: Vec<usize>| if *channels_last && s.len() == 4 { permuted(&s, &TO_NCHW) } else { s };
             let x = nchw(concrete(g, node.src[0]));
             // The output's plane: the forward's own, the gradient's its second operand's.
             let y = nchw(if grad { concrete(g, node.src[1]) } else { shape.clone() });

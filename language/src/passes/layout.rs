@@ -9,8 +9,9 @@
 //! does not care where the channels are: elementwise ops, casts, broadcasts, reductions (their
 //! axes renumbered) and pooling (over the dims before the channels), which is batch norm, the
 //! bias add, the activation and the pooling between two convolutions. What does care (reshapes,
-//! products, anything else) reads its operand transposed back. Transposes of arrays whose other axes have size 1 (a bias `[1, C, 1, 1]`) are
-//! reshapes, and a transpose back of a transpose is its source.
+//! products, anything else) reads its operand transposed back. Transposes of arrays whose other
+//! axes have size 1 (a bias `[1, C, 1, 1]`) are reshapes, and a transpose back of a transpose is
+//! its source.
 //!
 //! The pass runs on the forward graph after autocast and before autodiff, so backward
 //! differentiates what forward computes: the gradients of channels-last values are channels-last,

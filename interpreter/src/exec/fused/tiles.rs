@@ -10,7 +10,7 @@
 //! for each source it is read from; a chunk from element `start` reads it from `start % P` on.
 
 use super::{Instr, Operand, Program};
-use std::mem::MaybeUninit;
+use crate::exec::elementwise::as_uninit;
 
 /// Periods longer than this are read the general way (a tile would outgrow the caches, and a
 /// long period is few copies a chunk anyway).
@@ -73,10 +73,6 @@ impl Program {
         }
         buf[start % p..].as_ptr()
     }
-}
-
-fn as_uninit(x: &mut [f32]) -> &mut [MaybeUninit<f32>] {
-    crate::exec::elementwise::as_uninit(x)
 }
 
 /// Per instruction: its period when its result is read from a tile, a periodic broadcast of an

@@ -6,7 +6,7 @@
 //! transposes an NCHW pooling needs: 1.0 ms of the conv-BN step on the Zen 5, stop 48.)
 
 use super::super::elem::Elem;
-use super::Window;
+use super::{pick, Window};
 use crate::exec::elementwise::as_uninit;
 use dlc_language::ir::PoolKind;
 use rayon::prelude::*;
@@ -17,7 +17,6 @@ impl Window {
         let (image, out_image) = (self.h * self.w * c, self.oh * self.ow * c);
         let mut out = vec![T::ZERO; x.len() / image.max(1) * out_image];
         let area: T = self.area();
-        let pick = |a: T, v: T| if v.is_nan() || v > a { v } else { a };
         let inside = self.inside();
         out.par_chunks_mut(out_image.max(1)).zip(x.par_chunks(image.max(1))).for_each(|(o, xi)| {
             for oy in 0..self.oh {

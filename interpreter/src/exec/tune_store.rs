@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// One measured choice.
+/// One measured choice, with each side's fastest launch of the trials.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Choice {
     pub native: bool,

@@ -14,7 +14,9 @@ startup, memory. E.g. `--quick --no-build --only bf16 epoch`.
 Fairness rules, so that a ratio says something about dlc and not about the set-up:
 - every dlc benchmark and every peer script runs --runs times (3; --quick: 1, with fewer
   iterations), each time in a fresh process; a figure is quoted as min (the fastest sample of all
-  runs) and median (the median of the runs' medians);
+  runs) and median (the median of the runs' medians); the speed rows run in rounds, each round
+  dlc's benchmarks then the peer once (`side_by_side`), so both sides sample the same minutes of
+  a machine whose speed drifts;
 - each peer runs on glibc's allocator and again with jemalloc (and tcmalloc) preloaded when the
   library is installed; PyTorch's "best" is the fastest of all its variants x allocators (eager,
   F.gelu, F.gelu into a preallocated output, fused AdamW, channels-last, torch.compile), and the
@@ -147,14 +149,16 @@ def stat(mins, medians):
     return Stat(min(mins), statistics.median(medians))
 
 
-def dlc_bench(file, steps, cfg, one_batch=False):
-    """`dlc bench FILE --json` --runs times in fresh processes: (Stat in ms, the last report).
-    `one_batch`: every step on the first batch (`--one-batch`), as the peers step on one tensor."""
-    reports = []
-    for _ in range(cfg.runs):
-        out = run([DLC, "bench", ROOT / "bench" / file, "--json", "--steps", steps, *(["--one-batch"] if one_batch else [])],
-                  env=dlc_env(cfg.threads))
-        reports.append(json_lines(out.stdout)[-1])
+def dlc_once(file, steps, cfg, one_batch=False):
+    """One fresh process of `dlc bench FILE --json`: its report. `one_batch`: every step on the
+    first batch (`--one-batch`), as the peers step on one tensor."""
+    out = run([DLC, "bench", ROOT / "bench" / file, "--json", "--steps", steps, *(["--one-batch"] if one_batch else [])],
+              env=dlc_env(cfg.threads))
+    return json_lines(out.stdout)[-1]
+
+
+def dlc_stat(reports, cfg):
+    """(Stat in ms, the last report) of dlc bench's reports; their product kernels noted in `cfg`."""
     # `min_ms` is in dlc bench's report; older builds printed the median alone.
     mins = [r.get("min_ms", r["median_ms"]) for r in reports]
     for r in reports:
@@ -185,18 +189,38 @@ def products_note(report):
 def peer(script, args, cfg, runs=None):
     """Every row of a peer script, run --runs times under each allocator in fresh processes. Each
     row says which allocator it ran on (common.py reads it from the process's memory map)."""
+    return [row for _ in range(cfg.runs if runs is None else runs) for row in peer_once(script, args, cfg)]
+
+
+def peer_once(script, args, cfg):
+    """Every row of one fresh process of a peer script under each allocator."""
     rows = []
     for name, extra in cfg.allocators:
         env = dict(os.environ, **extra)
-        for _ in range(cfg.runs if runs is None else runs):
-            out = run([sys.executable, PEERS / script, "--threads", cfg.threads, *args], env=env)
-            for row in json_lines(out.stdout):
-                row["process_wall_s"] = out.wall_s  # spawn to exit, Python's start-up included
-                if row.get("allocator", name) != name:
-                    raise RuntimeError(f"{script}: asked for {name}, ran on {row['allocator']} (is LD_PRELOAD honoured?)")
-                row.setdefault("allocator", name)
-                rows.append(row)
+        out = run([sys.executable, PEERS / script, "--threads", cfg.threads, *args], env=env)
+        for row in json_lines(out.stdout):
+            row["process_wall_s"] = out.wall_s  # spawn to exit, Python's start-up included
+            if row.get("allocator", name) != name:
+                raise RuntimeError(f"{script}: asked for {name}, ran on {row['allocator']} (is LD_PRELOAD honoured?)")
+            row.setdefault("allocator", name)
+            rows.append(row)
     return rows
+
+
+def side_by_side(cfg, dlc_jobs, script, args):
+    """The speed rows' runs, interleaved: each of --runs rounds runs every dlc benchmark of
+    `dlc_jobs` ({key: (file, steps, one_batch)}) once and then the peer script once (under each
+    allocator), each in a fresh process, so that both sides sample the same minutes of the
+    machine. (Run one side's rounds and then the other's, a ratio moved with the machine's
+    speed between them: on the shared 2-core VM both sides drift by 10-15% within minutes, and
+    conv-BN read 1.20x and 0.85x in two runs 20 minutes apart, stop 49.) Returns {key: (Stat,
+    last report)} and the peer's rows."""
+    reports, rows = {k: [] for k in dlc_jobs}, []
+    for _ in range(cfg.runs):
+        for k, (file, steps, one_batch) in dlc_jobs.items():
+            reports[k].append(dlc_once(file, steps, cfg, one_batch))
+        rows += peer_once(script, args, cfg)
+    return {k: dlc_stat(v, cfg) for k, v in reports.items()}, rows
 
 
 def peer_stats(rows, keep=lambda r: True):
@@ -322,12 +346,16 @@ class Row:
     note: str
 
 
-def step_bench(file, steps, cfg):
-    """A training step's row: dlc on one batch (what the row compares: the peers step on one
-    fixed tensor), and again with a fresh batch from its feed each step (quoted in the note by
-    `with_fresh`): (one-batch Stat, its report, fresh-batch Stat)."""
-    one, report = dlc_bench(file, steps, cfg, one_batch=True)
-    fresh, _ = dlc_bench(file, steps, cfg)
+def step_jobs(file, steps):
+    """A training step's dlc benchmarks for `side_by_side`: on one batch (what the row compares:
+    the peers step on one fixed tensor), and with a fresh batch from its feed each step (quoted
+    in the note by `with_fresh`)."""
+    return {(file, "one"): (file, steps, True), (file, "fresh"): (file, steps, False)}
+
+
+def step_results(dlc, file):
+    """A step's (one-batch Stat, its report, fresh-batch Stat) from `side_by_side`'s results."""
+    (one, report), (fresh, _) = dlc[(file, "one")], dlc[(file, "fresh")]
     return one, report, fresh
 
 
@@ -349,9 +377,10 @@ def speed_row(name, dlc, stats, variants, note, eager_variant="eager", compile_v
 
 def gelu_rows(cfg):
     rows = []
-    gelu = peer("gelu.py", ["--iters", cfg.iters], cfg)
-    for n, file in [(1 << 20, "gelu_1m.dl"), (1 << 24, "gelu_16m.dl")]:
-        d, report = dlc_bench(file, cfg.iters, cfg)
+    sizes = [(1 << 20, "gelu_1m.dl"), (1 << 24, "gelu_16m.dl")]
+    dlc, gelu = side_by_side(cfg, {file: (file, cfg.iters, False) for _, file in sizes}, "gelu.py", ["--iters", cfg.iters])
+    for n, file in sizes:
+        d, report = dlc[file]
         stats = peer_stats(gelu, lambda r: r["params"]["n"] == n)
         # The machine's copy bandwidth at this size: y.copy_(x) into a preallocated y, 8 bytes an element.
         # Medians against medians; the fastest copy sample is the bound a kernel could reach.
@@ -366,9 +395,11 @@ def gelu_rows(cfg):
 
 def mlp_rows(cfg):
     rows = []
-    mlp = peer("mlp.py", ["--iters", cfg.iters], cfg)
-    for batch in (128, 1024):
-        d, report, fresh = step_bench(f"mlp_step_{batch}.dl", cfg.iters, cfg)
+    files = {batch: f"mlp_step_{batch}.dl" for batch in (128, 1024)}
+    dlc, mlp = side_by_side(cfg, {k: v for f in files.values() for k, v in step_jobs(f, cfg.iters).items()}, "mlp.py",
+                            ["--iters", cfg.iters])
+    for batch, file in files.items():
+        d, report, fresh = step_results(dlc, file)
         stats = peer_stats(mlp, lambda r: r["params"]["batch"] == batch)
         rows.append(with_fresh(speed_row(f"MLP AdamW step, batch {batch}", d, stats, ["eager", "eager-fused", "compile"],
                                          f"{report['kernels']} kernels; {products_note(report)}"), fresh))
@@ -383,9 +414,11 @@ def bf16_rows(cfg):
     f32 accumulation) against PyTorch under `torch.autocast("cpu", dtype=torch.bfloat16)`: the
     PyTorch candidates are mlp.py's autocast variants only, bf16 against bf16."""
     rows = []
-    mlp = peer("mlp.py", ["--iters", cfg.iters, "--variants", *BF16_VARIANTS], cfg)
-    for batch in (128, 1024):
-        d, report, fresh = step_bench(f"mlp_step_{batch}_bf16.dl", cfg.iters, cfg)
+    files = {batch: f"mlp_step_{batch}_bf16.dl" for batch in (128, 1024)}
+    dlc, mlp = side_by_side(cfg, {k: v for f in files.values() for k, v in step_jobs(f, cfg.iters).items()}, "mlp.py",
+                            ["--iters", cfg.iters, "--variants", *BF16_VARIANTS])
+    for batch, file in files.items():
+        d, report, fresh = step_results(dlc, file)
         stats = peer_stats(mlp, lambda r: r["params"]["batch"] == batch)
         rows.append(with_fresh(speed_row(f"MLP AdamW step bf16, batch {batch}", d, stats, BF16_VARIANTS,
                                          f"{report['kernels']} kernels; {products_note(report)}; PyTorch: autocast bf16 variants"
@@ -397,8 +430,8 @@ def bf16_rows(cfg):
 def conv_row(cfg, name, script, file):
     """The CNN and conv-BN steps: every variant the peer script has is a candidate."""
     iters = cfg.conv_iters
-    rows = peer(script, ["--iters", iters], cfg)
-    d, report, fresh = step_bench(file, iters, cfg)
+    dlc, rows = side_by_side(cfg, step_jobs(file, iters), script, ["--iters", iters])
+    d, report, fresh = step_results(dlc, file)
     stats = peer_stats(rows)
     return with_fresh(speed_row(name, d, stats, {k.split("+")[0] for k in stats}, f"{report['kernels']} kernels; {products_note(report)}"),
                       fresh)

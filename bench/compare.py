@@ -31,7 +31,8 @@ Fairness rules, so that a ratio says something about dlc and not about the set-u
   included: examples/mnist_mlp.dl against the same model in PyTorch (bench/peers/startup.py);
 - peak memory is quoted total and net of each runtime's empty process (`dlc --version`; a Python
   that only imports torch), measured by /usr/bin/time for each fresh process.
-The header records the CPU, its vector extensions, the date, the load average before and after,
+The header records the CPU, its vector extensions, the date, the load average before and after
+(and at the end the share of CPU time a VM's hypervisor stole),
 torch's version and the threads, so that a quote can be traced to its conditions; every table's
 title line names the CPU and its vector extensions again, so that any table copied alone names its
 machine, and the step rows name the matrix-product kernels dlc chose (`dlc bench --json`'s
@@ -314,6 +315,27 @@ def torch_version():
             return importlib.metadata.version("torch")
         except importlib.metadata.PackageNotFoundError:
             return "not installed"
+
+
+def cpu_ticks():
+    """(all, stolen) clock ticks of every CPU so far, from /proc/stat's `cpu` line; None elsewhere."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    return sum(fields[:8]), fields[7] if len(fields) > 7 else 0
+
+
+STEAL_AT_START = cpu_ticks()
+
+
+def steal_note(start):
+    """The share of the run's CPU time the hypervisor gave to other guests (a VM's `steal`): a run
+    with much of it says more about the neighbours than about either side."""
+    end = cpu_ticks()
+    if start is None or end is None or end[0] <= start[0]:
+        return "not known here"
+    return f"{(end[1] - start[1]) / (end[0] - start[0]):.1%} of the run's CPU time (the hypervisor's `steal`)"
 
 
 def header(cfg):
@@ -905,6 +927,7 @@ def main():
     attempt("startup", lambda: startup(cfg))
     attempt("memory", lambda: memory(cfg))
     print(f"\nload average     {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min) after")
+    print(f"stolen time      {steal_note(STEAL_AT_START)}")
     for group, message, trace in failures:
         print(f"\nFAILED: {group}: {message}\n{trace}", file=sys.stderr)
     if failures:

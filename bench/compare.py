@@ -368,11 +368,11 @@ class Row:
     note: str
 
 
-def step_jobs(file, steps):
-    """A training step's dlc benchmarks for `side_by_side`: on one batch (what the row compares:
-    the peers step on one fixed tensor), and with a fresh batch from its feed each step (quoted
-    in the note by `with_fresh`)."""
-    return {(file, "one"): (file, steps, True), (file, "fresh"): (file, steps, False)}
+def step_jobs(files, steps):
+    """Training steps' dlc benchmarks for `side_by_side`, each file's on one batch (what the row
+    compares: the peers step on one fixed tensor) and with a fresh batch from its feed each step
+    (quoted in the note by `with_fresh`)."""
+    return {(f, kind): (f, steps, kind == "one") for f in files for kind in ("one", "fresh")}
 
 
 def step_results(dlc, file):
@@ -418,8 +418,7 @@ def gelu_rows(cfg):
 def mlp_rows(cfg):
     rows = []
     files = {batch: f"mlp_step_{batch}.dl" for batch in (128, 1024)}
-    dlc, mlp = side_by_side(cfg, {k: v for f in files.values() for k, v in step_jobs(f, cfg.iters).items()}, "mlp.py",
-                            ["--iters", cfg.iters])
+    dlc, mlp = side_by_side(cfg, step_jobs(files.values(), cfg.iters), "mlp.py", ["--iters", cfg.iters])
     for batch, file in files.items():
         d, report, fresh = step_results(dlc, file)
         stats = peer_stats(mlp, lambda r: r["params"]["batch"] == batch)
@@ -437,8 +436,7 @@ def bf16_rows(cfg):
     PyTorch candidates are mlp.py's autocast variants only, bf16 against bf16."""
     rows = []
     files = {batch: f"mlp_step_{batch}_bf16.dl" for batch in (128, 1024)}
-    dlc, mlp = side_by_side(cfg, {k: v for f in files.values() for k, v in step_jobs(f, cfg.iters).items()}, "mlp.py",
-                            ["--iters", cfg.iters, "--variants", *BF16_VARIANTS])
+    dlc, mlp = side_by_side(cfg, step_jobs(files.values(), cfg.iters), "mlp.py", ["--iters", cfg.iters, "--variants", *BF16_VARIANTS])
     for batch, file in files.items():
         d, report, fresh = step_results(dlc, file)
         stats = peer_stats(mlp, lambda r: r["params"]["batch"] == batch)
@@ -452,7 +450,7 @@ def bf16_rows(cfg):
 def conv_row(cfg, name, script, file):
     """The CNN and conv-BN steps: every variant the peer script has is a candidate."""
     iters = cfg.conv_iters
-    dlc, rows = side_by_side(cfg, step_jobs(file, iters), script, ["--iters", iters])
+    dlc, rows = side_by_side(cfg, step_jobs([file], iters), script, ["--iters", iters])
     d, report, fresh = step_results(dlc, file)
     stats = peer_stats(rows)
     return with_fresh(speed_row(name, d, stats, {k.split("+")[0] for k in stats}, f"{report['kernels']} kernels; {products_note(report)}"),

@@ -8,13 +8,14 @@
 /// launch now and then takes 10-15 ms longer (the step's own maximum shows it), and one such
 /// launch in a total of three made the 2-core Zen 5 keep a `[1024, 512]` kernel interpreted
 /// (native 15.8 ms in three launches against 1.75; native alone is about 0.1 ms a launch), which
-/// cost the bf16 MLP step at batch 1024 0.4-0.5 ms in every later run of that build (stop 49). Either computes the same bits (the JIT mirrors
-/// the interpreter op for op), so the choice changes only the speed. On the AMD Zen 4 this was
-/// written on, Cranelift's 128-bit code ran the MLP step's AdamW update in 0.71-1.35 ms against
-/// the interpreter's 1.10-1.59 ms (all 17 ops in registers), but the guide's gelu at 16M in
-/// 12.3 ms against 8.1 ms (its `erf` at 4 lanes against the interpreter's 16). The AVX-512 back
-/// end (16 lanes, every value in a register) runs that gelu in 4.0-4.5 ms, and is what native
-/// means on CPUs with AVX-512F; the measurement still decides per kernel.
+/// cost the bf16 MLP step at batch 1024 0.4-0.5 ms in every later run of that build (stop 49).
+/// Either computes the same bits (the JIT mirrors the interpreter op for op), so the choice
+/// changes only the speed. On the AMD Zen 4 this was written on, Cranelift's 128-bit code ran
+/// the MLP step's AdamW update in 0.71-1.35 ms against the interpreter's 1.10-1.59 ms (all 17
+/// ops in registers), but the guide's gelu at 16M in 12.3 ms against 8.1 ms (its `erf` at 4
+/// lanes against the interpreter's 16). The AVX-512 back end (16 lanes, every value in a
+/// register) runs that gelu in 4.0-4.5 ms, and is what native means on CPUs with AVX-512F; the
+/// measurement still decides per kernel.
 pub struct Tune {
     /// Launches seen.
     runs: std::sync::atomic::AtomicU32,

@@ -395,6 +395,8 @@ fn unary_slice_generic(op: UnaryOp, x: &[f32], out: &mut [MaybeUninit<f32>]) {
     }
 }
 
+/// One integer op on one pair of values: the definition `int_binary`'s loops follow (and are
+/// tested against), and what it runs for the ops that can fail.
 fn int_binop(op: BinaryOp, x: i64, y: i64) -> Result<i64, RuntimeError> {
     Ok(match op {
         BinaryOp::Add => x.wrapping_add(y),
@@ -489,11 +491,7 @@ fn int_binary(op: BinaryOp, x: &[i64], y: &[i64], out: DType) -> Result<Vec<i64>
         Div | Mod | Pow => return x.iter().zip(y).map(|(p, q)| int_binop(op, *p, *q).map(|v| wrap_i64(out, v))).collect(),
     };
     // 0 and 1 (comparisons, and, or) and i64 values are stored as they are.
-    Ok(if out == DType::I64 || matches!(op, CmpLt | CmpLe | CmpEq | CmpNe | And | Or) {
-        raw
-    } else {
-        raw.into_iter().map(|v| wrap_i64(out, v)).collect()
-    })
+    Ok(if out == DType::I64 || is_cmp(op) || matches!(op, And | Or) { raw } else { raw.into_iter().map(|v| wrap_i64(out, v)).collect() })
 }
 
 pub fn where_(c: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {

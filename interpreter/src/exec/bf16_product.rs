@@ -8,7 +8,7 @@
 //! rounds the result to bf16.
 //!
 //! A row-major left operand is converted row by row where it stands, and the tiles read its
-//! rows as twelve streams (`left_operand`). A transposed right operand is converted row by row
+//! rows as twelve streams (`operands`). A transposed right operand is converted row by row
 //! and then transposed as 32-bit words in 4×4 blocks: converting word by word straight into the
 //! kernel's layout took longer than the product itself (0.6 ms for the 128×784 by 784×512
 //! forward product on one core, against 0.45 ms of tiles).
@@ -84,29 +84,18 @@ crate::runtime::cpu::widest! {
     }
 }
 
-/// The right operand, stored k×n, converted into its panels (`kp` rows of NR words each,
-/// one after another in `b`) in one pass over its rows, by chunks of depth pairs on rayon's
-/// threads when `parallel`.
-fn right_panels(b: &mut [u32], rhs: &[f32], n: usize, k: usize, parallel: bool) {
-    let (kp, panels) = (k.div_ceil(2), n.div_ceil(NR));
-    let chunks = if parallel { rayon::current_num_threads().min(kp) } else { 1 };
-    let bounds: Vec<usize> = (0..=chunks).map(|c| c * kp / chunks).collect();
-    // Each chunk's rows of every panel: disjoint slices, one list a chunk.
-    let mut pieces: Vec<Vec<&mut [u32]>> = (0..chunks).map(|_| Vec::with_capacity(panels)).collect();
-    for panel in b[..panels * kp * NR].chunks_mut(kp * NR) {
-        let mut rest = panel;
-        for (c, list) in pieces.iter_mut().enumerate() {
-            let (mine, after) = rest.split_at_mut((bounds[c + 1] - bounds[c]) * NR);
-            list.push(mine);
-            rest = after;
-        }
-    }
-    let convert = |(c, list): (usize, &mut Vec<&mut [u32]>)| zip_panels(list, rhs, n, k, bounds[c], bounds[c + 1] - bounds[c]);
-    if chunks > 1 {
-        pieces.par_iter_mut().enumerate().for_each(convert);
-    } else {
-        pieces.iter_mut().enumerate().for_each(convert);
-    }
+/// Depth pairs `p0..p1` of the right operand stored k×n, into every panel of its words at `b`
+/// (`kp` rows of NR words a panel, one panel after another), its rows read whole and in order
+/// (`zip_panels`).
+///
+/// # Safety
+/// `b` has room for n.div_ceil(NR) * kp * NR words; calls on disjoint depth ranges may run at once.
+unsafe fn right_rows(b: *mut u32, rhs: &[f32], n: usize, k: usize, (p0, p1): (usize, usize)) {
+    let kp = k.div_ceil(2);
+    // SAFETY: panel j's rows p0..p1 lie inside `b`'s room, and no other call writes them.
+    let mut panels: Vec<&mut [u32]> =
+        (0..n.div_ceil(NR)).map(|j| unsafe { std::slice::from_raw_parts_mut(b.add((j * kp + p0) * NR), (p1 - p0) * NR) }).collect();
+    zip_panels(&mut panels, rhs, n, k, p0, p1 - p0);
 }
 
 crate::runtime::cpu::widest! {
@@ -171,15 +160,43 @@ fn each_chunk(words: &mut [u32], size: usize, parallel: bool, f: impl Fn((usize,
     }
 }
 
-/// Words of A between two of its rows as `left_operand` lays them out from rows: the depth's
+/// Words of A between two of its rows as `operands` lays them out from rows: the depth's
 /// pairs rounded up to 16 words and 16 more (an odd number of 64-byte lines, so the twelve rows
 /// a tile reads at once do not share the L1's sets the way rows a power of two apart would).
 fn row_stride(kp: usize) -> usize {
     kp.next_multiple_of(16) + 16
 }
 
+/// Depth pairs `p0..p1` of a left operand stored k×m, into its blocks at `a` (each `kp` rows
+/// of MR words): the pairs made row by row into a scratch buffer (rows of m words, long enough
+/// to vectorise: converted block by block, the rows were 12 values long, 0.54 ns a value at
+/// 512×1024), then each block's columns copied out while they are in cache.
+///
+/// # Safety
+/// `a` has room for m.div_ceil(MR) * kp * MR words; calls on disjoint depth ranges may run at once.
+unsafe fn left_blocks(a: *mut u32, lhs: &[f32], m: usize, k: usize, (p0, p1): (usize, usize)) {
+    let kp = k.div_ceil(2);
+    let mut scratch = buffer((p1 - p0) * m);
+    zip_rows(&mut scratch[..(p1 - p0) * m], &lhs[2 * p0 * m..], m, k.min(2 * p1) - 2 * p0, 0, m, m);
+    for block in 0..m.div_ceil(MR) {
+        let (r0, rows) = (block * MR, MR.min(m - block * MR));
+        for p in p0..p1 {
+            // SAFETY: block `block`'s row p lies inside `a`'s room, and no other call writes it.
+            unsafe { std::ptr::copy_nonoverlapping(scratch[(p - p0) * m + r0..].as_ptr(), a.add((block * kp + p) * MR), rows) };
+        }
+    }
+    recycle(scratch);
+}
+
+/// Depth pairs a task converts at most: a left operand's scratch rows (`left_blocks`) stay
+/// inside a core's L2 (64 pairs of 512 words: 128 KiB).
+const PAIRS_A_TASK: usize = 64;
+
 /// op(lhs) (m×k) as the kernels read it, and the stride of its rows when it is laid out by
-/// rows (`Bf16Tiles::tile_from_rows`), else `None`.
+/// rows (`Bf16Tiles::tile_from_rows`), else `None`; and, when `b` is given, the right operand
+/// stored k×n converted into its panels there (`right_rows`). Both in one pass of tasks on
+/// rayon's threads when `parallel` (a pass costs 20-40 µs on the 2-core VM: a weight
+/// gradient's product converted A by rows, then by blocks, then B, in three).
 ///
 /// Stored m×k (its depth across), each row's words are the row converted where it stands, and
 /// the tiles read twelve rows as twelve streams: transposing each block of twelve rows into
@@ -187,44 +204,65 @@ fn row_stride(kp: usize) -> usize {
 /// on one thread. Stored k×m (its depth down): blocks of MR rows, each `kp` rows of MR words,
 /// contiguous (so that a tile reads one stream: rows of words a whole row of the product apart
 /// crossed a page every depth pair at batch 1024).
-fn left_operand(lhs: &[f32], lhs_t: bool, m: usize, k: usize, parallel: bool) -> (Vec<u32>, Option<usize>) {
-    let (kp, blocks) = (k.div_ceil(2), m.div_ceil(MR));
-    if !lhs_t {
-        let stride = row_stride(kp);
-        let mut a = buffer(m * stride);
-        each_chunk(&mut a[..m * stride], stride, parallel, |(r, words)| row_pairs(&mut words[..kp], &lhs[r * k..(r + 1) * k]));
-        return (a, Some(stride));
-    }
-    let mut a = buffer(blocks * kp * MR);
-    let a_blocks = &mut a[..blocks * kp * MR];
-    // The whole matrix's words first (rows of m, long enough to vectorise), then each block's 12
-    // columns copied out (converted block by block, the rows were 12 values long: 0.54 ns a
-    // value at 512×1024).
-    let mut whole = buffer(kp * m);
-    each_chunk(&mut whole[..kp * m], 64 * m, parallel, |(i, out)| {
-        let d0 = 2 * 64 * i;
-        zip_rows(out, &lhs[d0 * m..], m, k.min(d0 + 128) - d0, 0, m, m)
-    });
-    let whole_words = &whole;
-    each_chunk(a_blocks, kp * MR, parallel, |(block, words)| {
-        let (r0, rows) = (block * MR, MR.min(m - block * MR));
-        for (p, w) in words.chunks_mut(MR).enumerate() {
-            w[..rows].copy_from_slice(&whole_words[p * m + r0..][..rows]);
+fn operands(
+    lhs: &[f32],
+    lhs_t: bool,
+    m: usize,
+    k: usize,
+    b: Option<(&mut [u32], &[f32], usize)>,
+    parallel: bool,
+) -> (Vec<u32>, Option<usize>) {
+    let kp = k.div_ceil(2);
+    let stride = (!lhs_t).then(|| row_stride(kp));
+    let len = match stride {
+        Some(stride) => m * stride,
+        None => m.div_ceil(MR) * kp * MR,
+    };
+    let mut a = buffer(len);
+    let a_at = a.as_mut_ptr() as usize;
+    let (b_at, b_from) = match b {
+        Some((words, rhs, n)) => (Some(words.as_mut_ptr() as usize), Some((rhs, n))),
+        None => (None, None),
+    };
+    // Task t converts A's rows (or depth pairs) and B's depth pairs in its t-th share.
+    let a_items = if lhs_t { kp } else { m };
+    let tasks =
+        if parallel { kp.div_ceil(PAIRS_A_TASK).max(4 * rayon::current_num_threads()).min(a_items) } else { kp.div_ceil(PAIRS_A_TASK) };
+    let share = |t: usize, items: usize| (t * items / tasks, (t + 1) * items / tasks);
+    let task = |t: usize| {
+        let (a0, a1) = share(t, a_items);
+        // SAFETY: `a` holds `len` words, room for every block (or row) of A; tasks convert
+        // disjoint rows (or depth pairs) of A and disjoint depth pairs of B.
+        match stride {
+            Some(stride) => {
+                for r in a0..a1 {
+                    let words = unsafe { std::slice::from_raw_parts_mut((a_at as *mut u32).add(r * stride), kp) };
+                    row_pairs(words, &lhs[r * k..(r + 1) * k]);
+                }
+            }
+            None => unsafe { left_blocks(a_at as *mut u32, lhs, m, k, (a0, a1)) },
         }
-    });
-    recycle(whole);
-    (a, None)
+        if let (Some(at), Some((rhs, n))) = (b_at, b_from) {
+            unsafe { right_rows(at as *mut u32, rhs, n, k, share(t, kp)) };
+        }
+    };
+    if tasks > 1 && parallel {
+        (0..tasks).into_par_iter().for_each(task);
+    } else {
+        (0..tasks).for_each(task);
+    }
+    (a, stride)
 }
 
 /// dst[m×n] = op(lhs)[m×k] @ op(rhs)[k×n], row-major (`lhs_t`: lhs stored k×m; `rhs_t`: rhs
 /// stored n×k), on `threads` of rayon's threads, each sum rounded to bf16 when `round` (in the
 /// tile kernel's registers). Every one of dst's first m*n values is written.
 ///
-/// The left operand is converted first (`left_operand`); then each column panel's task converts
+/// The left operand is converted first (`operands`); then each column panel's task converts
 /// its panel of the right operand and computes its tiles, so the conversion is spread over the
 /// threads without a pass of its own (a pass of rayon tasks costs 20-40 µs on the 2-core VM,
 /// more than the conversion it spreads), unless the right operand is stored k×n and larger than
-/// a core's L2 (then converted whole first, `right_panels`) or a panel's tiles are split.
+/// a core's L2 (then converted whole first, with the left one) or a panel's tiles are split.
 ///
 /// # Safety
 /// `dst` has room for m*n values; lhs and rhs hold m*k and k*n; m, n, k > 0.
@@ -244,8 +282,15 @@ pub unsafe fn run(
 ) {
     let (kp, blocks, panels) = (k.div_ceil(2), m.div_ceil(MR), n.div_ceil(NR));
     let parallel = threads > 1;
-    let (a, a_rows) = left_operand(lhs, lhs_t, m, k, parallel && m * k >= 1 << 18);
     let mut b = buffer(panels * kp * NR);
+    // Stored k×n and larger than a core's L2 (1 MiB on the Zen 4), the right operand is
+    // converted whole first, row by row (`zip_panels`), with the left one: panel by panel, its
+    // rows were read 128 bytes at a time from L3 or memory. Smaller ones stay in cache and are
+    // converted by each panel's task, where its tiles then find them (a pass of their own cost
+    // 90 µs of the 128×512×512 product's 310 µs on 2 threads).
+    let whole = !rhs_t && k * n > 1 << 18;
+    let b_whole = whole.then(|| (&mut b[..panels * kp * NR], rhs, n));
+    let (a, a_rows) = operands(lhs, lhs_t, m, k, b_whole, parallel && (m * k >= 1 << 18 || whole));
     // Row groups per panel: enough tasks to keep every thread busy. With several groups a panel
     // is shared, so the panels are converted in a pass of their own first.
     let groups = if !parallel || panels >= 4 * threads { 1 } else { (4 * threads).div_ceil(panels).min(blocks) };
@@ -280,19 +325,15 @@ pub unsafe fn run(
         }
     };
     let b_panels = &mut b[..panels * kp * NR];
-    // Stored k×n and larger than a core's L2 (1 MiB on the Zen 4), the right operand is
-    // converted whole first, row by row (`zip_panels`): panel by panel, its rows were read 128
-    // bytes at a time from L3 or memory. Smaller ones stay in cache and are converted by each
-    // panel's task, where its tiles then find them (a pass of their own cost 90 µs of the
-    // 128×512×512 product's 310 µs on 2 threads).
-    let whole = !rhs_t && k * n > 1 << 18;
     // A shallow product's time is writing its result: by panels, each task wrote a strip 128
     // bytes wide down every row, a page every two rows at n = 512 (1024×512 by depth 10: 110-155
     // µs in the MLP step against PyTorch's 36). So its few words of B are converted first and
     // each task writes whole rows: its blocks' tiles across every panel.
     let shallow = parallel && kp <= 16 && panels > 1 && blocks > 1;
     if shallow {
-        each_chunk(b_panels, kp * NR, false, b_panel);
+        if !whole {
+            each_chunk(b_panels, kp * NR, false, b_panel);
+        }
         let b_panels = &b[..panels * kp * NR];
         let tasks = (4 * threads).min(blocks);
         (0..tasks).into_par_iter().for_each(|t| {
@@ -307,9 +348,6 @@ pub unsafe fn run(
         // from L3 when A is larger than a core's L2, serves two tiles: 1024×512×784 on 2
         // threads 947-1082 → 890-908 µs): the task converts its panels (unless B was converted
         // whole) and computes their tiles block by block.
-        if whole {
-            right_panels(b_panels, rhs, n, k, parallel);
-        }
         let per_task = if parallel && panels >= 8 * threads { 2 } else { 1 };
         let task = |(t, words): (usize, &mut [u32])| {
             let first = t * per_task;
@@ -327,9 +365,7 @@ pub unsafe fn run(
         each_chunk(b_panels, per_task * kp * NR, parallel, task);
     } else {
         // Several row groups a panel: the panels converted first, then a task a group.
-        if whole {
-            right_panels(b_panels, rhs, n, k, parallel);
-        } else {
+        if !whole {
             each_chunk(b_panels, kp * NR, true, b_panel);
         }
         let b_panels = &b[..panels * kp * NR];
@@ -428,10 +464,11 @@ mod tests {
                 t0.elapsed().as_secs_f64() * 1e6 / 20.0
             };
             let parts = [
-                time(&mut || recycle(left_operand(&lhs, lt, m, k, false).0)),
+                time(&mut || recycle(operands(&lhs, lt, m, k, None, false).0)),
                 time(&mut || {
                     if !rt && k * n > 1 << 18 {
-                        return right_panels(&mut words, &rhs, n, k, false);
+                        // SAFETY: `words` has room for every panel.
+                        return unsafe { right_rows(words.as_mut_ptr(), &rhs, n, k, (0, kp)) };
                     }
                     if !rt {
                         return words

@@ -172,7 +172,7 @@ impl Executor {
                 Kernel::Gemm(gk) => {
                     if !self.cache.contains_key(&gk.output()) {
                         let product = self.run_node(g, gk.product)?;
-                        let t = epilogue::apply(product, &self.cache[&gk.bias], gk.relu())?;
+                        let t = epilogue::apply(product, &self.cache[&gk.bias], gk.relu(), g.node(gk.output()).dtype)?;
                         self.cache.insert(gk.output(), t);
                     }
                 }

@@ -60,8 +60,14 @@ pub struct GemmKernel {
     pub product: NodeId,
     /// The value added to every row: shaped `[1, .., 1, n]`, one value per column.
     pub bias: NodeId,
-    /// The add, then (with a relu) its `0 < x` and `where`, in order.
+    /// The add, then (with a relu) its `0 < x` and `where`, in order; first the product's
+    /// widening to f32 when `widens`.
     pub epilogue: Vec<NodeId>,
+    /// Whether the product computes in a low precision (autocast's bf16 or f16) and the
+    /// epilogue starts with its `Cast` to f32: only on a device whose products write their
+    /// rounded values as f32 (the CPU, `Options::products_round`), where that cast is exact
+    /// and does nothing.
+    pub widens: bool,
 }
 
 impl GemmKernel {
@@ -71,7 +77,7 @@ impl GemmKernel {
     }
     /// Whether a relu follows the add.
     pub fn relu(&self) -> bool {
-        self.epilogue.len() > 1
+        self.epilogue.len() > 1 + self.widens as usize
     }
 }
 

@@ -185,7 +185,7 @@ fn kernels(g: &Graph, roots: &[NodeId], fuse: bool, fold_casts: bool) -> Result<
     let plan = checked(rows::fuse_rows(g, plan.kernels, roots), Pass::Rows)?;
     let plan = checked(prologue::fuse_prologues(g, plan.kernels, roots), Pass::Prologue)?;
     // Independent regions are grouped last, so that the epilogue pass sees each region alone.
-    checked(fusion::group_independent(g, epilogue::fuse_epilogues(g, plan.kernels, roots)), Pass::Epilogue)
+    checked(fusion::group_independent(g, epilogue::fuse_epilogues(g, plan.kernels, roots, fold_casts)), Pass::Epilogue)
 }
 
 fn memory_of(g: &Graph, plan: &Plan) -> Result<MemoryPlan, VerifyError> {

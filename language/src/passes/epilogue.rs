@@ -5,7 +5,10 @@
 //! never written and read back, and the fused region that added the bias loses the add (and
 //! disappears when that was all it did, as in an evaluation's last layer).
 //!
-//! Only f32 values are taken: under autocast a cast stands between the product and the add.
+//! f32 products are taken, and under autocast, on a device whose products write their rounded
+//! bf16 or f16 values as f32s (the CPU: `widened`), a low-precision product with the cast to
+//! f32 that stands between it and the add (`GemmKernel::widens`): that cast is exact there and
+//! does nothing. On a GPU it converts stored bf16, so there the product stays on its own.
 //! A relu is taken in training as well: autodiff makes its backward mask from relu's output
 //! (`0 < y`), which the kernel writes, so the sum before it is not needed. GELU is exact (erf)
 //! in DL, and cuBLASLt's is the tanh form, so it is never taken.
@@ -109,24 +112,48 @@ struct Found {
 }
 
 /// The first product in `kernels` from `from` on that an epilogue can take.
-fn find(g: &Graph, kernels: &[Kernel], roots: &[NodeId], readers: &HashMap<NodeId, HashSet<NodeId>>, from: usize) -> Option<Found> {
+/// With `widened`, a low-precision product's only reader may be its cast to f32 (see the
+/// module's comment).
+fn find(
+    g: &Graph,
+    kernels: &[Kernel],
+    roots: &[NodeId],
+    readers: &HashMap<NodeId, HashSet<NodeId>>,
+    from: usize,
+    widened: bool,
+) -> Option<Found> {
     let one_reader = |n: NodeId| readers.get(&n).map_or(0, |r| r.len()) == 1 && !roots.contains(&n);
     for (at, k) in kernels.iter().enumerate().skip(from) {
         let Kernel::Library(product) = k else { continue };
         let p = g.node(*product);
-        if p.op != Op::MatMul || p.dtype != DType::F32 || !one_reader(*product) {
+        let low = matches!(p.dtype, DType::BF16 | DType::F16);
+        if p.op != Op::MatMul || !(p.dtype == DType::F32 || widened && low) || !one_reader(*product) {
             continue;
         }
-        let add = *readers[product].iter().next().expect("one reader");
-        let Some(bias) = bias_of(g, add, *product) else { continue };
+        let reader = *readers[product].iter().next().expect("one reader");
+        // The value the bias is added to: the product, or its widening to f32.
+        let (sum_of, widen) = if low {
+            let cast = g.node(reader);
+            if cast.op != Op::Cast || cast.dtype != DType::F32 || !one_reader(reader) {
+                continue;
+            }
+            (reader, Some(reader))
+        } else {
+            (*product, None)
+        };
+        let add = *readers[&sum_of].iter().next().expect("one reader");
+        let Some(bias) = bias_of(g, add, sum_of) else { continue };
         let Some(region) = kernels.iter().position(|k| matches!(k, Kernel::Fused(r) if r.nodes.contains(&add))) else { continue };
         let Kernel::Fused(r) = &kernels[region] else { unreachable!("found as a fused region") };
+        if widen.is_some_and(|c| !r.nodes.contains(&c)) {
+            continue;
+        }
         let relu = relu_after(g, add, readers)
             .filter(|(c, s)| r.nodes.contains(c) && r.nodes.contains(s) && !roots.contains(c) && !roots.contains(&add));
-        let mut epilogue = vec![add];
+        let mut epilogue: Vec<NodeId> = widen.into_iter().chain([add]).collect();
         epilogue.extend(relu.map(|(c, s)| [c, s]).into_iter().flatten());
         let rest = without(g, r, &epilogue.iter().copied().collect());
-        return Some(Found { at, region, gemm: GemmKernel { product: *product, bias, epilogue }, rest });
+        return Some(Found { at, region, gemm: GemmKernel { product: *product, bias, epilogue, widens: widen.is_some() }, rest });
     }
     None
 }
@@ -138,10 +165,10 @@ fn find(g: &Graph, kernels: &[Kernel], roots: &[NodeId], readers: &HashMap<NodeI
 /// Who reads what is found once: a rewrite moves nodes between kernels but changes no node's
 /// readers that a later match looks at (products, sums, comparisons). Products before a match
 /// were taken or refused already, and a rewrite changes neither, so the search goes on from it.
-pub fn fuse_epilogues(g: &Graph, mut kernels: Vec<Kernel>, roots: &[NodeId]) -> Vec<Kernel> {
+pub fn fuse_epilogues(g: &Graph, mut kernels: Vec<Kernel>, roots: &[NodeId], widened: bool) -> Vec<Kernel> {
     let readers = readers_in(g, &kernels);
     let mut from = 0;
-    while let Some(Found { at, region, gemm, rest }) = find(g, &kernels, roots, &readers, from) {
+    while let Some(Found { at, region, gemm, rest }) = find(g, &kernels, roots, &readers, from, widened) {
         let mut placed = vec![Kernel::Gemm(gemm)];
         placed.extend(rest.map(Kernel::Fused));
         kernels.splice(region..=region, placed);
@@ -205,5 +232,45 @@ mod tests {
         // Without fusion (the eager reference) there is none either.
         let eager = crate::passes::driver::plan(&g, &[s], false).unwrap().plan;
         assert!(!eager.kernels.iter().any(|k| matches!(k, Kernel::Gemm(_))));
+    }
+
+    /// `relu(f32(x @ w) + b)` with a bf16 product, as autocast leaves a `Linear` under bf16:
+    /// (graph, product, cast, where).
+    fn bf16_linear_relu() -> (Graph, NodeId, NodeId, NodeId) {
+        let mut g = Graph::default();
+        let (f, h) = (DType::F32, DType::BF16);
+        let x = node(&mut g, Op::Input(0), h, &[4, 3], vec![]);
+        let w = node(&mut g, Op::Input(1), h, &[3, 5], vec![]);
+        let b = node(&mut g, Op::Input(2), f, &[5], vec![]);
+        let p = node(&mut g, Op::MatMul, h, &[4, 5], vec![x, w]);
+        let wide = node(&mut g, Op::Cast, f, &[4, 5], vec![p]);
+        let b2 = node(&mut g, Op::Reshape, f, &[1, 5], vec![b]);
+        let e = node(&mut g, Op::Expand, f, &[4, 5], vec![b2]);
+        let add = node(&mut g, Op::Binary(BinaryOp::Add), f, &[4, 5], vec![wide, e]);
+        let zero = node(&mut g, Op::Const(0f64.to_bits()), f, &[], vec![]);
+        let z1 = node(&mut g, Op::Reshape, f, &[1, 1], vec![zero]);
+        let z = node(&mut g, Op::Expand, f, &[4, 5], vec![z1]);
+        let c = node(&mut g, Op::Binary(BinaryOp::CmpLt), DType::Bool, &[4, 5], vec![z, add]);
+        let s = node(&mut g, Op::Where, f, &[4, 5], vec![c, add, z]);
+        (g, p, wide, s)
+    }
+
+    #[test]
+    fn a_bf16_product_takes_its_widening_only_where_products_write_f32() {
+        let (g, p, wide, s) = bf16_linear_relu();
+        let planned = |widened: bool| {
+            let kernels = fuse_epilogues(&g, crate::passes::fusion::plan(&g, &[s], true, widened), &[s], widened);
+            let plan = crate::ir::plan::Plan { kernels, roots: vec![s] };
+            crate::ir::verify::plan(&g, &plan, &[], "epilogue").expect("verified");
+            plan
+        };
+        let cpu = planned(true);
+        let found: Vec<&GemmKernel> = cpu.kernels.iter().filter_map(|k| if let Kernel::Gemm(gk) = k { Some(gk) } else { None }).collect();
+        assert_eq!(found.len(), 1, "{:?}", cpu.kernels);
+        assert_eq!((found[0].product, found[0].epilogue.first(), found[0].output()), (p, Some(&wide), s));
+        assert!(found[0].widens && found[0].relu());
+        assert_eq!(cpu.kernel_count(), 1, "{:?}", cpu.kernels);
+        // Where products write stored bf16 (cuBLAS), the cast converts: the product stays alone.
+        assert!(!planned(false).kernels.iter().any(|k| matches!(k, Kernel::Gemm(_))));
     }
 }

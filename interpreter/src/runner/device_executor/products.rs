@@ -57,6 +57,9 @@ impl<D: Driver> DeviceExecutor<D> {
         let out = epilogue.map_or(n, |gk| gk.output());
         let (bias, epilogue) = match epilogue {
             None => (None, Epilogue::None),
+            // A low-precision product's widening in the epilogue: planned only where products
+            // write f32s (the CPU); on a device the cast converts stored values.
+            Some(gk) if gk.widens => return Ok(None),
             Some(gk) => match &self.value(g, gk.bias)?.place {
                 Place::Device(bias, t) if *t == ty && ty == Ty::F32 => {
                     (Some(bias.clone()), if gk.relu() { Epilogue::BiasRelu } else { Epilogue::Bias })

@@ -163,11 +163,34 @@ impl Lanes {
     }
 }
 
-/// The f64 sum of a contiguous run, by `Lanes`.
+/// The f64 sum of a contiguous run, by `Lanes` (a short one by `short_total`, the same sum).
 pub(super) fn sum_run(run: &[f32]) -> f64 {
+    if run.len() <= LANES / 2 {
+        return short_total(run);
+    }
     let mut l = Lanes::default();
     l.add(run);
     l.total()
+}
+
+/// `Lanes`' total of a run of at most `LANES / 2` values, without its 32 lanes and its call to
+/// the widest vectors: cross-entropy's rows of ten classes were summed at 15 ns a row, a third
+/// of the loss's row kernel. Lane i holds `0.0 + run[i]`, never -0.0, so the tree's first level
+/// (adding the empty upper half's zeros) changes nothing and is skipped; the rest is the tree.
+#[inline]
+fn short_total(run: &[f32]) -> f64 {
+    let mut l = [0f64; LANES / 2];
+    for (l, v) in l.iter_mut().zip(run) {
+        *l += *v as f64;
+    }
+    let mut half = LANES / 4;
+    while half > 0 {
+        for i in 0..half {
+            l[i] += l[i + half];
+        }
+        half /= 2;
+    }
+    l[0]
 }
 
 /// Inputs below this size are summed on the calling thread.
@@ -400,6 +423,28 @@ impl Walk<'_> {
 
 #[cfg(test)]
 mod tests {
+    /// `short_total` against `Lanes` for every short length, with signed zeros, NaN, infinities
+    /// and values of every magnitude: the same bits.
+    #[test]
+    fn short_runs_sum_to_the_bits_of_lanes() {
+        let values = [-0.0f32, 0.0, 1.5, -2.25, f32::MAX, f32::MIN_POSITIVE, 1e-40, -7e30, f32::INFINITY, 3.0e-8, -0.0, 12345.678];
+        for len in 0..=LANES / 2 {
+            for shift in 0..values.len() {
+                let mut run: Vec<f32> = (0..len).map(|i| values[(i * 5 + shift) % values.len()]).collect();
+                if shift == 3 && len > 2 {
+                    run[len / 2] = f32::NAN;
+                }
+                let mut l = Lanes::default();
+                l.add(&run);
+                assert_eq!(short_total(&run).to_bits(), l.total().to_bits(), "{run:?}");
+            }
+            let zeros = vec![-0.0f32; len];
+            let mut l = Lanes::default();
+            l.add(&zeros);
+            assert_eq!(short_total(&zeros).to_bits(), l.total().to_bits(), "{len} negative zeros");
+        }
+    }
+
     use super::*;
 
     /// The definition: permute the reduced axes innermost and add each group in index order

@@ -17,8 +17,9 @@
 //! with the rows split too when there are too few panels to go round, and by rows across every
 //! panel for a shallow product.
 
+use super::epilogue::Epilogue;
 use crate::runtime::tensor::round_bf16;
-use dlc_jit::x64::bf16_gemm::{Bf16Tiles, MR, NR};
+use dlc_jit::x64::bf16_gemm::{Bf16Tiles, Finish, MR, NR};
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
@@ -256,7 +257,8 @@ fn operands(
 
 /// dst[m×n] = op(lhs)[m×k] @ op(rhs)[k×n], row-major (`lhs_t`: lhs stored k×m; `rhs_t`: rhs
 /// stored n×k), on `threads` of rayon's threads, each sum rounded to bf16 when `round` (in the
-/// tile kernel's registers). Every one of dst's first m*n values is written.
+/// tile kernel's registers), then given `epilogue` (its bias and relu, also in the tile's
+/// registers). Every one of dst's first m*n values is written.
 ///
 /// The left operand is converted first (`operands`); then each column panel's task converts
 /// its panel of the right operand and computes its tiles, so the conversion is spread over the
@@ -279,6 +281,7 @@ pub unsafe fn run(
     dst: *mut f32,
     threads: usize,
     round: bool,
+    epilogue: Option<&Epilogue>,
 ) {
     let (kp, blocks, panels) = (k.div_ceil(2), m.div_ceil(MR), n.div_ceil(NR));
     let parallel = threads > 1;
@@ -310,12 +313,13 @@ pub unsafe fn run(
         // SAFETY: a block's words are kp rows of MR (by rows: its rows, kp words each, `stride`
         // apart), a panel's kp rows of NR; the tile writes rows × cols values of dst inside its
         // m×n (the caller's room); tasks write disjoint tiles.
+        let finish = Finish { round, bias: epilogue.map(|e| (e.bias[panel * NR..].as_ptr(), e.relu)) };
         unsafe {
             match a_rows {
                 Some(stride) => {
-                    tiles.tile_from_rows(rows, (a_words[block * MR * stride..].as_ptr(), stride), words.as_ptr(), kp, (c, n), cols, round)
+                    tiles.tile_from_rows(rows, (a_words[block * MR * stride..].as_ptr(), stride), words.as_ptr(), kp, (c, n), cols, finish)
                 }
-                None => tiles.tile(rows, (a_words[block * kp * MR..].as_ptr(), MR), (words.as_ptr(), NR), kp, (c, n), cols, round),
+                None => tiles.tile(rows, (a_words[block * kp * MR..].as_ptr(), MR), (words.as_ptr(), NR), kp, (c, n), cols, finish),
             }
         };
     };
@@ -414,10 +418,19 @@ mod tests {
                 for (lhs, lt, rhs, rt) in [(&a, false, &b, false), (&at, true, &b, false), (&a, false, &bt, true), (&at, true, &bt, true)] {
                     let (mut out, mut rounded) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
                     // SAFETY: the buffers hold m*k, k*n and m*n values.
-                    unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, out.as_mut_ptr(), threads, false) };
-                    unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, rounded.as_mut_ptr(), threads, true) };
+                    unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, out.as_mut_ptr(), threads, false, None) };
+                    unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, rounded.as_mut_ptr(), threads, true, None) };
                     // The same sums, rounded to bf16 in the tiles' registers.
                     assert!(out.iter().zip(&rounded).all(|(x, r)| round_bf16(*x).to_bits() == r.to_bits()), "{m}x{n}x{k}: rounded");
+                    // With a bias and relu applied block by block as the tasks write them: the
+                    // bits of the pass over the rounded result's rows.
+                    let bias: Vec<f32> = (0..n).map(|j| j as f32 * 0.5 - 3.0).collect();
+                    let e = Epilogue { bias: &bias, relu: true };
+                    let mut given = vec![f32::NAN; m * n];
+                    unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, given.as_mut_ptr(), threads, true, Some(&e)) };
+                    let mut want = rounded.clone();
+                    e.rows(&mut want);
+                    assert!(given.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()), "{m}x{n}x{k}: epilogue");
                     for i in 0..m {
                         for j in 0..n {
                             let want: f64 = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();
@@ -487,7 +500,7 @@ mod tests {
                     .map(|_| {
                         let t = std::time::Instant::now();
                         // SAFETY: the buffers hold m*k, k*n and m*n values.
-                        unsafe { run(tiles, m, n, k, &lhs, lt, &rhs, rt, out.as_mut_ptr(), threads, true) };
+                        unsafe { run(tiles, m, n, k, &lhs, lt, &rhs, rt, out.as_mut_ptr(), threads, true, None) };
                         t.elapsed().as_secs_f64() * 1e6
                     })
                     .fold(f64::MAX, f64::min);

@@ -1,6 +1,7 @@
 //! Matrix products (on the kernel gemm_select.rs chose for each shape) and `take`. Convolutions are in conv.rs, pooling in pool.rs.
 
 use super::elem::Elem;
+use super::epilogue::Epilogue;
 use super::gemm_select::GemmSelect;
 use crate::runtime::tensor::{Data, Tensor};
 use crate::runtime::RuntimeError;
@@ -68,7 +69,8 @@ fn batched<T: Elem>(sel: &GemmSelect, batch: usize, m: usize, n: usize, k: usize
 /// f32 products of f32-stored operands; bf16/f16 operands (autocast) are summed in f32 and the
 /// result rounded. bf16 products may run on the CPU's bf16 units instead (`gemm_bf16`, which
 /// writes its result rounded), and only they take operands still to be rounded (`round`: a
-/// folded cast's f32 source).
+/// folded cast's f32 source). With an `epilogue`, the result is given it: by dlc's bf16 tiles
+/// as they write it, else in a pass of its own.
 #[allow(clippy::too_many_arguments)]
 fn batched_f32(
     sel: &GemmSelect,
@@ -82,25 +84,31 @@ fn batched_f32(
     y: &[f32],
     y_t: bool,
     round: [bool; 2],
+    epilogue: Option<Epilogue>,
 ) -> Result<Data, RuntimeError> {
-    let out = if dtype == DType::BF16 {
+    let (mut out, mut applied) = (vec![], false);
+    if dtype == DType::BF16 {
         let total = batch * m * n;
-        let mut out: Vec<f32> = Vec::with_capacity(total);
+        out.reserve_exact(total);
         let dst = &mut out.spare_capacity_mut()[..total];
+        applied = true;
         for i in 0..batch {
             let (xs, ys) = (&x[i * m * k..(i + 1) * m * k], &y[i * k * n..(i + 1) * k * n]);
-            sel.gemm_bf16(m, n, k, xs, x_t, ys, y_t, round, &mut dst[i * m * n..(i + 1) * m * n], parallelism(m * n * k));
+            let dst = &mut dst[i * m * n..(i + 1) * m * n];
+            applied &= sel.gemm_bf16(m, n, k, xs, x_t, ys, y_t, round, dst, parallelism(m * n * k), epilogue.as_ref());
         }
         // SAFETY: each product wrote its m*n elements.
         unsafe { out.set_len(total) };
-        out
     } else if round != [false; 2] {
         return Err(RuntimeError::Unsupported(format!("a {dtype} product given operands to round to bf16")));
     } else {
-        let mut out = batched(sel, batch, m, n, k, x, x_t, y, y_t);
+        out = batched(sel, batch, m, n, k, x, x_t, y, y_t);
         crate::runtime::tensor::round_slice(dtype, &mut out);
-        out
-    };
+    }
+    // (A batch's products all run on one kernel: the choice is per shape.)
+    if let (Some(e), false) = (epilogue, applied) {
+        e.rows(&mut out);
+    }
     Ok(Data::F32(Arc::new(out)))
 }
 
@@ -115,13 +123,21 @@ pub struct Operand {
 }
 
 /// Product `dtype`[shape] = op(a) @ op(b), each operand read in place through a transpose and
-/// rounded by the product as `Operand` says. Floats stored as f32 (f32, bf16, f16) are read
-/// through strides; other dtypes transpose first.
-pub fn matmul_t(sel: &GemmSelect, dtype: DType, a: &Operand, b: &Operand, shape: Vec<usize>) -> Result<Tensor, RuntimeError> {
+/// rounded by the product as `Operand` says, then given `epilogue` when there is one (only
+/// to floats stored as f32). Floats stored as f32 (f32, bf16, f16) are read through strides;
+/// other dtypes transpose first.
+pub fn matmul_t(
+    sel: &GemmSelect,
+    dtype: DType,
+    a: &Operand,
+    b: &Operand,
+    shape: Vec<usize>,
+    epilogue: Option<Epilogue>,
+) -> Result<Tensor, RuntimeError> {
     let (a_t, b_t) = (a.transposed, b.transposed);
     let round = [a.rounded, b.rounded];
     let (a, b) = (&a.value, &b.value);
-    if !a_t && !b_t && round == [false; 2] {
+    if !a_t && !b_t && round == [false; 2] && epilogue.is_none() {
         return matmul(sel, a, b, shape);
     }
     let swap = |t: &Tensor| {
@@ -136,10 +152,11 @@ pub fn matmul_t(sel: &GemmSelect, dtype: DType, a: &Operand, b: &Operand, shape:
             let (m, n) = (shape[r - 2], shape[r - 1]);
             let k = if a_t { a.shape[a.shape.len() - 2] } else { a.shape[a.shape.len() - 1] };
             let batch: usize = shape[..r - 2].iter().product();
-            let data = batched_f32(sel, dtype, batch, m, n, k, x, a_t, y, b_t, round)?;
+            let data = batched_f32(sel, dtype, batch, m, n, k, x, a_t, y, b_t, round, epilogue)?;
             Ok(Tensor { dtype, shape, data })
         }
         _ if round != [false; 2] => Err(RuntimeError::Unsupported("a product's operands to round are not stored as f32".into())),
+        _ if epilogue.is_some() => Err(RuntimeError::Unsupported("a product's epilogue outside f32".into())),
         _ => {
             let a = if a_t { swap(a) } else { a.clone() };
             let b = if b_t { swap(b) } else { b.clone() };
@@ -154,7 +171,7 @@ pub fn matmul(sel: &GemmSelect, a: &Tensor, b: &Tensor, shape: Vec<usize>) -> Re
     let (m, k, n) = (a.shape[r - 2], a.shape[r - 1], b.shape[r - 1]);
     let batch: usize = a.shape[..r - 2].iter().product();
     let data = match (&a.data, &b.data) {
-        (Data::F32(x), Data::F32(y)) => batched_f32(sel, a.dtype, batch, m, n, k, x, false, y, false, [false; 2])?,
+        (Data::F32(x), Data::F32(y)) => batched_f32(sel, a.dtype, batch, m, n, k, x, false, y, false, [false; 2], None)?,
         (Data::F64(x), Data::F64(y)) => Data::F64(Arc::new(batched(sel, batch, m, n, k, x, false, y, false))),
         (Data::I64(x), Data::I64(y)) => {
             let mut out = vec![0i64; batch * m * n];

@@ -21,6 +21,7 @@
 //! machines that have it).
 
 use super::elem::Elem;
+use super::epilogue::Epilogue;
 use super::gemm_kernels::{run, threads, GemmKernel};
 use super::tune_store::{Pick, TuneStore};
 use gemm_common::Parallelism;
@@ -161,7 +162,9 @@ impl GemmSelect {
     /// cast the plan left to the product, fusion.rs `fold_casts`). The bf16 kernels round every
     /// value as they convert it, so they read these as they are; the f32 kernels get rounded
     /// copies (`with_bf16`). The result is written rounded to bf16 (dlc's tiles round in
-    /// their registers; the other kernels' results are rounded after).
+    /// their registers; the other kernels' results are rounded after). Whether `epilogue` was
+    /// applied: dlc's tiles apply it as they write each block; the other kernels leave it to
+    /// the caller.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn gemm_bf16(
         &self,
@@ -175,7 +178,8 @@ impl GemmSelect {
         round: [bool; 2],
         dst: &mut [MaybeUninit<f32>],
         par: Parallelism,
-    ) {
+        epilogue: Option<&Epilogue>,
+    ) -> bool {
         let small = m * n * k < MEASURE_MIN || lhs.len() < m * k || rhs.len() < k * n || dst.len() < m * n;
         let names = bf16_candidates();
         let on_f32 = |dst: &mut [MaybeUninit<f32>]| {
@@ -183,7 +187,8 @@ impl GemmSelect {
             round_result(dst, m * n);
         };
         if self.forced.is_some() || small || names.len() < 2 {
-            return on_f32(dst);
+            on_f32(dst);
+            return false;
         }
         // The candidates are part of the key, as for f32 products (`kernel_for`).
         let key = format!("{}:{}", Shape { ty: "bf16", m, n, k, lhs_t, rhs_t, threads: threads(par) }.key(), names.join("+"));
@@ -201,7 +206,7 @@ impl GemmSelect {
                 }
                 #[cfg(target_arch = "x86_64")]
                 "avx512-bf16" => super::bf16_product::tiles().is_some_and(|t| {
-                    unsafe { super::bf16_product::run(t, m, n, k, lhs, lhs_t, rhs, rhs_t, out, threads(par), true) };
+                    unsafe { super::bf16_product::run(t, m, n, k, lhs, lhs_t, rhs, rhs_t, out, threads(par), true, epilogue) };
                     true
                 }),
                 _ => {
@@ -220,7 +225,9 @@ impl GemmSelect {
         let pick = self.choose(key, names, &mut time);
         if !run(names[pick], dst) {
             on_f32(dst);
+            return false;
         }
+        names[pick] == "avx512-bf16"
     }
 
     /// The kernel for `shape`: forced, the only one, the default for a small product, chosen

@@ -171,9 +171,18 @@ impl Executor {
                 Kernel::Group(rs) => self.run_regions(g, rs, dead)?,
                 Kernel::Gemm(gk) => {
                     if !self.cache.contains_key(&gk.output()) {
-                        let product = self.run_node(g, gk.product)?;
-                        let t = epilogue::apply(product, &self.cache[&gk.bias], gk.relu(), g.node(gk.output()).dtype)?;
-                        self.cache.insert(gk.output(), t);
+                        let bias = self.cache[&gk.bias].clone();
+                        let Data::F32(b) = &bias.data else {
+                            return Err(RuntimeError::Unsupported("a product's epilogue outside f32".into()));
+                        };
+                        let shape = concrete(&g.node(gk.output()).shape)
+                            .ok_or_else(|| RuntimeError::SymbolicShape(g.node(gk.output()).ty().to_string()))?;
+                        if shape.last() != Some(&b.len()) {
+                            return Err(RuntimeError::Unsupported(format!("a bias of {} values for rows of {:?}", b.len(), shape.last())));
+                        }
+                        let t = self.product(g, gk.product, shape, Some(epilogue::Epilogue { bias: b, relu: gk.relu() }))?;
+                        // (A widened bf16 product's values are already f32s: only the dtype changes.)
+                        self.cache.insert(gk.output(), Tensor { dtype: g.node(gk.output()).dtype, ..t });
                     }
                 }
                 Kernel::Reduce(rk) => {
@@ -283,33 +292,39 @@ impl Executor {
         self.cache.get(&root).cloned().ok_or_else(|| RuntimeError::Unsupported("node was not computed".into()))
     }
 
+    /// A matrix product `id` of `shape`, given `epilogue` when there is one (`Kernel::Gemm`).
+    fn product(&mut self, g: &Graph, id: NodeId, shape: Vec<usize>, epilogue: Option<epilogue::Epilogue>) -> Result<Tensor, RuntimeError> {
+        let node = g.node(id);
+        // An operand that is a transpose is read from its source with swapped strides,
+        // whether or not the plan materialised it (a `View` in a fused plan, a copy in the
+        // eager one): the product then sums in the same order either way, so fused and eager
+        // runs agree bit for bit.
+        // A cast to bf16 that was not computed (the plan left it to the product, or an
+        // evaluation's plan has its transpose from the values computed once) is read as its
+        // f32 source, which the bf16 product rounds as it reads it: the same values.
+        let mut operands = vec![];
+        for s in &node.src {
+            let transposed = fusion::is_transpose(&g.node(*s).op);
+            let shown = if transposed { g.node(*s).src[0] } else { *s };
+            let rounded = node.dtype == DType::BF16 && fusion::is_folded_cast(g, shown, |n| self.cache.contains_key(&n));
+            let value = if rounded { g.node(shown).src[0] } else { shown };
+            if (transposed || rounded) && !self.cache.contains_key(&value) {
+                let t = self.eval(g, value)?;
+                self.cache.insert(value, t);
+            }
+            let Some(t) = self.cache.get(&value) else {
+                return Err(RuntimeError::Unsupported(format!("matmul operand {s:?} was not computed")));
+            };
+            operands.push(contract::Operand { value: t.clone(), transposed, rounded });
+        }
+        contract::matmul_t(&self.kernels.gemm, node.dtype, &operands[0], &operands[1], shape, epilogue)
+    }
+
     fn run_node(&mut self, g: &Graph, id: NodeId) -> Result<Tensor, RuntimeError> {
         let node = g.node(id);
         let shape = concrete(&node.shape).ok_or_else(|| RuntimeError::SymbolicShape(node.ty().to_string()))?;
         if let Op::MatMul = node.op {
-            // An operand that is a transpose is read from its source with swapped strides,
-            // whether or not the plan materialised it (a `View` in a fused plan, a copy in the
-            // eager one): the product then sums in the same order either way, so fused and eager
-            // runs agree bit for bit.
-            // A cast to bf16 that was not computed (the plan left it to the product, or an
-            // evaluation's plan has its transpose from the values computed once) is read as its
-            // f32 source, which the bf16 product rounds as it reads it: the same values.
-            let mut operands = vec![];
-            for s in &node.src {
-                let transposed = fusion::is_transpose(&g.node(*s).op);
-                let shown = if transposed { g.node(*s).src[0] } else { *s };
-                let rounded = node.dtype == DType::BF16 && fusion::is_folded_cast(g, shown, |n| self.cache.contains_key(&n));
-                let value = if rounded { g.node(shown).src[0] } else { shown };
-                if (transposed || rounded) && !self.cache.contains_key(&value) {
-                    let t = self.eval(g, value)?;
-                    self.cache.insert(value, t);
-                }
-                let Some(t) = self.cache.get(&value) else {
-                    return Err(RuntimeError::Unsupported(format!("matmul operand {s:?} was not computed")));
-                };
-                operands.push(contract::Operand { value: t.clone(), transposed, rounded });
-            }
-            return contract::matmul_t(&self.kernels.gemm, node.dtype, &operands[0], &operands[1], shape);
+            return self.product(g, id, shape, None);
         }
         // A recompute view shows its first source; the second only ordered it in the plan (and
         // a plan may run the view earlier, as a row kernel hoists it).

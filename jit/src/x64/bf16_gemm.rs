@@ -18,7 +18,9 @@
 //! B's 32 words of a row are read whole even where fewer columns are stored (the caller pads).
 //! A second set of kernels rounds the sums to bf16 before storing them (a bf16 product's
 //! result, rounded in registers rather than by a pass over the stored product), on the bits as
-//! the interpreter's `round_bf16` and the AVX-512 back end's (codegen.rs) round.
+//! the interpreter's `round_bf16` and the AVX-512 back end's (codegen.rs) round. Each set has
+//! kernels that then add a bias to every row (one value a column), and a relu after it: a
+//! `Linear`'s epilogue in the registers that hold its sums (`Finish`).
 
 use super::asm::{self, Asm, Mask, Mem, Rm, NO_MASK, R10, R11, R8, R9, RAX, RCX, RDI, RDX, RSI, RSP};
 use super::memory::Code;
@@ -34,7 +36,32 @@ const BROADCASTS: [u8; 6] = [24, 25, 26, 27, 28, 29];
 /// `vdpbf16ps zmm, zmm, zmm/m512/m32bcst`: EVEX.512.F3.0F38.W0 52.
 const VDPBF16PS: asm::Op = asm::op(2, 2, 0x52);
 
-type TileFn = unsafe extern "sysv64" fn(*const u32, *const u32, *mut f32, u64, u64, u64, u64, u64);
+type TileFn = unsafe extern "sysv64" fn(*const u32, *const u32, *mut f32, u64, u64, u64, u64, u64, *const f32);
+
+/// What a tile does to its sums before it stores them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Finish {
+    /// Round each sum to bf16.
+    pub round: bool,
+    /// Then add the bias of each column (the tile's first column's at the pointer; columns past
+    /// the tile's are not read), and with `true` the relu after it, `0 < s ? s : 0` (a NaN
+    /// becomes 0, as the fused region's `where` makes it).
+    pub bias: Option<(*const f32, bool)>,
+}
+
+impl Finish {
+    /// Which of the kernels of a layout and rounding: none, a bias, a bias and relu.
+    fn epilogue(&self) -> usize {
+        match self.bias {
+            None => 0,
+            Some((_, false)) => 1,
+            Some((_, true)) => 2,
+        }
+    }
+}
+
+/// Epilogues a kernel set has (`Finish::epilogue`).
+const EPILOGUES: usize = 3;
 
 /// Whether this CPU (and OS) runs the kernel: AVX-512F with its state saved by the OS, and
 /// AVX512-BF16 (CPUID leaf 7, sub-leaf 1, EAX bit 5).
@@ -50,7 +77,7 @@ pub fn available() -> bool {
 }
 
 /// The tile kernels, one per row count 1..=MR, storing the sums as they are, then the same
-/// rounding them to bf16.
+/// rounding them to bf16; each with no epilogue, a bias, and a bias and relu.
 pub struct Bf16Tiles {
     kernels: Vec<Code>,
 }
@@ -64,18 +91,20 @@ impl Bf16Tiles {
         let kernels = [ALayout::Blocks, ALayout::Rows]
             .into_iter()
             .flat_map(|layout| [false, true].into_iter().map(move |round| (layout, round)))
-            .flat_map(|(layout, round)| (1..=MR).map(move |rows| Code::new(&generate(rows, round, layout))))
+            .flat_map(|(layout, round)| (0..EPILOGUES).map(move |epilogue| (layout, round, epilogue)))
+            .flat_map(|(layout, round, epilogue)| (1..=MR).map(move |rows| Code::new(&generate(rows, round, epilogue, layout))))
             .collect::<Result<_, _>>()?;
         Ok(Bf16Tiles { kernels })
     }
 
     /// `c[r * ldc + j] = sum over depth of A[r, d] * B[d, j]` for rows `0..rows` and columns
     /// `0..cols`, from word matrices `a` (row stride `lda` words) and `b` (row stride `ldb`) of
-    /// `kp` depth pairs (see the module's comment); each sum rounded to bf16 when `round`.
+    /// `kp` depth pairs (see the module's comment); each sum finished as `finish` says.
     ///
     /// # Safety
     /// `a` holds `kp` rows of `rows` words, `b` `kp` rows of NR words, `c` rows of `ldc` f32
-    /// with room for `cols` values each; 1 <= rows <= MR, 1 <= cols <= NR, kp >= 1.
+    /// with room for `cols` values each, a bias `cols` values; 1 <= rows <= MR, 1 <= cols <= NR,
+    /// kp >= 1.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn tile(
         &self,
@@ -85,9 +114,9 @@ impl Bf16Tiles {
         kp: usize,
         c: (*mut f32, usize),
         cols: usize,
-        round: bool,
+        finish: Finish,
     ) {
-        unsafe { self.call(ALayout::Blocks, rows, a, b, kp, c, cols, round) }
+        unsafe { self.call(ALayout::Blocks, rows, a, b, kp, c, cols, finish) }
     }
 
     /// As `tile`, from A's rows as they are converted: row r's words (its depth pairs in order)
@@ -96,7 +125,8 @@ impl Bf16Tiles {
     ///
     /// # Safety
     /// `a` holds `rows` rows of `kp` words `a.1` apart, `b` `kp` rows of NR words, `c` rows of
-    /// `ldc` f32 with room for `cols` values each; 1 <= rows <= MR, 1 <= cols <= NR, kp >= 1.
+    /// `ldc` f32 with room for `cols` values each, a bias `cols` values; 1 <= rows <= MR,
+    /// 1 <= cols <= NR, kp >= 1.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn tile_from_rows(
         &self,
@@ -106,13 +136,13 @@ impl Bf16Tiles {
         kp: usize,
         c: (*mut f32, usize),
         cols: usize,
-        round: bool,
+        finish: Finish,
     ) {
-        unsafe { self.call(ALayout::Rows, rows, a, (b, NR), kp, c, cols, round) }
+        unsafe { self.call(ALayout::Rows, rows, a, (b, NR), kp, c, cols, finish) }
     }
 
-    /// The kernel for `rows` rows of A laid out as `layout` (rounding when `round`) called on
-    /// these operands (strides in words; the kernels take bytes).
+    /// The kernel for `rows` rows of A laid out as `layout` (finishing as `finish` says) called
+    /// on these operands (strides in words; the kernels take bytes).
     ///
     /// # Safety
     /// As `tile` or `tile_from_rows`, whichever `layout` stands for.
@@ -126,13 +156,15 @@ impl Bf16Tiles {
         kp: usize,
         c: (*mut f32, usize),
         cols: usize,
-        round: bool,
+        finish: Finish,
     ) {
         debug_assert!((1..=MR).contains(&rows) && (1..=NR).contains(&cols) && kp >= 1);
-        let kernel = &self.kernels[(layout as usize * 2 + round as usize) * MR + rows - 1];
+        let set = (layout as usize * 2 + finish.round as usize) * EPILOGUES + finish.epilogue();
+        let kernel = &self.kernels[set * MR + rows - 1];
         // SAFETY: the code was generated for this signature (System V, as `TileFn`).
         let f = unsafe { std::mem::transmute::<*const u8, TileFn>(kernel.entry()) };
-        unsafe { f(a.0, b.0, c.0, kp as u64, (a.1 * 4) as u64, (b.1 * 4) as u64, (c.1 * 4) as u64, masks(cols)) }
+        let bias = finish.bias.map_or(std::ptr::null(), |(b, _)| b);
+        unsafe { f(a.0, b.0, c.0, kp as u64, (a.1 * 4) as u64, (b.1 * 4) as u64, (c.1 * 4) as u64, masks(cols), bias) }
     }
 }
 
@@ -155,14 +187,15 @@ enum ALayout {
 }
 
 /// The tile kernel for `rows` rows: `(a: rdi, b: rsi, c: rdx, kp: rcx, lda: r8, ldb: r9, then
-/// on the stack ldc and the column masks — bits 0-15 the first vector's, 16-31 the second's)`,
-/// strides in bytes; the sums rounded to bf16 before they are stored when `round`.
+/// on the stack ldc, the column masks — bits 0-15 the first vector's, 16-31 the second's — and
+/// the bias)`, strides in bytes; the sums rounded to bf16 before they are stored when `round`,
+/// then given the bias (`epilogue` 1) or the bias and relu (2), as `Finish` says.
 ///
 /// With `ALayout::Rows`, `lda` is the distance between A's rows, and B's rows are NR words
 /// apart (`ldb` unused): rows 0-3, 4-7 and 8-11 are read from three pointers (rdi, r11, r9), each
 /// plus 0, lda (r8), 2·lda (rax) or 3·lda (r10), all advancing one word a depth pair; ldc is
 /// read from the stack again after the loop.
-fn generate(rows: usize, round: bool, layout: ALayout) -> Vec<u8> {
+fn generate(rows: usize, round: bool, epilogue: usize, layout: ALayout) -> Vec<u8> {
     let mut a = Asm::default();
     let (b0, b1) = (30u8, 31u8);
     let acc = |r: usize, half: usize| (2 * r + half) as u8;
@@ -228,6 +261,27 @@ fn generate(rows: usize, round: bool, layout: ALayout) -> Vec<u8> {
             }
         }
     }
+    if epilogue > 0 {
+        // The bias's two vectors into B's registers (free after the loop), lanes past the
+        // tile's columns not read; with the relu, zeros in zmm24 (free after the rounding).
+        // `vmaxps s, s, 0` gives its second operand, 0, for a NaN and for -0.0, as the
+        // region's `0 < s ? s : 0` does.
+        a.load_gpr(R11, RSP, 24);
+        a.load(b0, Mem::At { base: R11, index: None, disp: 0 }, Mask { k: 1, zero: true });
+        a.load(b1, Mem::At { base: R11, index: None, disp: 64 }, Mask { k: 2, zero: true });
+        let zero = 24u8;
+        if epilogue == 2 {
+            a.op3(asm::VPXORD, zero, zero, Rm::Z(zero), NO_MASK);
+        }
+        for r in 0..rows {
+            for (h, bias) in [b0, b1].into_iter().enumerate() {
+                a.op3(asm::VADDPS, acc(r, h), acc(r, h), Rm::Z(bias), NO_MASK);
+                if epilogue == 2 {
+                    a.op3(asm::VMAXPS, acc(r, h), acc(r, h), Rm::Z(zero), NO_MASK);
+                }
+            }
+        }
+    }
     for r in 0..rows {
         a.store(Mem::At { base: RDX, index: None, disp: 0 }, acc(r, 0), Mask { k: 1, zero: false });
         a.store(Mem::At { base: RDX, index: None, disp: 64 }, acc(r, 1), Mask { k: 2, zero: false });
@@ -286,8 +340,82 @@ mod tests {
                 let ldc = 40;
                 let mut c = vec![f32::NAN; MR * ldc];
                 // SAFETY: buffers of the sizes `tile` reads and writes.
-                unsafe { tiles.tile(rows, (a.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), ldc), cols, round) };
+                unsafe {
+                    tiles.tile(
+                        rows,
+                        (a.as_ptr(), MR),
+                        (b.words().as_ptr(), NR),
+                        kp,
+                        (c.as_mut_ptr(), ldc),
+                        cols,
+                        Finish { round, bias: None },
+                    )
+                };
                 check_stored(&c, ldc, (rows, cols, round), |r, j| (0..2 * kp).map(|d| value(r, d, 1) * value(d, j, 5)).sum());
+            }
+        }
+    }
+
+    /// The epilogue kernels (a bias, a bias and relu; rounding or not; both layouts of A): the
+    /// plain kernel's stored sums plus the bias, then `0 < s ? s : 0`, bit for bit, with a NaN,
+    /// an infinity and sums the bias makes negative; the bias read only for the tile's columns.
+    #[test]
+    fn epilogue_tiles_add_the_bias_then_relu() {
+        if !available() {
+            return;
+        }
+        let tiles = Bf16Tiles::new().expect("generated");
+        let kp = 19;
+        let value = |i: usize, j: usize, s: usize| ((i * 3 + j * 5 + s) % 11) as f32 * 0.5 - 2.5;
+        let mut a = vec![0u32; kp * MR];
+        let mut rows_a = vec![0u32; MR * kp];
+        let mut b = Line::zeroed(kp * NR);
+        for p in 0..kp {
+            for r in 0..MR {
+                let w = bf16(value(r, 2 * p, 1)) | bf16(value(r, 2 * p + 1, 1)) << 16;
+                a[p * MR + r] = w;
+                rows_a[r * kp + p] = w;
+            }
+            for c in 0..NR {
+                b.words_mut()[p * NR + c] = bf16(value(2 * p, c, 4)) | bf16(value(2 * p + 1, c, 4)) << 16;
+            }
+        }
+        let mut bias: Vec<f32> = (0..NR).map(|j| j as f32 * 0.75 - 9.0).collect();
+        bias[3] = f32::NAN;
+        bias[7] = f32::NEG_INFINITY;
+        bias[8] = f32::INFINITY;
+        for (rows, round, cols) in [(12, false, 32), (12, true, 32), (5, true, 17), (1, false, 3), (7, true, 16)] {
+            for relu in [false, true] {
+                for by_rows in [false, true] {
+                    let ldc = 35;
+                    let run = |finish: Finish, c: &mut Vec<f32>| unsafe {
+                        // SAFETY: buffers of the sizes the kernels read and write; the bias
+                        // holds NR values.
+                        if by_rows {
+                            tiles.tile_from_rows(rows, (rows_a.as_ptr(), kp), b.words().as_ptr(), kp, (c.as_mut_ptr(), ldc), cols, finish)
+                        } else {
+                            tiles.tile(rows, (a.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), ldc), cols, finish)
+                        }
+                    };
+                    let (mut plain, mut given) = (vec![f32::NAN; MR * ldc], vec![f32::NAN; MR * ldc]);
+                    run(Finish { round, bias: None }, &mut plain);
+                    run(Finish { round, bias: Some((bias.as_ptr(), relu)) }, &mut given);
+                    for r in 0..MR {
+                        for j in 0..ldc {
+                            let (got, sum) = (given[r * ldc + j], plain[r * ldc + j]);
+                            if r >= rows || j >= cols {
+                                assert!(got.is_nan(), "[{r}, {j}] written");
+                                continue;
+                            }
+                            let s = sum + bias[j];
+                            let want = if !relu || 0.0 < s { s } else { 0.0 };
+                            assert!(
+                                got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),
+                                "rows {rows} relu {relu}: [{r}, {j}] {got} against {want}"
+                            );
+                        }
+                    }
+                }
             }
         }
     }
@@ -337,7 +465,17 @@ mod tests {
                 let ldc = 33;
                 let mut c = vec![f32::NAN; MR * ldc];
                 // SAFETY: buffers of the sizes `tile_from_rows` reads and writes.
-                unsafe { tiles.tile_from_rows(rows, (a.as_ptr(), stride), b.words().as_ptr(), kp, (c.as_mut_ptr(), ldc), cols, round) };
+                unsafe {
+                    tiles.tile_from_rows(
+                        rows,
+                        (a.as_ptr(), stride),
+                        b.words().as_ptr(),
+                        kp,
+                        (c.as_mut_ptr(), ldc),
+                        cols,
+                        Finish { round, bias: None },
+                    )
+                };
                 check_stored(&c, ldc, (rows, cols, round), |r, j| (0..2 * kp).map(|d| value(r, d, 2) * value(d, j, 7)).sum());
             }
         }
@@ -377,7 +515,9 @@ mod tests {
         }
         let mut c = vec![0f32; NR];
         // SAFETY: buffers of the sizes `tile` reads and writes.
-        unsafe { tiles.tile(1, (a.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), NR), NR, true) };
+        unsafe {
+            tiles.tile(1, (a.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), NR), NR, Finish { round: true, bias: None })
+        };
         for (j, col) in columns.iter().enumerate() {
             let want = half::bf16::from_f32(col.iter().sum()).to_f32();
             assert!(want.is_nan() && c[j].is_nan() || c[j].to_bits() == want.to_bits(), "{col:?}: {} against {want}", c[j]);

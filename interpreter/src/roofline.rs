@@ -165,7 +165,7 @@ pub fn fused_work(g: &Graph, plan: &Plan) -> Vec<Work> {
                     // The product, reading the bias as it writes its rows.
                     Kernel::Gemm(gk) => {
                         let mut w = library(g, gk.product);
-                        w.bytes += bytes_of(g, gk.bias);
+                        w.bytes += gk.bias.into_iter().chain(gk.mask).map(|n| bytes_of(g, n)).sum::<u64>();
                         out.push(w);
                     }
                     _ => {}

@@ -313,7 +313,11 @@ pub unsafe fn run(
         // SAFETY: a block's words are kp rows of MR (by rows: its rows, kp words each, `stride`
         // apart), a panel's kp rows of NR; the tile writes rows × cols values of dst inside its
         // m×n (the caller's room); tasks write disjoint tiles.
-        let finish = Finish { round, bias: epilogue.map(|e| (e.bias[panel * NR..].as_ptr(), e.relu)) };
+        let finish = Finish {
+            round,
+            bias: epilogue.and_then(|e| e.bias.map(|b| (b[panel * NR..].as_ptr(), e.relu))),
+            mask: epilogue.and_then(|e| e.mask.map(|y| y[block * MR * n + panel * NR..].as_ptr())),
+        };
         unsafe {
             match a_rows {
                 Some(stride) => {
@@ -425,12 +429,19 @@ mod tests {
                     // With a bias and relu applied block by block as the tasks write them: the
                     // bits of the pass over the rounded result's rows.
                     let bias: Vec<f32> = (0..n).map(|j| j as f32 * 0.5 - 3.0).collect();
-                    let e = Epilogue { bias: &bias, relu: true };
+                    let e = Epilogue { bias: Some(&bias), relu: true, mask: None };
                     let mut given = vec![f32::NAN; m * n];
                     unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, given.as_mut_ptr(), threads, true, Some(&e)) };
                     let mut want = rounded.clone();
                     e.rows(&mut want);
                     assert!(given.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()), "{m}x{n}x{k}: epilogue");
+                    // And a relu's backward mask, read with the result's stride.
+                    let y: Vec<f32> = (0..m * n).map(|i| ((i * 7) % 5) as f32 - 2.0).collect();
+                    let e = Epilogue { bias: None, relu: false, mask: Some(&y) };
+                    unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, given.as_mut_ptr(), threads, true, Some(&e)) };
+                    let mut want = rounded.clone();
+                    e.rows(&mut want);
+                    assert!(given.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()), "{m}x{n}x{k}: mask");
                     for i in 0..m {
                         for j in 0..n {
                             let want: f64 = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();

@@ -26,21 +26,37 @@ crate::runtime::cpu::widest! {
     }
 }
 
+crate::runtime::cpu::widest! {
+    /// Each value kept where its `y` is positive, else 0 (`where(0 < y, x, 0)`), in place.
+    fn mask_values(values: &mut [f32], y: &[f32]) {
+        for (x, y) in values.iter_mut().zip(y) {
+            *x = if 0.0 < *y { *x } else { 0.0 };
+        }
+    }
+}
+
 /// A product's epilogue on the CPU: `bias` (one value per column of the result) added to every
-/// row, then the relu when `relu`. Applied to a product's result as a pass over its rows
-/// (`rows`), or by dlc's bf16 tiles to their sums in registers before they store them (so that
-/// the sum is never written and read back).
+/// row, then the relu when `relu`; or the result kept where `mask` (shaped as it) is positive,
+/// else 0 (a relu's backward). Applied to a product's result as a pass over its rows (`rows`),
+/// or by dlc's bf16 tiles to their sums in registers before they store them (so that the sum
+/// is never written and read back).
 #[derive(Clone, Copy, Debug)]
 pub struct Epilogue<'a> {
-    pub bias: &'a [f32],
+    pub bias: Option<&'a [f32]>,
     pub relu: bool,
+    pub mask: Option<&'a [f32]>,
 }
 
 impl Epilogue<'_> {
-    /// On `values`, whole rows of the result, in parallel.
+    /// On `values`, the whole result, in parallel.
     pub fn rows(&self, values: &mut [f32]) {
-        let n = self.bias.len();
-        values.par_chunks_mut(n * rows_per_task(n)).for_each(|rows| add_rows(rows, self.bias, self.relu));
+        if let Some(bias) = self.bias {
+            let n = bias.len();
+            values.par_chunks_mut(n * rows_per_task(n)).for_each(|rows| add_rows(rows, bias, self.relu));
+        }
+        if let Some(y) = self.mask {
+            values.par_chunks_mut(16_384).zip(y.par_chunks(16_384)).for_each(|(v, y)| mask_values(v, y));
+        }
     }
 }
 
@@ -53,12 +69,22 @@ mod tests {
         let p = vec![1.0, -2.0, 0.5, -1.0, 4.0, f32::NAN];
         let b = [0.5, 1.0, -0.5];
         let mut sum = p.clone();
-        Epilogue { bias: &b, relu: false }.rows(&mut sum);
+        Epilogue { bias: Some(&b), relu: false, mask: None }.rows(&mut sum);
         assert_eq!(&sum[..5], &[1.5, -1.0, 0.0, -0.5, 5.0]);
         assert!(sum[5].is_nan());
-        let mut r = p;
-        Epilogue { bias: &b, relu: true }.rows(&mut r);
+        let mut r = p.clone();
+        Epilogue { bias: Some(&b), relu: true, mask: None }.rows(&mut r);
         // relu(NaN) is 0, as `where(0 < x, x, 0)` gives it.
         assert_eq!(&r[..], &[1.5, 0.0, 0.0, 0.0, 5.0, 0.0]);
+    }
+
+    #[test]
+    fn a_mask_keeps_the_values_where_y_is_positive() {
+        let mut v = vec![1.0, -2.0, 0.5, f32::NAN, 4.0, 3.0];
+        let y = [0.5, 1.0, -0.0, 2.0, f32::NAN, 0.0];
+        Epilogue { bias: None, relu: false, mask: Some(&y) }.rows(&mut v);
+        assert_eq!(v[..3], [1.0, -2.0, 0.0]);
+        assert!(v[3].is_nan(), "a NaN gradient where y is positive stays");
+        assert_eq!(v[4..].iter().map(|x| x.to_bits()).collect::<Vec<_>>(), [0, 0], "+0 where y is NaN or zero");
     }
 }

@@ -171,18 +171,8 @@ impl Executor {
                 Kernel::Group(rs) => self.run_regions(g, rs, dead)?,
                 Kernel::Gemm(gk) => {
                     if !self.cache.contains_key(&gk.output()) {
-                        let bias = self.cache[&gk.bias].clone();
-                        let Data::F32(b) = &bias.data else {
-                            return Err(RuntimeError::Unsupported("a product's epilogue outside f32".into()));
-                        };
-                        let shape = concrete(&g.node(gk.output()).shape)
-                            .ok_or_else(|| RuntimeError::SymbolicShape(g.node(gk.output()).ty().to_string()))?;
-                        if shape.last() != Some(&b.len()) {
-                            return Err(RuntimeError::Unsupported(format!("a bias of {} values for rows of {:?}", b.len(), shape.last())));
-                        }
-                        let t = self.product(g, gk.product, shape, Some(epilogue::Epilogue { bias: b, relu: gk.relu() }))?;
-                        // (A widened bf16 product's values are already f32s: only the dtype changes.)
-                        self.cache.insert(gk.output(), Tensor { dtype: g.node(gk.output()).dtype, ..t });
+                        let t = self.run_gemm(g, gk)?;
+                        self.cache.insert(gk.output(), t);
                     }
                 }
                 Kernel::Reduce(rk) => {
@@ -290,6 +280,28 @@ impl Executor {
             self.cache.insert(id, t);
         }
         self.cache.get(&root).cloned().ok_or_else(|| RuntimeError::Unsupported("node was not computed".into()))
+    }
+
+    /// A product with its epilogue (`Kernel::Gemm`): its bias and relu, or its mask, read as f32.
+    fn run_gemm(&mut self, g: &Graph, gk: &dlc_language::ir::plan::GemmKernel) -> Result<Tensor, RuntimeError> {
+        let out = g.node(gk.output());
+        let shape = concrete(&out.shape).ok_or_else(|| RuntimeError::SymbolicShape(out.ty().to_string()))?;
+        let values = |n: Option<NodeId>| -> Result<Option<Arc<Vec<f32>>>, RuntimeError> {
+            match n.map(|n| &self.cache[&n].data) {
+                None => Ok(None),
+                Some(Data::F32(v)) => Ok(Some(v.clone())),
+                Some(_) => Err(RuntimeError::Unsupported("a product's epilogue outside f32".into())),
+            }
+        };
+        let (bias, mask) = (values(gk.bias)?, values(gk.mask)?);
+        let numel: usize = shape.iter().product();
+        if bias.as_ref().is_some_and(|b| shape.last() != Some(&b.len())) || mask.as_ref().is_some_and(|y| y.len() != numel) {
+            return Err(RuntimeError::Unsupported(format!("a product's epilogue does not fit its result {shape:?}")));
+        }
+        let e = epilogue::Epilogue { bias: bias.as_deref().map(|b| &b[..]), relu: gk.relu(), mask: mask.as_deref().map(|y| &y[..]) };
+        let t = self.product(g, gk.product, shape, Some(e))?;
+        // (A widened bf16 product's values are already f32s: only the dtype changes.)
+        Ok(Tensor { dtype: out.dtype, ..t })
     }
 
     /// A matrix product `id` of `shape`, given `epilogue` when there is one (`Kernel::Gemm`).

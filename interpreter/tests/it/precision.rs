@@ -149,8 +149,9 @@ fn a_precision_block_names_a_training_precision() {
 
 /// Train `src`'s first recipe, fused or as written (`--no-fuse`: every cast computed): the
 /// parameters' bits, how many casts the fused step's plan left to its products, and how many
-/// bf16 products took their widening, bias and relu as their epilogue (passes/epilogue.rs).
-fn bf16_train(src: &str, fuse: bool) -> (Vec<Vec<u64>>, usize, usize) {
+/// bf16 products took their widening, bias and relu as their epilogue, and how many their
+/// widening and a relu's backward mask (passes/epilogue.rs).
+fn bf16_train(src: &str, fuse: bool) -> (Vec<Vec<u64>>, usize, [usize; 2]) {
     let mut p = Program::run("fold_test.dl", src, None, false);
     assert!(p.ok, "{:?}", p.diagnostics());
     let info = p.session.t.recipes[0].clone();
@@ -161,7 +162,10 @@ fn bf16_train(src: &str, fuse: bool) -> (Vec<Vec<u64>>, usize, usize) {
     let shapes = t.batch_shapes().expect("known batch shapes");
     let (plan, _) = t.compile_step(&shapes).expect("the step compiles");
     let folded = dlc_language::passes::fusion::folded_casts(t.graph(), &plan);
-    let widening = plan.kernels.iter().filter(|k| matches!(k, dlc_language::ir::plan::Kernel::Gemm(gk) if gk.widens && gk.relu())).count();
+    let gemms: Vec<_> =
+        plan.kernels.iter().filter_map(|k| if let dlc_language::ir::plan::Kernel::Gemm(gk) = k { Some(gk) } else { None }).collect();
+    let widening =
+        [gemms.iter().filter(|gk| gk.widens && gk.relu()).count(), gemms.iter().filter(|gk| gk.widens && gk.mask.is_some()).count()];
     let params = t.parameters().into_iter().map(|(_, v)| v.to_f64().into_iter().map(f64::to_bits).collect()).collect();
     (params, folded, widening)
 }
@@ -172,7 +176,8 @@ fn bf16_train(src: &str, fuse: bool) -> (Vec<Vec<u64>>, usize, usize) {
 /// computed). The small model's products run on the f32 kernels over rounded copies; the large
 /// one's are measured on every bf16 kernel this machine has and run on the fastest. The first
 /// two layers' products also take their bias and relu (after the widening to f32, which does
-/// nothing on the CPU) as their epilogue, and the bits stay those of the program as written.
+/// nothing on the CPU) as their epilogue, the products of their gradients the relus' backward
+/// masks, and the bits stay those of the program as written.
 #[test]
 fn products_that_round_their_operands_train_bit_for_bit() {
     for (inputs, hidden, batch) in [(64, 32, 32), (512, 256, 128)] {
@@ -187,7 +192,7 @@ fn products_that_round_their_operands_train_bit_for_bit() {
         );
         let (fused, folded, epilogues) = bf16_train(&src, true);
         let (eager, none, _) = bf16_train(&src, false);
-        assert_eq!(epilogues, 2, "{inputs}x{hidden}: the hidden layers' bias and relu as their products' epilogues");
+        assert_eq!(epilogues, [2, 2], "{inputs}x{hidden}: the hidden layers' bias and relu, and their gradients' masks, as epilogues");
         // x, the first two weights, the first hidden activation, and the output gradients of
         // the first two layers; the classifier's products (10 wide: thin) keep theirs.
         assert_eq!(folded, 6, "{inputs}x{hidden}: casts folded");

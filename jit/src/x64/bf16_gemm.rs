@@ -20,7 +20,8 @@
 //! result, rounded in registers rather than by a pass over the stored product), on the bits as
 //! the interpreter's `round_bf16` and the AVX-512 back end's (codegen.rs) round. Each set has
 //! kernels that then add a bias to every row (one value a column), and a relu after it: a
-//! `Linear`'s epilogue in the registers that hold its sums (`Finish`).
+//! `Linear`'s epilogue in the registers that hold its sums; and kernels that keep each sum only
+//! where a relu's output is positive, else 0 (the relu's backward) (`Finish`).
 
 use super::asm::{self, Asm, Mask, Mem, Rm, NO_MASK, R10, R11, R8, R9, RAX, RCX, RDI, RDX, RSI, RSP};
 use super::memory::Code;
@@ -47,21 +48,26 @@ pub struct Finish {
     /// the tile's are not read), and with `true` the relu after it, `0 < s ? s : 0` (a NaN
     /// becomes 0, as the fused region's `where` makes it).
     pub bias: Option<(*const f32, bool)>,
+    /// Else the tile's first value of `y`, shaped as the result (rows `ldc` apart): each sum
+    /// kept where its `y` is positive, else 0, `where(0 < y, s, 0)` (0 for a NaN `y`).
+    pub mask: Option<*const f32>,
 }
 
 impl Finish {
-    /// Which of the kernels of a layout and rounding: none, a bias, a bias and relu.
-    fn epilogue(&self) -> usize {
-        match self.bias {
-            None => 0,
-            Some((_, false)) => 1,
-            Some((_, true)) => 2,
+    /// Which of the kernels of a layout and rounding: none, a bias, a bias and relu, a mask;
+    /// and the pointer it reads.
+    fn epilogue(&self) -> (usize, *const f32) {
+        match (self.bias, self.mask) {
+            (Some((b, false)), _) => (1, b),
+            (Some((b, true)), _) => (2, b),
+            (None, Some(y)) => (3, y),
+            (None, None) => (0, std::ptr::null()),
         }
     }
 }
 
 /// Epilogues a kernel set has (`Finish::epilogue`).
-const EPILOGUES: usize = 3;
+const EPILOGUES: usize = 4;
 
 /// Whether this CPU (and OS) runs the kernel: AVX-512F with its state saved by the OS, and
 /// AVX512-BF16 (CPUID leaf 7, sub-leaf 1, EAX bit 5).
@@ -159,12 +165,12 @@ impl Bf16Tiles {
         finish: Finish,
     ) {
         debug_assert!((1..=MR).contains(&rows) && (1..=NR).contains(&cols) && kp >= 1);
-        let set = (layout as usize * 2 + finish.round as usize) * EPILOGUES + finish.epilogue();
+        let (epilogue, operand) = finish.epilogue();
+        let set = (layout as usize * 2 + finish.round as usize) * EPILOGUES + epilogue;
         let kernel = &self.kernels[set * MR + rows - 1];
         // SAFETY: the code was generated for this signature (System V, as `TileFn`).
         let f = unsafe { std::mem::transmute::<*const u8, TileFn>(kernel.entry()) };
-        let bias = finish.bias.map_or(std::ptr::null(), |(b, _)| b);
-        unsafe { f(a.0, b.0, c.0, kp as u64, (a.1 * 4) as u64, (b.1 * 4) as u64, (c.1 * 4) as u64, masks(cols), bias) }
+        unsafe { f(a.0, b.0, c.0, kp as u64, (a.1 * 4) as u64, (b.1 * 4) as u64, (c.1 * 4) as u64, masks(cols), operand) }
     }
 }
 
@@ -188,8 +194,9 @@ enum ALayout {
 
 /// The tile kernel for `rows` rows: `(a: rdi, b: rsi, c: rdx, kp: rcx, lda: r8, ldb: r9, then
 /// on the stack ldc, the column masks — bits 0-15 the first vector's, 16-31 the second's — and
-/// the bias)`, strides in bytes; the sums rounded to bf16 before they are stored when `round`,
-/// then given the bias (`epilogue` 1) or the bias and relu (2), as `Finish` says.
+/// the epilogue's operand)`, strides in bytes; the sums rounded to bf16 before they are stored
+/// when `round`, then given the bias (`epilogue` 1), the bias and relu (2) or the mask (3), as
+/// `Finish` says.
 ///
 /// With `ALayout::Rows`, `lda` is the distance between A's rows, and B's rows are NR words
 /// apart (`ldb` unused): rows 0-3, 4-7 and 8-11 are read from three pointers (rdi, r11, r9), each
@@ -261,7 +268,21 @@ fn generate(rows: usize, round: bool, epilogue: usize, layout: ALayout) -> Vec<u
             }
         }
     }
-    if epilogue > 0 {
+    if epilogue == 3 {
+        // Row r's `y` into B's registers (free after the loop), lanes past the tile's columns
+        // not read (and not stored); each sum kept where `0 < y` (false for a NaN), else +0.
+        let zero = 24u8;
+        a.load_gpr(R11, RSP, 24);
+        a.op3(asm::VPXORD, zero, zero, Rm::Z(zero), NO_MASK);
+        for r in 0..rows {
+            for (h, y) in [b0, b1].into_iter().enumerate() {
+                a.load(y, Mem::At { base: R11, index: None, disp: 64 * h as i32 }, Mask { k: (h + 1) as u8, zero: true });
+                a.cmp(3, zero, Rm::Z(y), asm::CMP_LT_OS);
+                a.op2(asm::VMOVAPS, acc(r, h), Rm::Z(acc(r, h)), Mask { k: 3, zero: true });
+            }
+            a.add_gpr(R11, R10);
+        }
+    } else if epilogue > 0 {
         // The bias's two vectors into B's registers (free after the loop), lanes past the
         // tile's columns not read; with the relu, zeros in zmm24 (free after the rounding).
         // `vmaxps s, s, 0` gives its second operand, 0, for a NaN and for -0.0, as the
@@ -348,7 +369,7 @@ mod tests {
                         kp,
                         (c.as_mut_ptr(), ldc),
                         cols,
-                        Finish { round, bias: None },
+                        Finish { round, bias: None, mask: None },
                     )
                 };
                 check_stored(&c, ldc, (rows, cols, round), |r, j| (0..2 * kp).map(|d| value(r, d, 1) * value(d, j, 5)).sum());
@@ -398,8 +419,8 @@ mod tests {
                         }
                     };
                     let (mut plain, mut given) = (vec![f32::NAN; MR * ldc], vec![f32::NAN; MR * ldc]);
-                    run(Finish { round, bias: None }, &mut plain);
-                    run(Finish { round, bias: Some((bias.as_ptr(), relu)) }, &mut given);
+                    run(Finish { round, bias: None, mask: None }, &mut plain);
+                    run(Finish { round, bias: Some((bias.as_ptr(), relu)), mask: None }, &mut given);
                     for r in 0..MR {
                         for j in 0..ldc {
                             let (got, sum) = (given[r * ldc + j], plain[r * ldc + j]);
@@ -415,6 +436,60 @@ mod tests {
                             );
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// The mask kernels: the plain kernel's stored sums where `y` is positive, else +0, bit for
+    /// bit (a NaN, -0.0, +0.0 and infinities among the `y`s), `y` read with the result's
+    /// stride; both layouts, rounding or not.
+    #[test]
+    fn mask_tiles_keep_the_sums_where_y_is_positive() {
+        if !available() {
+            return;
+        }
+        let tiles = Bf16Tiles::new().expect("generated");
+        let kp = 9;
+        let value = |i: usize, j: usize, s: usize| ((i * 7 + j * 2 + s) % 9) as f32 * 0.5 - 2.0;
+        let mut a = vec![0u32; kp * MR];
+        let mut rows_a = vec![0u32; MR * kp];
+        let mut b = Line::zeroed(kp * NR);
+        for p in 0..kp {
+            for r in 0..MR {
+                let w = bf16(value(r, 2 * p, 3)) | bf16(value(r, 2 * p + 1, 3)) << 16;
+                a[p * MR + r] = w;
+                rows_a[r * kp + p] = w;
+            }
+            for c in 0..NR {
+                b.words_mut()[p * NR + c] = bf16(value(2 * p, c, 6)) | bf16(value(2 * p + 1, c, 6)) << 16;
+            }
+        }
+        let ldc = 37;
+        let specials = [f32::NAN, -0.0, 0.0, f32::INFINITY, f32::NEG_INFINITY, 1e-40, -1e-40];
+        let y: Vec<f32> =
+            (0..MR * ldc).map(|i| if i % 5 == 0 { specials[(i / 5) % specials.len()] } else { (i % 7) as f32 - 3.0 }).collect();
+        for (rows, round, cols) in [(12, false, 32), (12, true, 32), (5, true, 17), (1, false, 3), (9, false, 16)] {
+            for by_rows in [false, true] {
+                let run = |finish: Finish, c: &mut Vec<f32>| unsafe {
+                    // SAFETY: buffers of the sizes the kernels read and write; `y` is shaped as `c`.
+                    if by_rows {
+                        tiles.tile_from_rows(rows, (rows_a.as_ptr(), kp), b.words().as_ptr(), kp, (c.as_mut_ptr(), ldc), cols, finish)
+                    } else {
+                        tiles.tile(rows, (a.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), ldc), cols, finish)
+                    }
+                };
+                let (mut plain, mut kept) = (vec![f32::NAN; MR * ldc], vec![f32::NAN; MR * ldc]);
+                run(Finish { round, bias: None, mask: None }, &mut plain);
+                run(Finish { round, bias: None, mask: Some(y.as_ptr()) }, &mut kept);
+                for i in 0..MR * ldc {
+                    let (r, j) = (i / ldc, i % ldc);
+                    if r >= rows || j >= cols {
+                        assert!(kept[i].is_nan(), "[{r}, {j}] written");
+                        continue;
+                    }
+                    let want = if 0.0 < y[i] { plain[i] } else { 0.0 };
+                    assert_eq!(kept[i].to_bits(), want.to_bits(), "rows {rows}: [{r}, {j}] y {}", y[i]);
                 }
             }
         }
@@ -473,7 +548,7 @@ mod tests {
                         kp,
                         (c.as_mut_ptr(), ldc),
                         cols,
-                        Finish { round, bias: None },
+                        Finish { round, bias: None, mask: None },
                     )
                 };
                 check_stored(&c, ldc, (rows, cols, round), |r, j| (0..2 * kp).map(|d| value(r, d, 2) * value(d, j, 7)).sum());
@@ -516,7 +591,15 @@ mod tests {
         let mut c = vec![0f32; NR];
         // SAFETY: buffers of the sizes `tile` reads and writes.
         unsafe {
-            tiles.tile(1, (a.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), NR), NR, Finish { round: true, bias: None })
+            tiles.tile(
+                1,
+                (a.as_ptr(), MR),
+                (b.words().as_ptr(), NR),
+                kp,
+                (c.as_mut_ptr(), NR),
+                NR,
+                Finish { round: true, bias: None, mask: None },
+            )
         };
         for (j, col) in columns.iter().enumerate() {
             let want = half::bf16::from_f32(col.iter().sum()).to_f32();

@@ -52,16 +52,21 @@ pub enum Kernel {
 }
 
 /// A matrix product whose rows get a bias added, and then maybe a relu, as they are written
-/// (`passes::epilogue`): cuBLASLt's `BIAS` / `RELU_BIAS` epilogues on a GPU. Only the last
-/// epilogue node's value is written; the product's and the sum's are never materialised.
+/// (`passes::epilogue`): cuBLASLt's `BIAS` / `RELU_BIAS` epilogues on a GPU. Or, on the CPU, a
+/// product zeroed where a relu's output is not positive (`mask`: the relu's backward). Only the
+/// last epilogue node's value is written; the product's and the sum's are never materialised.
 #[derive(Clone, Debug)]
 pub struct GemmKernel {
     /// The `MatMul` node.
     pub product: NodeId,
-    /// The value added to every row: shaped `[1, .., 1, n]`, one value per column.
-    pub bias: NodeId,
-    /// The add, then (with a relu) its `0 < x` and `where`, in order; first the product's
-    /// widening to f32 when `widens`.
+    /// The value added to every row: shaped `[1, .., 1, n]`, one value per column (`None` for
+    /// a mask).
+    pub bias: Option<NodeId>,
+    /// The `y` of `where(0 < y, x, 0)`, shaped as the product: its values kept where `y` is
+    /// positive, else 0 (a relu's backward). Only with `widens`.
+    pub mask: Option<NodeId>,
+    /// The add, then (with a relu) its `0 < x` and `where`, in order; or the mask's `0 < y`
+    /// and `where`; first the product's widening to f32 when `widens`.
     pub epilogue: Vec<NodeId>,
     /// Whether the product computes in a low precision (autocast's bf16 or f16) and the
     /// epilogue starts with its `Cast` to f32: only on a device whose products write their
@@ -77,7 +82,7 @@ impl GemmKernel {
     }
     /// Whether a relu follows the add.
     pub fn relu(&self) -> bool {
-        self.epilogue.len() > 1 + self.widens as usize
+        self.bias.is_some() && self.epilogue.len() > 1 + self.widens as usize
     }
 }
 
@@ -114,7 +119,7 @@ impl Kernel {
             Kernel::Group(rs) => rs.iter().flat_map(|r| r.inputs.clone()).collect(),
             Kernel::Rows(rg) => rg.inputs.clone(),
             Kernel::Reduce(rk) => rk.prologue.inputs.clone(),
-            Kernel::Gemm(gk) => g.node(gk.product).src.iter().copied().chain([gk.bias]).collect(),
+            Kernel::Gemm(gk) => g.node(gk.product).src.iter().copied().chain(gk.bias).chain(gk.mask).collect(),
             // A recompute view reads its first source; the second only orders it.
             Kernel::Free(n) if matches!(g.node(*n).op, Op::Recompute) => vec![g.node(*n).src[0]],
             Kernel::Library(n) | Kernel::Free(n) | Kernel::View(n) => g.node(*n).src.clone(),

@@ -9,6 +9,9 @@
 //! bf16 or f16 values as f32s (the CPU: `widened`), a low-precision product with the cast to
 //! f32 that stands between it and the add (`GemmKernel::widens`): that cast is exact there and
 //! does nothing. On a GPU it converts stored bf16, so there the product stays on its own.
+//! Such a widened product also takes a relu's backward, `where(0 < y, x, 0)` with `y` the
+//! relu's output computed before (`GemmKernel::mask`): dlc's bf16 tiles keep or zero each sum in
+//! their registers, and the gradient is written once instead of twice.
 //! A relu is taken in training as well: autodiff makes its backward mask from relu's output
 //! (`0 < y`), which the kernel writes, so the sum before it is not needed. GELU is exact (erf)
 //! in DL, and cuBLASLt's is the tanh form, so it is never taken.
@@ -141,21 +144,49 @@ fn find(
         } else {
             (*product, None)
         };
-        let add = *readers[&sum_of].iter().next().expect("one reader");
-        let Some(bias) = bias_of(g, add, sum_of) else { continue };
-        let Some(region) = kernels.iter().position(|k| matches!(k, Kernel::Fused(r) if r.nodes.contains(&add))) else { continue };
+        let Some(next) = readers.get(&sum_of).and_then(|r| (r.len() == 1).then(|| *r.iter().next().expect("one reader"))) else { continue };
+        let Some(region) = kernels.iter().position(|k| matches!(k, Kernel::Fused(r) if r.nodes.contains(&next))) else { continue };
         let Kernel::Fused(r) = &kernels[region] else { unreachable!("found as a fused region") };
         if widen.is_some_and(|c| !r.nodes.contains(&c)) {
             continue;
         }
-        let relu = relu_after(g, add, readers)
-            .filter(|(c, s)| r.nodes.contains(c) && r.nodes.contains(s) && !roots.contains(c) && !roots.contains(&add));
-        let mut epilogue: Vec<NodeId> = widen.into_iter().chain([add]).collect();
-        epilogue.extend(relu.map(|(c, s)| [c, s]).into_iter().flatten());
+        let (bias, mask, taken) = if let Some(bias) = bias_of(g, next, sum_of) {
+            let relu = relu_after(g, next, readers)
+                .filter(|(c, s)| r.nodes.contains(c) && r.nodes.contains(s) && !roots.contains(c) && !roots.contains(&next));
+            let mut taken = vec![next];
+            taken.extend(relu.map(|(c, s)| [c, s]).into_iter().flatten());
+            (Some(bias), None, taken)
+        } else if let Some((cmp, y)) = widen.and_then(|_| mask_of(g, next, sum_of, readers)) {
+            // The mask's source is read from before the kernel, not computed in the region.
+            if !r.nodes.contains(&cmp) || r.nodes.contains(&y) || roots.contains(&cmp) {
+                continue;
+            }
+            (None, Some(y), vec![cmp, next])
+        } else {
+            continue;
+        };
+        let epilogue: Vec<NodeId> = widen.into_iter().chain(taken).collect();
         let rest = without(g, r, &epilogue.iter().copied().collect());
-        return Some(Found { at, region, gemm: GemmKernel { product: *product, bias, epilogue, widens: widen.is_some() }, rest });
+        let gemm = GemmKernel { product: *product, bias, mask, epilogue, widens: widen.is_some() };
+        return Some(Found { at, region, gemm, rest });
     }
     None
+}
+
+/// `(cmp, y)` when `sel` is `where(0 < y, x, 0)` (a relu's backward: `y` the relu's output, `x`
+/// the gradient), `y` shaped as `x` and in f32, and nothing but `sel` reads the comparison.
+fn mask_of(g: &Graph, sel: NodeId, x: NodeId, readers: &HashMap<NodeId, HashSet<NodeId>>) -> Option<(NodeId, NodeId)> {
+    let s = g.node(sel);
+    if s.op != Op::Where || s.src[1] != x || s.src[0] == x || !is_zero(g, s.src[2]) {
+        return None;
+    }
+    let cmp = s.src[0];
+    let c = g.node(cmp);
+    if c.op != Op::Binary(BinaryOp::CmpLt) || !is_zero(g, c.src[0]) || readers.get(&cmp).map_or(0, |r| r.len()) != 1 {
+        return None;
+    }
+    let y = c.src[1];
+    (g.node(y).shape == g.node(x).shape && g.node(y).dtype == DType::F32).then_some((cmp, y))
 }
 
 /// Give every product an epilogue that can take one (see the module's comment). The kernel
@@ -272,5 +303,41 @@ mod tests {
         assert_eq!(cpu.kernel_count(), 1, "{:?}", cpu.kernels);
         // Where products write stored bf16 (cuBLAS), the cast converts: the product stays alone.
         assert!(!planned(false).kernels.iter().any(|k| matches!(k, Kernel::Gemm(_))));
+    }
+
+    /// `where(0 < y, f32(g @ w), 0)`, a relu's backward through a bf16 product, `y` the relu's
+    /// output computed before: the product takes the widening and the mask where products write
+    /// f32s, and neither an f32 product nor a product on a device with stored bf16 does.
+    #[test]
+    fn a_relus_backward_mask_is_taken_by_a_widened_bf16_product_only() {
+        let masked = |dtype: DType| {
+            let mut g = Graph::default();
+            let f = DType::F32;
+            let gr = node(&mut g, Op::Input(0), dtype, &[4, 3], vec![]);
+            let w = node(&mut g, Op::Input(1), dtype, &[3, 5], vec![]);
+            let y = node(&mut g, Op::Input(2), f, &[4, 5], vec![]);
+            let p = node(&mut g, Op::MatMul, dtype, &[4, 5], vec![gr, w]);
+            let x = if dtype == f { p } else { node(&mut g, Op::Cast, f, &[4, 5], vec![p]) };
+            let zero = node(&mut g, Op::Const(0f64.to_bits()), f, &[], vec![]);
+            let z1 = node(&mut g, Op::Reshape, f, &[1, 1], vec![zero]);
+            let z = node(&mut g, Op::Expand, f, &[4, 5], vec![z1]);
+            let c = node(&mut g, Op::Binary(BinaryOp::CmpLt), DType::Bool, &[4, 5], vec![z, y]);
+            let s = node(&mut g, Op::Where, f, &[4, 5], vec![c, x, z]);
+            (g, p, y, s)
+        };
+        let gemms = |g: &Graph, s: NodeId, widened: bool| -> Vec<GemmKernel> {
+            let kernels = fuse_epilogues(g, crate::passes::fusion::plan(g, &[s], true, widened), &[s], widened);
+            let plan = crate::ir::plan::Plan { kernels, roots: vec![s] };
+            crate::ir::verify::plan(g, &plan, &[], "epilogue").expect("verified");
+            plan.kernels.iter().filter_map(|k| if let Kernel::Gemm(gk) = k { Some(gk.clone()) } else { None }).collect()
+        };
+        let (g, p, y, s) = masked(DType::BF16);
+        let found = gemms(&g, s, true);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].product, found[0].mask, found[0].bias, found[0].output()), (p, Some(y), None, s));
+        assert!(found[0].widens && !found[0].relu());
+        assert!(gemms(&g, s, false).is_empty(), "stored bf16: the cast converts");
+        let (g, _, _, s) = masked(DType::F32);
+        assert!(gemms(&g, s, true).is_empty(), "an f32 product keeps its mask in the region");
     }
 }

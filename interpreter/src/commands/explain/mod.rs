@@ -47,9 +47,17 @@ fn op_name(g: &Graph, n: NodeId) -> String {
     }
 }
 
-/// A product with its epilogue, as the schedule names it: `matmul+bias` or `matmul+bias+relu`.
+/// A product with its epilogue, as the schedule names it: `matmul+bias`, `matmul+bias+relu` or
+/// `matmul+mask` (a relu's backward).
 fn epilogue_name(g: &Graph, gk: &dlc_language::ir::plan::GemmKernel) -> String {
-    format!("{}+bias{}", op_name(g, gk.product), if gk.relu() { "+relu" } else { "" })
+    let what = if gk.mask.is_some() {
+        "+mask"
+    } else if gk.relu() {
+        "+bias+relu"
+    } else {
+        "+bias"
+    };
+    format!("{}{what}", op_name(g, gk.product))
 }
 
 /// The report of one plan.

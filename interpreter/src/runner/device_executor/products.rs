@@ -60,7 +60,8 @@ impl<D: Driver> DeviceExecutor<D> {
             // A low-precision product's widening in the epilogue: planned only where products
             // write f32s (the CPU); on a device the cast converts stored values.
             Some(gk) if gk.widens => return Ok(None),
-            Some(gk) => match &self.value(g, gk.bias)?.place {
+            Some(GemmKernel { bias: None, .. }) => return Ok(None),
+            Some(gk @ GemmKernel { bias: Some(bias), .. }) => match &self.value(g, *bias)?.place {
                 Place::Device(bias, t) if *t == ty && ty == Ty::F32 => {
                     (Some(bias.clone()), if gk.relu() { Epilogue::BiasRelu } else { Epilogue::Bias })
                 }

@@ -351,6 +351,14 @@ pub unsafe fn run(
                 }
             }
         });
+    } else if groups == 1 && whole && parallel {
+        // B is converted already, so a pair of panels (see below) need not be one task's: the
+        // tiles are cut into tasks of equal counts, pair by pair and block by block. By pairs,
+        // the weight gradient's 25 panels (n = 784) made 13 tasks, 7 for one thread and 6 for
+        // the other.
+        let per_task = if panels >= 8 * threads { 2 } else { 1 };
+        let b_panels = &b[..panels * kp * NR];
+        balanced_tiles(panels, blocks, per_task, 4 * threads, |block, panel| tile_at(block, panel, &b_panels[panel * kp * NR..]));
     } else if groups == 1 {
         // A task a panel, or two when there are enough to go round (so that each block of A,
         // from L3 when A is larger than a core's L2, serves two tiles: 1024×512×784 on 2
@@ -382,6 +390,33 @@ pub unsafe fn run(
     }
     recycle(b);
     recycle(a);
+}
+
+/// `tile(block, panel)` for every tile, in `tasks` tasks on rayon's threads of as equal a count
+/// of tiles as can be: the tiles in order of panel groups (`per` panels a group), then blocks,
+/// then the group's panels, so that each block of A serves the group's tiles at once; task t
+/// takes the units (a block's tiles of a group) whose first tile falls in its share.
+fn balanced_tiles(panels: usize, blocks: usize, per: usize, tasks: usize, tile: impl Fn(usize, usize) + Sync) {
+    let total = panels * blocks;
+    let tasks = tasks.clamp(1, total);
+    (0..tasks).into_par_iter().for_each(|t| {
+        let (lo, hi) = (t * total / tasks, (t + 1) * total / tasks);
+        let mut at = 0;
+        for first in (0..panels).step_by(per) {
+            let width = per.min(panels - first);
+            let span = width * blocks;
+            if at < hi && lo < at + span {
+                // Blocks whose first tile, at + block * width, lies in lo..hi.
+                let (b0, b1) = (lo.saturating_sub(at).div_ceil(width), (hi - at).div_ceil(width).min(blocks));
+                for block in b0..b1 {
+                    for panel in first..first + width {
+                        tile(block, panel);
+                    }
+                }
+            }
+            at += span;
+        }
+    });
 }
 
 #[cfg(test)]
@@ -454,6 +489,18 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Every tile exactly once, whatever the counts of panels, blocks and tasks.
+    #[test]
+    fn balanced_tiles_cover_every_tile_once() {
+        for (panels, blocks, per, tasks) in [(25, 43, 2, 8), (16, 86, 2, 8), (1, 1, 2, 8), (3, 2, 2, 16), (7, 5, 1, 3)] {
+            let seen: Vec<std::sync::atomic::AtomicUsize> = (0..panels * blocks).map(|_| Default::default()).collect();
+            balanced_tiles(panels, blocks, per, tasks, |block, panel| {
+                seen[panel * blocks + block].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            });
+            assert!(seen.iter().all(|s| s.load(std::sync::atomic::Ordering::Relaxed) == 1), "{panels}x{blocks} by {per}");
         }
     }
 

@@ -69,8 +69,8 @@ fn batched<T: Elem>(sel: &GemmSelect, batch: usize, m: usize, n: usize, k: usize
 /// f32 products of f32-stored operands; bf16/f16 operands (autocast) are summed in f32 and the
 /// result rounded. bf16 products may run on the CPU's bf16 units instead (`gemm_bf16`, which
 /// writes its result rounded), and only they take operands still to be rounded (`round`: a
-/// folded cast's f32 source). With an `epilogue`, the result is given it: by dlc's bf16 tiles
-/// as they write it, else in a pass of its own.
+/// folded cast's f32 source). With an `epilogue`, the result is given it: a bf16 product's by
+/// `gemm_bf16` (dlc's tiles apply it in their registers), an f32 product's in a pass of its own.
 #[allow(clippy::too_many_arguments)]
 fn batched_f32(
     sel: &GemmSelect,
@@ -86,16 +86,17 @@ fn batched_f32(
     round: [bool; 2],
     epilogue: Option<Epilogue>,
 ) -> Result<Data, RuntimeError> {
-    let (mut out, mut applied) = (vec![], false);
+    let mut out = vec![];
     if dtype == DType::BF16 {
         let total = batch * m * n;
         out.reserve_exact(total);
         let dst = &mut out.spare_capacity_mut()[..total];
-        applied = true;
+        // Each product of the batch gets the epilogue: the same bias, its own part of the mask.
         for i in 0..batch {
             let (xs, ys) = (&x[i * m * k..(i + 1) * m * k], &y[i * k * n..(i + 1) * k * n]);
             let dst = &mut dst[i * m * n..(i + 1) * m * n];
-            applied &= sel.gemm_bf16(m, n, k, xs, x_t, ys, y_t, round, dst, parallelism(m * n * k), epilogue.as_ref());
+            let e = epilogue.map(|e| Epilogue { mask: e.mask.map(|y| &y[i * m * n..(i + 1) * m * n]), ..e });
+            sel.gemm_bf16(m, n, k, xs, x_t, ys, y_t, round, dst, parallelism(m * n * k), e.as_ref());
         }
         // SAFETY: each product wrote its m*n elements.
         unsafe { out.set_len(total) };
@@ -104,10 +105,9 @@ fn batched_f32(
     } else {
         out = batched(sel, batch, m, n, k, x, x_t, y, y_t);
         crate::runtime::tensor::round_slice(dtype, &mut out);
-    }
-    // (A batch's products all run on one kernel: the choice is per shape.)
-    if let (Some(e), false) = (epilogue, applied) {
-        e.rows(&mut out);
+        if let Some(e) = epilogue {
+            e.rows(&mut out);
+        }
     }
     Ok(Data::F32(Arc::new(out)))
 }
@@ -210,4 +210,38 @@ pub fn take(x: &Tensor, idx: &Tensor, shape: Vec<usize>) -> Result<Tensor, Runti
         out.extend_from_slice(&xv[i as usize * row..(i as usize + 1) * row]);
     }
     Ok(Tensor::from_f64(x.dtype, shape, out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tensor(dtype: DType, shape: &[usize], f: impl Fn(usize) -> f32) -> Tensor {
+        let n = shape.iter().product();
+        Tensor { dtype, shape: shape.to_vec(), data: Data::F32(Arc::new((0..n).map(f).collect())) }
+    }
+
+    /// A batched bf16 product with a relu's backward mask: each product of the batch zeroed by
+    /// its own part of the mask, on whichever kernel the shape is given (small: the f32 kernels
+    /// and a pass; large: measured, dlc's tiles in their registers where they win).
+    #[test]
+    fn each_product_of_a_batch_gets_its_part_of_the_mask() {
+        let sel = GemmSelect::new(None);
+        let bf = |v: f32| crate::runtime::tensor::round_bf16(v);
+        for (batch, m, n, k) in [(3, 5, 7, 4), (3, 96, 128, 96)] {
+            let a = tensor(DType::BF16, &[batch, m, k], |i| bf(((i * 7) % 13) as f32 * 0.25 - 1.5));
+            let b = tensor(DType::BF16, &[batch, k, n], |i| bf(((i * 5) % 11) as f32 * 0.5 - 2.5));
+            let y: Vec<f32> = (0..batch * m * n).map(|i| ((i * 3) % 7) as f32 - 3.0).collect();
+            let operand = |t: &Tensor| Operand { value: t.clone(), transposed: false, rounded: false };
+            let shape = vec![batch, m, n];
+            let plain = matmul_t(&sel, DType::BF16, &operand(&a), &operand(&b), shape.clone(), None).unwrap();
+            let e = Epilogue { bias: None, relu: false, mask: Some(&y) };
+            let masked = matmul_t(&sel, DType::BF16, &operand(&a), &operand(&b), shape, Some(e)).unwrap();
+            let (Data::F32(p), Data::F32(q)) = (&plain.data, &masked.data) else { panic!("f32 storage") };
+            for i in 0..batch * m * n {
+                let want = if 0.0 < y[i] { p[i] } else { 0.0 };
+                assert_eq!(q[i].to_bits(), want.to_bits(), "{batch}x{m}x{n}x{k} at {i}");
+            }
+        }
+    }
 }

@@ -162,9 +162,9 @@ impl GemmSelect {
     /// cast the plan left to the product, fusion.rs `fold_casts`). The bf16 kernels round every
     /// value as they convert it, so they read these as they are; the f32 kernels get rounded
     /// copies (`with_bf16`). The result is written rounded to bf16 (dlc's tiles round in
-    /// their registers; the other kernels' results are rounded after). Whether `epilogue` was
-    /// applied: dlc's tiles apply it as they write each block; the other kernels leave it to
-    /// the caller.
+    /// their registers; the other kernels' results are rounded after), then given `epilogue`
+    /// (by dlc's tiles in their registers, after the other kernels in a pass that is timed
+    /// with them when the kernels are measured).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn gemm_bf16(
         &self,
@@ -179,16 +179,15 @@ impl GemmSelect {
         dst: &mut [MaybeUninit<f32>],
         par: Parallelism,
         epilogue: Option<&Epilogue>,
-    ) -> bool {
+    ) {
         let small = m * n * k < MEASURE_MIN || lhs.len() < m * k || rhs.len() < k * n || dst.len() < m * n;
         let names = bf16_candidates();
         let on_f32 = |dst: &mut [MaybeUninit<f32>]| {
             with_bf16(lhs, round[0], |lhs| with_bf16(rhs, round[1], |rhs| self.gemm(m, n, k, lhs, lhs_t, rhs, rhs_t, dst, par)));
-            round_result(dst, m * n);
+            finish_result(dst, m * n, epilogue);
         };
         if self.forced.is_some() || small || names.len() < 2 {
-            on_f32(dst);
-            return false;
+            return on_f32(dst);
         }
         // The candidates are part of the key, as for f32 products (`kernel_for`).
         let key = format!("{}:{}", Shape { ty: "bf16", m, n, k, lhs_t, rhs_t, threads: threads(par) }.key(), names.join("+"));
@@ -200,7 +199,7 @@ impl GemmSelect {
                 "onednn-bf16" => {
                     let done = unsafe { self.matmuls.run(m, n, k, lhs, lhs_t, rhs, rhs_t, out) };
                     if done {
-                        round_result(dst, m * n);
+                        finish_result(dst, m * n, epilogue);
                     }
                     done
                 }
@@ -225,9 +224,7 @@ impl GemmSelect {
         let pick = self.choose(key, names, &mut time);
         if !run(names[pick], dst) {
             on_f32(dst);
-            return false;
         }
-        names[pick] == "avx512-bf16"
     }
 
     /// The kernel for `shape`: forced, the only one, the default for a small product, chosen
@@ -288,10 +285,13 @@ impl GemmSelect {
 }
 
 /// The first `len` values of a product's result, just written, rounded to bf16.
-fn round_result(dst: &mut [MaybeUninit<f32>], len: usize) {
+fn finish_result(dst: &mut [MaybeUninit<f32>], len: usize, epilogue: Option<&Epilogue>) {
     // SAFETY: the product wrote these `len` values.
     let values = unsafe { &mut *(&mut dst[..len] as *mut [MaybeUninit<f32>] as *mut [f32]) };
     crate::runtime::tensor::round_slice(dlc_language::types::DType::BF16, values);
+    if let Some(e) = epilogue {
+        e.rows(values);
+    }
 }
 
 thread_local! {

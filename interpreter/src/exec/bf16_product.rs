@@ -313,11 +313,7 @@ pub unsafe fn run(
         // SAFETY: a block's words are kp rows of MR (by rows: its rows, kp words each, `stride`
         // apart), a panel's kp rows of NR; the tile writes rows × cols values of dst inside its
         // m×n (the caller's room); tasks write disjoint tiles.
-        let finish = Finish {
-            round,
-            bias: epilogue.and_then(|e| e.bias.map(|b| (b[panel * NR..].as_ptr(), e.relu))),
-            mask: epilogue.and_then(|e| e.mask.map(|y| y[block * MR * n + panel * NR..].as_ptr())),
-        };
+        let finish = finish_of(round, epilogue, n, (block, panel));
         unsafe {
             match a_rows {
                 Some(stride) => {
@@ -390,6 +386,17 @@ pub unsafe fn run(
     }
     recycle(b);
     recycle(a);
+}
+
+/// What the tile of `block` and `panel` of an m×n result does before it stores its sums: the
+/// rounding, and the epilogue's bias from the panel's first column or mask from the tile's
+/// first value.
+fn finish_of(round: bool, epilogue: Option<&Epilogue>, n: usize, (block, panel): (usize, usize)) -> Finish {
+    Finish {
+        round,
+        bias: epilogue.and_then(|e| e.bias.map(|b| (b[panel * NR..].as_ptr(), e.relu))),
+        mask: epilogue.and_then(|e| e.mask.map(|y| y[block * MR * n + panel * NR..].as_ptr())),
+    }
 }
 
 /// `tile(block, panel)` for every tile, in `tasks` tasks on rayon's threads of as equal a count

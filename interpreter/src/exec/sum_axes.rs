@@ -149,17 +149,9 @@ impl Lanes {
         add_to_lanes(&mut self.lanes, run);
     }
 
-    /// The lanes added as a balanced tree: lane i with lane i + half, halving down to one.
+    /// The lanes added as a balanced tree (`tree_total`).
     pub(super) fn total(&self) -> f64 {
-        let mut l = self.lanes;
-        let mut half = LANES / 2;
-        while half > 0 {
-            for i in 0..half {
-                l[i] += l[i + half];
-            }
-            half /= 2;
-        }
-        l[0]
+        tree_total(&mut self.lanes.clone())
     }
 }
 
@@ -183,7 +175,14 @@ fn short_total(run: &[f32]) -> f64 {
     for (l, v) in l.iter_mut().zip(run) {
         *l += *v as f64;
     }
-    let mut half = LANES / 4;
+    tree_total(&mut l)
+}
+
+/// Lanes (a power of two of them) added as a balanced tree: lane i with lane i + half, halving
+/// down to one.
+#[inline]
+fn tree_total(l: &mut [f64]) -> f64 {
+    let mut half = l.len() / 2;
     while half > 0 {
         for i in 0..half {
             l[i] += l[i + half];

@@ -146,8 +146,9 @@ pub struct Options {
     pub conv_layout: ConvLayout,
     /// Whether the device's bf16 matrix products round f32 operands themselves (the CPU's bf16
     /// kernels convert while they pack): with `fuse`, autocast's casts read only by products are
-    /// left to them (fusion.rs, `fold_casts`). False for a device whose products read stored
-    /// bf16 (cuBLAS).
+    /// left to them (fusion.rs, `fold_casts`), and a bf16 product's widening to f32 (exact: its
+    /// values are rounded f32s) may start its epilogue (epilogue.rs). False for a device whose
+    /// products read stored bf16 (cuBLAS).
     pub products_round: bool,
 }
 

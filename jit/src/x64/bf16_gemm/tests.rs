@@ -48,6 +48,46 @@ fn tiles_compute_the_exact_product() {
     }
 }
 
+/// A tile of `rows` × `cols` (rows `ldc` apart in the result, every other value left NaN) over
+/// `kp` depth pairs of A[r, d] = value(r, d, 1) and B[d, j] = value(d, j, 4), A read as blocks
+/// (`tile`) or as rows (`tile_from_rows`, `by_rows`): the plain kernel's sums (rounded as
+/// `finish` says), and `finish`'s. `finish`'s bias or mask must hold what the tile reads.
+fn plain_and_finished(
+    tiles: &Bf16Tiles,
+    kp: usize,
+    value: impl Fn(usize, usize, usize) -> f32,
+    (rows, cols, ldc): (usize, usize, usize),
+    by_rows: bool,
+    finish: Finish,
+) -> (Vec<f32>, Vec<f32>) {
+    let (mut blocks, mut by_row) = (vec![0u32; kp * MR], vec![0u32; MR * kp]);
+    let mut b = Line::zeroed(kp * NR);
+    for p in 0..kp {
+        for r in 0..MR {
+            let w = bf16(value(r, 2 * p, 1)) | bf16(value(r, 2 * p + 1, 1)) << 16;
+            blocks[p * MR + r] = w;
+            by_row[r * kp + p] = w;
+        }
+        for c in 0..NR {
+            b.words_mut()[p * NR + c] = bf16(value(2 * p, c, 4)) | bf16(value(2 * p + 1, c, 4)) << 16;
+        }
+    }
+    let run = |finish: Finish| {
+        let mut c = vec![f32::NAN; MR * ldc];
+        // SAFETY: buffers of the sizes the kernels read and write; the caller's bias or mask
+        // holds what the tile reads.
+        unsafe {
+            if by_rows {
+                tiles.tile_from_rows(rows, (by_row.as_ptr(), kp), b.words().as_ptr(), kp, (c.as_mut_ptr(), ldc), cols, finish)
+            } else {
+                tiles.tile(rows, (blocks.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), ldc), cols, finish)
+            }
+        }
+        c
+    };
+    (run(Finish { bias: None, mask: None, ..finish }), run(finish))
+}
+
 /// The epilogue kernels (a bias, a bias and relu; rounding or not; both layouts of A): the
 /// plain kernel's stored sums plus the bias, then `0 < s ? s : 0`, bit for bit, with a NaN,
 /// an infinity and sums the bias makes negative; the bias read only for the tile's columns.
@@ -57,21 +97,7 @@ fn epilogue_tiles_add_the_bias_then_relu() {
         return;
     }
     let tiles = Bf16Tiles::new().expect("generated");
-    let kp = 19;
     let value = |i: usize, j: usize, s: usize| ((i * 3 + j * 5 + s) % 11) as f32 * 0.5 - 2.5;
-    let mut a = vec![0u32; kp * MR];
-    let mut rows_a = vec![0u32; MR * kp];
-    let mut b = Line::zeroed(kp * NR);
-    for p in 0..kp {
-        for r in 0..MR {
-            let w = bf16(value(r, 2 * p, 1)) | bf16(value(r, 2 * p + 1, 1)) << 16;
-            a[p * MR + r] = w;
-            rows_a[r * kp + p] = w;
-        }
-        for c in 0..NR {
-            b.words_mut()[p * NR + c] = bf16(value(2 * p, c, 4)) | bf16(value(2 * p + 1, c, 4)) << 16;
-        }
-    }
     let mut bias: Vec<f32> = (0..NR).map(|j| j as f32 * 0.75 - 9.0).collect();
     bias[3] = f32::NAN;
     bias[7] = f32::NEG_INFINITY;
@@ -80,18 +106,8 @@ fn epilogue_tiles_add_the_bias_then_relu() {
         for relu in [false, true] {
             for by_rows in [false, true] {
                 let ldc = 35;
-                let run = |finish: Finish, c: &mut Vec<f32>| unsafe {
-                    // SAFETY: buffers of the sizes the kernels read and write; the bias
-                    // holds NR values.
-                    if by_rows {
-                        tiles.tile_from_rows(rows, (rows_a.as_ptr(), kp), b.words().as_ptr(), kp, (c.as_mut_ptr(), ldc), cols, finish)
-                    } else {
-                        tiles.tile(rows, (a.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), ldc), cols, finish)
-                    }
-                };
-                let (mut plain, mut given) = (vec![f32::NAN; MR * ldc], vec![f32::NAN; MR * ldc]);
-                run(Finish { round, bias: None, mask: None }, &mut plain);
-                run(Finish { round, bias: Some((bias.as_ptr(), relu)), mask: None }, &mut given);
+                let finish = Finish { round, bias: Some((bias.as_ptr(), relu)), mask: None };
+                let (plain, given) = plain_and_finished(&tiles, 19, value, (rows, cols, ldc), by_rows, finish);
                 for r in 0..MR {
                     for j in 0..ldc {
                         let (got, sum) = (given[r * ldc + j], plain[r * ldc + j]);
@@ -121,37 +137,14 @@ fn mask_tiles_keep_the_sums_where_y_is_positive() {
         return;
     }
     let tiles = Bf16Tiles::new().expect("generated");
-    let kp = 9;
     let value = |i: usize, j: usize, s: usize| ((i * 7 + j * 2 + s) % 9) as f32 * 0.5 - 2.0;
-    let mut a = vec![0u32; kp * MR];
-    let mut rows_a = vec![0u32; MR * kp];
-    let mut b = Line::zeroed(kp * NR);
-    for p in 0..kp {
-        for r in 0..MR {
-            let w = bf16(value(r, 2 * p, 3)) | bf16(value(r, 2 * p + 1, 3)) << 16;
-            a[p * MR + r] = w;
-            rows_a[r * kp + p] = w;
-        }
-        for c in 0..NR {
-            b.words_mut()[p * NR + c] = bf16(value(2 * p, c, 6)) | bf16(value(2 * p + 1, c, 6)) << 16;
-        }
-    }
     let ldc = 37;
     let specials = [f32::NAN, -0.0, 0.0, f32::INFINITY, f32::NEG_INFINITY, 1e-40, -1e-40];
     let y: Vec<f32> = (0..MR * ldc).map(|i| if i % 5 == 0 { specials[(i / 5) % specials.len()] } else { (i % 7) as f32 - 3.0 }).collect();
     for (rows, round, cols) in [(12, false, 32), (12, true, 32), (5, true, 17), (1, false, 3), (9, false, 16)] {
         for by_rows in [false, true] {
-            let run = |finish: Finish, c: &mut Vec<f32>| unsafe {
-                // SAFETY: buffers of the sizes the kernels read and write; `y` is shaped as `c`.
-                if by_rows {
-                    tiles.tile_from_rows(rows, (rows_a.as_ptr(), kp), b.words().as_ptr(), kp, (c.as_mut_ptr(), ldc), cols, finish)
-                } else {
-                    tiles.tile(rows, (a.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), ldc), cols, finish)
-                }
-            };
-            let (mut plain, mut kept) = (vec![f32::NAN; MR * ldc], vec![f32::NAN; MR * ldc]);
-            run(Finish { round, bias: None, mask: None }, &mut plain);
-            run(Finish { round, bias: None, mask: Some(y.as_ptr()) }, &mut kept);
+            let finish = Finish { round, bias: None, mask: Some(y.as_ptr()) };
+            let (plain, kept) = plain_and_finished(&tiles, 9, value, (rows, cols, ldc), by_rows, finish);
             for i in 0..MR * ldc {
                 let (r, j) = (i / ldc, i % ldc);
                 if r >= rows || j >= cols {

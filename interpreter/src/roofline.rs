@@ -162,7 +162,7 @@ pub fn fused_work(g: &Graph, plan: &Plan) -> Vec<Work> {
                 }
                 _ => match other {
                     Kernel::Library(n) => out.push(library(g, *n)),
-                    // The product, reading the bias as it writes its rows.
+                    // The product, reading the bias (or the mask) as it writes its rows.
                     Kernel::Gemm(gk) => {
                         let mut w = library(g, gk.product);
                         w.bytes += gk.bias.into_iter().chain(gk.mask).map(|n| bytes_of(g, n)).sum::<u64>();

@@ -334,6 +334,10 @@ pub unsafe fn run(
     // µs in the MLP step against PyTorch's 36). So its few words of B are converted first and
     // each task writes whole rows: its blocks' tiles across every panel.
     let shallow = parallel && kp <= 16 && panels > 1 && blocks > 1;
+    // Panels a task takes together where there are enough to go round: each block of A, from
+    // L3 when A is larger than a core's L2, then serves two tiles (1024×512×784 on 2 threads
+    // 947-1082 → 890-908 µs).
+    let per_task = if parallel && panels >= 8 * threads { 2 } else { 1 };
     if shallow {
         if !whole {
             each_chunk(b_panels, kp * NR, false, b_panel);
@@ -348,19 +352,14 @@ pub unsafe fn run(
             }
         });
     } else if groups == 1 && whole && parallel {
-        // B is converted already, so a pair of panels (see below) need not be one task's: the
-        // tiles are cut into tasks of equal counts, pair by pair and block by block. By pairs,
-        // the weight gradient's 25 panels (n = 784) made 13 tasks, 7 for one thread and 6 for
-        // the other.
-        let per_task = if panels >= 8 * threads { 2 } else { 1 };
+        // B is converted already, so a pair of panels need not be one task's: the tiles are cut
+        // into tasks of equal counts, pair by pair and block by block. By pairs, the weight
+        // gradient's 25 panels (n = 784) made 13 tasks, 7 for one thread and 6 for the other.
         let b_panels = &b[..panels * kp * NR];
         balanced_tiles(panels, blocks, per_task, 4 * threads, |block, panel| tile_at(block, panel, &b_panels[panel * kp * NR..]));
     } else if groups == 1 {
-        // A task a panel, or two when there are enough to go round (so that each block of A,
-        // from L3 when A is larger than a core's L2, serves two tiles: 1024×512×784 on 2
-        // threads 947-1082 → 890-908 µs): the task converts its panels (unless B was converted
-        // whole) and computes their tiles block by block.
-        let per_task = if parallel && panels >= 8 * threads { 2 } else { 1 };
+        // A task a panel, or two (`per_task`): the task converts its panels (unless B was
+        // converted whole) and computes their tiles block by block.
         let task = |(t, words): (usize, &mut [u32])| {
             let first = t * per_task;
             if !whole {
@@ -468,22 +467,19 @@ mod tests {
                     unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, rounded.as_mut_ptr(), threads, true, None) };
                     // The same sums, rounded to bf16 in the tiles' registers.
                     assert!(out.iter().zip(&rounded).all(|(x, r)| round_bf16(*x).to_bits() == r.to_bits()), "{m}x{n}x{k}: rounded");
-                    // With a bias and relu applied block by block as the tasks write them: the
-                    // bits of the pass over the rounded result's rows.
+                    // With a bias and relu, and with a relu's backward mask (read with the
+                    // result's stride), applied in the tiles' registers: the bits of the pass
+                    // over the rounded result.
                     let bias: Vec<f32> = (0..n).map(|j| j as f32 * 0.5 - 3.0).collect();
-                    let e = Epilogue { bias: Some(&bias), relu: true, mask: None };
-                    let mut given = vec![f32::NAN; m * n];
-                    unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, given.as_mut_ptr(), threads, true, Some(&e)) };
-                    let mut want = rounded.clone();
-                    e.rows(&mut want);
-                    assert!(given.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()), "{m}x{n}x{k}: epilogue");
-                    // And a relu's backward mask, read with the result's stride.
                     let y: Vec<f32> = (0..m * n).map(|i| ((i * 7) % 5) as f32 - 2.0).collect();
-                    let e = Epilogue { bias: None, relu: false, mask: Some(&y) };
-                    unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, given.as_mut_ptr(), threads, true, Some(&e)) };
-                    let mut want = rounded.clone();
-                    e.rows(&mut want);
-                    assert!(given.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()), "{m}x{n}x{k}: mask");
+                    for e in [Epilogue { bias: Some(&bias), relu: true, mask: None }, Epilogue { bias: None, relu: false, mask: Some(&y) }]
+                    {
+                        let mut given = vec![f32::NAN; m * n];
+                        unsafe { run(tiles, m, n, k, lhs, lt, rhs, rt, given.as_mut_ptr(), threads, true, Some(&e)) };
+                        let mut want = rounded.clone();
+                        e.rows(&mut want);
+                        assert!(given.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()), "{m}x{n}x{k}: {e:?}");
+                    }
                     for i in 0..m {
                         for j in 0..n {
                             let want: f64 = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();

@@ -1,16 +1,19 @@
 //! A product's epilogue on the CPU (`Kernel::Gemm`, passes::epilogue): the bias added to every
-//! row of the product, then the relu: applied by dlc's bf16 tiles in the registers that hold
-//! the sums (jit's `bf16_gemm::Finish`), else in one pass over the result's rows in place, in
-//! parallel (contract.rs). Each element gets the ops the fused region gave it before (an f32 add, then
-//! `where(0 < x, x, 0)`), so a plan with the epilogue and one without agree bit for bit. A bf16
-//! product's values are f32s rounded to bf16, so its widening to f32 (`GemmKernel::widens`)
-//! only renames the dtype.
+//! row of the product, then the relu (or a relu's backward mask): applied by dlc's bf16 tiles
+//! in the registers that hold the sums (jit's `bf16_gemm::Finish`), else in one pass over the
+//! result in place, in parallel (contract.rs, gemm_select.rs). Each element gets the ops the
+//! fused region gave it before (an f32 add, then `where(0 < x, x, 0)`), so a plan with the
+//! epilogue and one without agree bit for bit. A bf16 product's values are f32s rounded to
+//! bf16, so its widening to f32 (`GemmKernel::widens`) only renames the dtype.
 
 use rayon::prelude::*;
 
-/// Rows per parallel task: enough work per task (at least 16K elements) to pay for handing it out.
+/// Values a parallel task takes at least: enough work to pay for handing it out.
+const TASK_VALUES: usize = 16_384;
+
+/// Rows of `n` values per parallel task.
 fn rows_per_task(n: usize) -> usize {
-    (16_384 / n.max(1)).max(1)
+    (TASK_VALUES / n.max(1)).max(1)
 }
 
 crate::runtime::cpu::widest! {
@@ -55,7 +58,7 @@ impl Epilogue<'_> {
             values.par_chunks_mut(n * rows_per_task(n)).for_each(|rows| add_rows(rows, bias, self.relu));
         }
         if let Some(y) = self.mask {
-            values.par_chunks_mut(16_384).zip(y.par_chunks(16_384)).for_each(|(v, y)| mask_values(v, y));
+            values.par_chunks_mut(TASK_VALUES).zip(y.par_chunks(TASK_VALUES)).for_each(|(v, y)| mask_values(v, y));
         }
     }
 }

@@ -284,7 +284,8 @@ impl GemmSelect {
     }
 }
 
-/// The first `len` values of a product's result, just written, rounded to bf16.
+/// The first `len` values of a product's result, just written, rounded to bf16 and given the
+/// product's epilogue (the kernels that do neither themselves).
 fn finish_result(dst: &mut [MaybeUninit<f32>], len: usize, epilogue: Option<&Epilogue>) {
     // SAFETY: the product wrote these `len` values.
     let values = unsafe { &mut *(&mut dst[..len] as *mut [MaybeUninit<f32>] as *mut [f32]) };

@@ -422,6 +422,8 @@ impl Walk<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     /// `short_total` against `Lanes` for every short length, with signed zeros, NaN, infinities
     /// and values of every magnitude: the same bits.
     #[test]
@@ -443,8 +445,6 @@ mod tests {
             assert_eq!(short_total(&zeros).to_bits(), l.total().to_bits(), "{len} negative zeros");
         }
     }
-
-    use super::*;
 
     /// The definition: permute the reduced axes innermost and add each group in index order
     /// (exact in f64 for these small integers-over-8 values, whatever the order).

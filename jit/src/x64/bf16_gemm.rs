@@ -83,7 +83,7 @@ pub fn available() -> bool {
 }
 
 /// The tile kernels, one per row count 1..=MR, storing the sums as they are, then the same
-/// rounding them to bf16; each with no epilogue, a bias, and a bias and relu.
+/// rounding them to bf16; each with no epilogue, a bias, a bias and relu, and a mask.
 pub struct Bf16Tiles {
     kernels: Vec<Code>,
 }

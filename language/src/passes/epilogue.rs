@@ -214,23 +214,51 @@ mod tests {
     use super::*;
     use crate::ir::test_node as node;
 
-    /// `relu(x @ w + b)` for x [4, 3], w [3, 5], b [5]: (graph, product, add, where).
-    fn linear_relu() -> (Graph, NodeId, NodeId, NodeId) {
+    /// `where(0 < y, x, 0)` for `x` and `y` f32 [4, 5]: a relu (`y` = `x`) or its backward.
+    fn where_positive(g: &mut Graph, y: NodeId, x: NodeId) -> NodeId {
+        let f = DType::F32;
+        let zero = node(g, Op::Const(0f64.to_bits()), f, &[], vec![]);
+        let z1 = node(g, Op::Reshape, f, &[1, 1], vec![zero]);
+        let z = node(g, Op::Expand, f, &[4, 5], vec![z1]);
+        let c = node(g, Op::Binary(BinaryOp::CmpLt), DType::Bool, &[4, 5], vec![z, y]);
+        node(g, Op::Where, f, &[4, 5], vec![c, x, z])
+    }
+
+    /// `x @ w` for x [4, 3] and w [3, 5] in `dtype`, and what the bias is added to: the product,
+    /// or its widening to f32 (as autocast leaves a low-precision product).
+    fn product_in(g: &mut Graph, dtype: DType) -> (NodeId, NodeId) {
+        let x = node(g, Op::Input(0), dtype, &[4, 3], vec![]);
+        let w = node(g, Op::Input(1), dtype, &[3, 5], vec![]);
+        let p = node(g, Op::MatMul, dtype, &[4, 5], vec![x, w]);
+        let wide = if dtype == DType::F32 { p } else { node(g, Op::Cast, DType::F32, &[4, 5], vec![p]) };
+        (p, wide)
+    }
+
+    /// `relu(x @ w + b)`, the product in `dtype` (widened to f32 before the add), b [5]:
+    /// (graph, product, add, where).
+    fn linear_relu_in(dtype: DType) -> (Graph, NodeId, NodeId, NodeId) {
         let mut g = Graph::default();
         let f = DType::F32;
-        let x = node(&mut g, Op::Input(0), f, &[4, 3], vec![]);
-        let w = node(&mut g, Op::Input(1), f, &[3, 5], vec![]);
+        let (p, wide) = product_in(&mut g, dtype);
         let b = node(&mut g, Op::Input(2), f, &[5], vec![]);
-        let p = node(&mut g, Op::MatMul, f, &[4, 5], vec![x, w]);
         let b2 = node(&mut g, Op::Reshape, f, &[1, 5], vec![b]);
         let e = node(&mut g, Op::Expand, f, &[4, 5], vec![b2]);
-        let add = node(&mut g, Op::Binary(BinaryOp::Add), f, &[4, 5], vec![p, e]);
-        let zero = node(&mut g, Op::Const(0f64.to_bits()), f, &[], vec![]);
-        let z1 = node(&mut g, Op::Reshape, f, &[1, 1], vec![zero]);
-        let z = node(&mut g, Op::Expand, f, &[4, 5], vec![z1]);
-        let c = node(&mut g, Op::Binary(BinaryOp::CmpLt), DType::Bool, &[4, 5], vec![z, add]);
-        let s = node(&mut g, Op::Where, f, &[4, 5], vec![c, add, z]);
+        let add = node(&mut g, Op::Binary(BinaryOp::Add), f, &[4, 5], vec![wide, e]);
+        let s = where_positive(&mut g, add, add);
         (g, p, add, s)
+    }
+
+    fn linear_relu() -> (Graph, NodeId, NodeId, NodeId) {
+        linear_relu_in(DType::F32)
+    }
+
+    /// The products with epilogues when the plan is fusion and this pass alone (`widened` as
+    /// the device says), verified.
+    fn widened_gemms(g: &Graph, roots: &[NodeId], widened: bool) -> (Vec<GemmKernel>, crate::ir::plan::Plan) {
+        let kernels = fuse_epilogues(g, crate::passes::fusion::plan(g, roots, true, widened), roots, widened);
+        let plan = crate::ir::plan::Plan { kernels, roots: roots.to_vec() };
+        crate::ir::verify::plan(g, &plan, &[], "epilogue").expect("verified");
+        (plan.kernels.iter().filter_map(|k| if let Kernel::Gemm(gk) = k { Some(gk.clone()) } else { None }).collect(), plan)
     }
 
     fn gemms(g: &Graph, roots: &[NodeId]) -> Vec<GemmKernel> {
@@ -265,44 +293,18 @@ mod tests {
         assert!(!eager.kernels.iter().any(|k| matches!(k, Kernel::Gemm(_))));
     }
 
-    /// `relu(f32(x @ w) + b)` with a bf16 product, as autocast leaves a `Linear` under bf16:
-    /// (graph, product, cast, where).
-    fn bf16_linear_relu() -> (Graph, NodeId, NodeId, NodeId) {
-        let mut g = Graph::default();
-        let (f, h) = (DType::F32, DType::BF16);
-        let x = node(&mut g, Op::Input(0), h, &[4, 3], vec![]);
-        let w = node(&mut g, Op::Input(1), h, &[3, 5], vec![]);
-        let b = node(&mut g, Op::Input(2), f, &[5], vec![]);
-        let p = node(&mut g, Op::MatMul, h, &[4, 5], vec![x, w]);
-        let wide = node(&mut g, Op::Cast, f, &[4, 5], vec![p]);
-        let b2 = node(&mut g, Op::Reshape, f, &[1, 5], vec![b]);
-        let e = node(&mut g, Op::Expand, f, &[4, 5], vec![b2]);
-        let add = node(&mut g, Op::Binary(BinaryOp::Add), f, &[4, 5], vec![wide, e]);
-        let zero = node(&mut g, Op::Const(0f64.to_bits()), f, &[], vec![]);
-        let z1 = node(&mut g, Op::Reshape, f, &[1, 1], vec![zero]);
-        let z = node(&mut g, Op::Expand, f, &[4, 5], vec![z1]);
-        let c = node(&mut g, Op::Binary(BinaryOp::CmpLt), DType::Bool, &[4, 5], vec![z, add]);
-        let s = node(&mut g, Op::Where, f, &[4, 5], vec![c, add, z]);
-        (g, p, wide, s)
-    }
-
+    /// `relu(f32(x @ w) + b)` with a bf16 product, as autocast leaves a `Linear` under bf16.
     #[test]
     fn a_bf16_product_takes_its_widening_only_where_products_write_f32() {
-        let (g, p, wide, s) = bf16_linear_relu();
-        let planned = |widened: bool| {
-            let kernels = fuse_epilogues(&g, crate::passes::fusion::plan(&g, &[s], true, widened), &[s], widened);
-            let plan = crate::ir::plan::Plan { kernels, roots: vec![s] };
-            crate::ir::verify::plan(&g, &plan, &[], "epilogue").expect("verified");
-            plan
-        };
-        let cpu = planned(true);
-        let found: Vec<&GemmKernel> = cpu.kernels.iter().filter_map(|k| if let Kernel::Gemm(gk) = k { Some(gk) } else { None }).collect();
+        let (g, p, add, s) = linear_relu_in(DType::BF16);
+        let wide = g.node(add).src[0];
+        let (found, cpu) = widened_gemms(&g, &[s], true);
         assert_eq!(found.len(), 1, "{:?}", cpu.kernels);
         assert_eq!((found[0].product, found[0].epilogue.first(), found[0].output()), (p, Some(&wide), s));
         assert!(found[0].widens && found[0].relu());
         assert_eq!(cpu.kernel_count(), 1, "{:?}", cpu.kernels);
         // Where products write stored bf16 (cuBLAS), the cast converts: the product stays alone.
-        assert!(!planned(false).kernels.iter().any(|k| matches!(k, Kernel::Gemm(_))));
+        assert!(widened_gemms(&g, &[s], false).0.is_empty());
     }
 
     /// `where(0 < y, f32(g @ w), 0)`, a relu's backward through a bf16 product, `y` the relu's
@@ -312,25 +314,12 @@ mod tests {
     fn a_relus_backward_mask_is_taken_by_a_widened_bf16_product_only() {
         let masked = |dtype: DType| {
             let mut g = Graph::default();
-            let f = DType::F32;
-            let gr = node(&mut g, Op::Input(0), dtype, &[4, 3], vec![]);
-            let w = node(&mut g, Op::Input(1), dtype, &[3, 5], vec![]);
-            let y = node(&mut g, Op::Input(2), f, &[4, 5], vec![]);
-            let p = node(&mut g, Op::MatMul, dtype, &[4, 5], vec![gr, w]);
-            let x = if dtype == f { p } else { node(&mut g, Op::Cast, f, &[4, 5], vec![p]) };
-            let zero = node(&mut g, Op::Const(0f64.to_bits()), f, &[], vec![]);
-            let z1 = node(&mut g, Op::Reshape, f, &[1, 1], vec![zero]);
-            let z = node(&mut g, Op::Expand, f, &[4, 5], vec![z1]);
-            let c = node(&mut g, Op::Binary(BinaryOp::CmpLt), DType::Bool, &[4, 5], vec![z, y]);
-            let s = node(&mut g, Op::Where, f, &[4, 5], vec![c, x, z]);
+            let (p, x) = product_in(&mut g, dtype);
+            let y = node(&mut g, Op::Input(2), DType::F32, &[4, 5], vec![]);
+            let s = where_positive(&mut g, y, x);
             (g, p, y, s)
         };
-        let gemms = |g: &Graph, s: NodeId, widened: bool| -> Vec<GemmKernel> {
-            let kernels = fuse_epilogues(g, crate::passes::fusion::plan(g, &[s], true, widened), &[s], widened);
-            let plan = crate::ir::plan::Plan { kernels, roots: vec![s] };
-            crate::ir::verify::plan(g, &plan, &[], "epilogue").expect("verified");
-            plan.kernels.iter().filter_map(|k| if let Kernel::Gemm(gk) = k { Some(gk.clone()) } else { None }).collect()
-        };
+        let gemms = |g: &Graph, s: NodeId, widened: bool| widened_gemms(g, &[s], widened).0;
         let (g, p, y, s) = masked(DType::BF16);
         let found = gemms(&g, s, true);
         assert_eq!(found.len(), 1, "{found:?}");

@@ -220,7 +220,7 @@ pub fn pool2d(x: &Tensor, kind: PoolKind, geometry: Geometry, channels_last: boo
     let (win, channels) = window(&x.shape, &shape, kind, geometry, channels_last);
     // (The second operand is unused: pooling reads one tensor.)
     match channels {
-        Some(c) => dispatch(x.dtype, x, x, shape, |a, _| win.forward_cl(a, c), |a, _| win.forward_cl(a, c)),
+        Some(c) => dispatch(x.dtype, x, x, shape, |a, _| win.forward_cl_f32(a, c), |a, _| win.forward_cl(a, c)),
         None => dispatch(x.dtype, x, x, shape, |a, _| win.forward(a), |a, _| win.forward(a)),
     }
 }

@@ -30,10 +30,29 @@ pub fn transpose_words(src: &[u32], src_stride: usize, rows: usize, cols: usize,
             };
         }
     }
-    for c in 0..cols {
-        let from = if c < c4 { r4 } else { 0 };
-        for r in from..rows {
-            dst[c * dst_stride + r].write(src[r * src_stride + c]);
+    match (r4, rows) {
+        // Fewer than four rows (an RGB image's channels): the loop unrolled by its row count.
+        (0, 1) => edge::<1>(src, src_stride, cols, dst, dst_stride),
+        (0, 2) => edge::<2>(src, src_stride, cols, dst, dst_stride),
+        (0, 3) => edge::<3>(src, src_stride, cols, dst, dst_stride),
+        _ => {
+            for c in 0..cols {
+                let from = if c < c4 { r4 } else { 0 };
+                for r in from..rows {
+                    dst[c * dst_stride + r].write(src[r * src_stride + c]);
+                }
+            }
+        }
+    }
+}
+
+/// `transpose_words` of `R` rows (fewer than a block's four), column by column.
+#[inline(always)]
+fn edge<const R: usize>(src: &[u32], src_stride: usize, cols: usize, dst: &mut [MaybeUninit<u32>], dst_stride: usize) {
+    let rows: [&[u32]; R] = std::array::from_fn(|r| &src[r * src_stride..][..cols]);
+    for (c, out) in dst.chunks_mut(dst_stride).take(cols).enumerate() {
+        for (o, row) in out[..R].iter_mut().zip(rows) {
+            o.write(row[c]);
         }
     }
 }
@@ -65,22 +84,31 @@ unsafe fn transpose4(src: *const u32, src_stride: usize, dst: *mut u32, dst_stri
 /// fewer rows than a set has ways.
 const BLOCK: usize = 8;
 const TASK_ROWS: usize = 32;
+/// Words a task writes at least: output rows of few words (an RGB image's pixels to channels-
+/// last, 3 words a row) made tasks of 96 words, 2,048 of them for a batch of 64 32×32 images,
+/// and the transpose ran at 6 GB/s.
+const TASK_WORDS: usize = 4096;
 
 /// `b` matrices of `m` × `n` words each transposed (to `n` × `m`) into `dst` (b × n × m words,
-/// every one written), on all threads: a task per `TASK_ROWS` output rows of a matrix, each
-/// in blocks of `BLOCK` × `BLOCK`. (One value at a time through a strided gather, a
-/// channels-last `[64, 32, 32, 32]` activation took 3.4-5.6 ms.)
+/// every one written), on all threads: a task per `TASK_ROWS` output rows of a matrix (more
+/// where rows are short: `TASK_WORDS`), each in blocks of `BLOCK` × `BLOCK`. (One value at a
+/// time through a strided gather, a channels-last `[64, 32, 32, 32]` activation took 3.4-5.6
+/// ms.)
 pub fn transpose_batched(src: &[u32], dst: &mut [MaybeUninit<u32>], b: usize, m: usize, n: usize) {
     if b * m * n == 0 {
         return;
     }
+    let task_rows = TASK_ROWS.max(TASK_WORDS / m);
     dst[..b * m * n].par_chunks_mut(n * m).enumerate().for_each(|(bi, mat)| {
         let src = &src[bi * m * n..(bi + 1) * m * n];
-        mat.par_chunks_mut(TASK_ROWS * m).enumerate().for_each(|(t, rows)| {
-            let c0 = t * TASK_ROWS;
+        mat.par_chunks_mut(task_rows * m).enumerate().for_each(|(t, rows)| {
+            let c0 = t * task_rows;
             let cols = rows.len() / m;
-            for cb in (0..cols).step_by(BLOCK) {
-                let bc = BLOCK.min(cols - cb);
+            // Output rows of at most `BLOCK` words are written one after another whatever the
+            // block's width: one block of the task's rows.
+            let width = if m <= BLOCK { cols } else { BLOCK };
+            for cb in (0..cols).step_by(width) {
+                let bc = width.min(cols - cb);
                 for r0 in (0..m).step_by(BLOCK) {
                     let br = BLOCK.min(m - r0);
                     transpose_words(&src[r0 * n + c0 + cb..], n, br, bc, &mut rows[cb * m + r0..], m);
@@ -97,7 +125,7 @@ mod tests {
     /// The 4×4 blocks and the edges of the transpose.
     #[test]
     fn transposes_every_shape() {
-        for (rows, cols) in [(1, 1), (4, 4), (5, 9), (16, 3), (13, 17)] {
+        for (rows, cols) in [(1, 1), (2, 9), (3, 5), (4, 4), (5, 9), (16, 3), (13, 17)] {
             let stride = cols + 2;
             let src: Vec<u32> = (0..rows * stride).map(|i| i as u32).collect();
             let mut dst = vec![MaybeUninit::new(u32::MAX); cols * (rows + 1)];
@@ -116,7 +144,7 @@ mod tests {
     /// Batched transposes of every size around a block and a task, against the definition.
     #[test]
     fn transposes_batches() {
-        for (b, m, n) in [(1, 1, 1), (3, 5, 9), (2, 33, 70), (4, 1024, 32), (2, 32, 1024), (1, 7, 41)] {
+        for (b, m, n) in [(1, 1, 1), (3, 5, 9), (2, 33, 70), (4, 1024, 32), (2, 32, 1024), (1, 7, 41), (2, 3, 3000)] {
             let src: Vec<u32> = (0..b * m * n).map(|i| i as u32).collect();
             let mut dst = vec![MaybeUninit::new(u32::MAX); b * m * n];
             transpose_batched(&src, &mut dst, b, m, n);

@@ -197,34 +197,53 @@ crate::runtime::cpu::widest! {
     }
 }
 
+/// `N` values of `d` from `at`, to be written as one array.
+#[inline(always)]
+fn pixel_mut<const N: usize>(d: &mut [MaybeUninit<f32>], at: usize) -> &mut [MaybeUninit<f32>; N] {
+    (&mut d[at..at + N]).try_into().expect("N values")
+}
+
+/// A window's gradient (see `max_grad_tiling`) for `N` channels whose gradients are `g`: each
+/// channel's first maximum (the comparisons of `backward_plane`, in its order) gets its
+/// gradient, every other pixel of the window 0.
+#[inline(always)]
+fn window_grad<const N: usize>(xi: &[f32], g: &[f32; N], taps: usize, at: impl Fn(usize) -> usize, d: &mut [MaybeUninit<f32>]) {
+    let mut best_v = *pixel::<N, f32>(xi, at(0));
+    let mut best_k = [0u32; N];
+    for k in 1..taps {
+        let px = pixel::<N, f32>(xi, at(k));
+        let more: [bool; N] = std::array::from_fn(|i| px[i] > best_v[i]);
+        best_v = std::array::from_fn(|i| if more[i] { px[i] } else { best_v[i] });
+        best_k = std::array::from_fn(|i| if more[i] { k as u32 } else { best_k[i] });
+    }
+    for k in 0..taps {
+        let row = pixel_mut::<N>(d, at(k));
+        for i in 0..N {
+            // `0 + g` where the maximum is, else +0 (all bits clear): as a mask of bits, the
+            // loop is compiled to vectors (as a select, to one compare and `vmovd` a value).
+            let keep = 0u32.wrapping_sub((best_k[i] == k as u32) as u32);
+            row[i].write(f32::from_bits((0.0 + g[i]).to_bits() & keep));
+        }
+    }
+}
+
 crate::runtime::cpu::widest! {
     /// One image's max-pooling gradient where the windows tile it: no two windows share a pixel,
     /// so each window's pixels are written once, the gradient at each channel's first maximum and
     /// zero elsewhere, with no scatter: the window position of each channel's maximum is kept (an
     /// integer a lane, found with the same comparisons in the same order as `backward_plane`) and
-    /// every pixel of the window written as a whole row of channels. (`0 + g`, as the general
-    /// loop adds into zeros: a -0 gradient becomes +0 there too.)
+    /// every pixel of the window written, by groups of `LANES` channels (`window_grad`). (`0 + g`,
+    /// as the general loop adds into zeros: a -0 gradient becomes +0 there too.)
     fn max_grad_tiling(xi: &[f32], gi: &[f32], d: &mut [MaybeUninit<f32>], t: Tiling) {
-        let c = t.c;
-        let (mut best_v, mut best_k) = (vec![0f32; c], vec![0u32; c]);
+        let (c, taps, full) = (t.c, t.kh * t.kw, t.c / LANES * LANES);
         for oy in 0..t.oh {
             for ox in 0..t.ow {
                 let g = &gi[(oy * t.ow + ox) * c..][..c];
-                best_v.copy_from_slice(&xi[t.at(oy, ox, 0)..][..c]);
-                best_k.fill(0);
-                for k in 1..t.kh * t.kw {
-                    let px = &xi[t.at(oy, ox, k)..][..c];
-                    for ((bv, bk), v) in best_v.iter_mut().zip(best_k.iter_mut()).zip(px) {
-                        let more = *v > *bv;
-                        *bv = if more { *v } else { *bv };
-                        *bk = if more { k as u32 } else { *bk };
-                    }
+                for c0 in (0..full).step_by(LANES) {
+                    window_grad::<LANES>(xi, pixel(g, c0), taps, |k| t.at(oy, ox, k) + c0, d);
                 }
-                for k in 0..t.kh * t.kw {
-                    let row = &mut d[t.at(oy, ox, k)..][..c];
-                    for ((dd, bk), gg) in row.iter_mut().zip(&best_k).zip(g) {
-                        dd.write(if *bk == k as u32 { 0.0 + *gg } else { 0.0 });
-                    }
+                for c0 in full..c {
+                    window_grad::<1>(xi, pixel(g, c0), taps, |k| t.at(oy, ox, k) + c0, d);
                 }
             }
         }

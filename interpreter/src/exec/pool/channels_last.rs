@@ -154,10 +154,10 @@ impl Window {
     }
 }
 
-/// Channels the forward's window loop takes at a time: a group's running maxima stay in
-/// registers. (As slices of the row's length the loops were vectorised by 64 channels, and C =
-/// 32 ran in the scalar remainder: 80 cycles a window.) Channels past the last full group are
-/// taken one at a time.
+/// Channels a window's loops take at a time: a group's running maxima (and the gradient's
+/// positions of them) stay in registers. (As slices of the row's length the forward's loops were
+/// vectorised by 64 channels, and C = 32 ran in the scalar remainder: 80 cycles a window.)
+/// Channels past the last full group are taken one at a time.
 const LANES: usize = 16;
 
 /// The `N` values from `at` of `xs` (a pixel's channels), as an array.

@@ -7,8 +7,10 @@ fn bf16(x: f32) -> u32 {
     half::bf16::from_f32(x).to_bits() as u32
 }
 
-/// Every row count and a partial last column block, against the exact product of the bf16
-/// values (small integers times powers of two, so every sum is exact in f32 too).
+/// Every row count and a partial last column block, A read as blocks (`tile`) and as rows
+/// (`tile_from_rows`, a row stride longer than the depth, the words past it NaN pairs), against
+/// the exact product of the bf16 values (small integers times powers of two, so every sum is
+/// exact in f32 too).
 #[test]
 fn tiles_compute_the_exact_product() {
     if !available() {
@@ -18,55 +20,39 @@ fn tiles_compute_the_exact_product() {
     let tiles = Bf16Tiles::new().expect("generated");
     let kp = 37;
     let value = |i: usize, j: usize, s: usize| ((i * 7 + j * 3 + s) % 17) as f32 * 0.25 - 2.0;
-    let (mut a, mut b) = (vec![0u32; kp * MR], Line::zeroed(kp * NR));
-    for p in 0..kp {
-        for r in 0..MR {
-            a[p * MR + r] = bf16(value(r, 2 * p, 1)) | bf16(value(r, 2 * p + 1, 1)) << 16;
-        }
-        for c in 0..NR {
-            b.words_mut()[p * NR + c] = bf16(value(2 * p, c, 5)) | bf16(value(2 * p + 1, c, 5)) << 16;
-        }
-    }
-    for (rows, round) in (1..=MR).flat_map(|rows| [(rows, false), (rows, true)]) {
-        for cols in [1, 15, 16, 17, 31, 32] {
-            let ldc = 40;
-            let mut c = vec![f32::NAN; MR * ldc];
-            // SAFETY: buffers of the sizes `tile` reads and writes.
-            unsafe {
-                tiles.tile(
-                    rows,
-                    (a.as_ptr(), MR),
-                    (b.words().as_ptr(), NR),
-                    kp,
-                    (c.as_mut_ptr(), ldc),
-                    cols,
-                    Finish { round, bias: None, mask: None },
-                )
-            };
-            check_stored(&c, ldc, (rows, cols, round), |r, j| (0..2 * kp).map(|d| value(r, d, 1) * value(d, j, 5)).sum());
+    for a_rows in [None, Some(45)] {
+        for (rows, round) in (1..=MR).flat_map(|rows| [(rows, false), (rows, true)]) {
+            for cols in [1, 15, 16, 17, 31, 32] {
+                let ldc = 40;
+                let finish = Finish { round, bias: None, mask: None };
+                let (c, _) = plain_and_finished(&tiles, kp, value, (rows, cols, ldc), a_rows, finish);
+                check_stored(&c, ldc, (rows, cols, round), |r, j| (0..2 * kp).map(|d| value(r, d, 1) * value(d, j, 4)).sum());
+            }
         }
     }
 }
 
 /// A tile of `rows` × `cols` (rows `ldc` apart in the result, every other value left NaN) over
 /// `kp` depth pairs of A[r, d] = value(r, d, 1) and B[d, j] = value(d, j, 4), A read as blocks
-/// (`tile`) or as rows (`tile_from_rows`, `by_rows`): the plain kernel's sums (rounded as
-/// `finish` says), and `finish`'s. `finish`'s bias or mask must hold what the tile reads.
+/// (`tile`) or as rows `a_rows` words apart (`tile_from_rows`; the words past the depth NaN
+/// pairs): the plain kernel's sums (rounded as `finish` says), and `finish`'s. `finish`'s bias
+/// or mask must hold what the tile reads.
 fn plain_and_finished(
     tiles: &Bf16Tiles,
     kp: usize,
     value: impl Fn(usize, usize, usize) -> f32,
     (rows, cols, ldc): (usize, usize, usize),
-    by_rows: bool,
+    a_rows: Option<usize>,
     finish: Finish,
 ) -> (Vec<f32>, Vec<f32>) {
-    let (mut blocks, mut by_row) = (vec![0u32; kp * MR], vec![0u32; MR * kp]);
+    let stride = a_rows.unwrap_or(kp);
+    let (mut blocks, mut by_row) = (vec![0u32; kp * MR], vec![u32::MAX; MR * stride]);
     let mut b = Line::zeroed(kp * NR);
     for p in 0..kp {
         for r in 0..MR {
             let w = bf16(value(r, 2 * p, 1)) | bf16(value(r, 2 * p + 1, 1)) << 16;
             blocks[p * MR + r] = w;
-            by_row[r * kp + p] = w;
+            by_row[r * stride + p] = w;
         }
         for c in 0..NR {
             b.words_mut()[p * NR + c] = bf16(value(2 * p, c, 4)) | bf16(value(2 * p + 1, c, 4)) << 16;
@@ -77,8 +63,8 @@ fn plain_and_finished(
         // SAFETY: buffers of the sizes the kernels read and write; the caller's bias or mask
         // holds what the tile reads.
         unsafe {
-            if by_rows {
-                tiles.tile_from_rows(rows, (by_row.as_ptr(), kp), b.words().as_ptr(), kp, (c.as_mut_ptr(), ldc), cols, finish)
+            if a_rows.is_some() {
+                tiles.tile_from_rows(rows, (by_row.as_ptr(), stride), b.words().as_ptr(), kp, (c.as_mut_ptr(), ldc), cols, finish)
             } else {
                 tiles.tile(rows, (blocks.as_ptr(), MR), (b.words().as_ptr(), NR), kp, (c.as_mut_ptr(), ldc), cols, finish)
             }
@@ -107,7 +93,7 @@ fn epilogue_tiles_add_the_bias_then_relu() {
             for by_rows in [false, true] {
                 let ldc = 35;
                 let finish = Finish { round, bias: Some((bias.as_ptr(), relu)), mask: None };
-                let (plain, given) = plain_and_finished(&tiles, 19, value, (rows, cols, ldc), by_rows, finish);
+                let (plain, given) = plain_and_finished(&tiles, 19, value, (rows, cols, ldc), by_rows.then_some(19), finish);
                 for r in 0..MR {
                     for j in 0..ldc {
                         let (got, sum) = (given[r * ldc + j], plain[r * ldc + j]);
@@ -144,7 +130,7 @@ fn mask_tiles_keep_the_sums_where_y_is_positive() {
     for (rows, round, cols) in [(12, false, 32), (12, true, 32), (5, true, 17), (1, false, 3), (9, false, 16)] {
         for by_rows in [false, true] {
             let finish = Finish { round, bias: None, mask: Some(y.as_ptr()) };
-            let (plain, kept) = plain_and_finished(&tiles, 9, value, (rows, cols, ldc), by_rows, finish);
+            let (plain, kept) = plain_and_finished(&tiles, 9, value, (rows, cols, ldc), by_rows.then_some(9), finish);
             for i in 0..MR * ldc {
                 let (r, j) = (i / ldc, i % ldc);
                 if r >= rows || j >= cols {
@@ -171,50 +157,6 @@ fn check_stored(c: &[f32], ldc: usize, (rows, cols, round): (usize, usize, bool)
             } else {
                 assert!(got.is_nan(), "rows {rows}, cols {cols}: [{r}, {j}] written");
             }
-        }
-    }
-}
-
-/// The kernels reading A's rows as converted (twelve streams, `tile_from_rows`): every row
-/// count, a partial last column block, a row stride longer than the depth, against the exact
-/// product.
-#[test]
-fn tiles_from_rows_compute_the_exact_product() {
-    if !available() {
-        return;
-    }
-    let tiles = Bf16Tiles::new().expect("generated");
-    let (kp, stride) = (37, 45);
-    let value = |i: usize, j: usize, s: usize| ((i * 5 + j * 3 + s) % 13) as f32 * 0.5 - 3.0;
-    let mut a = vec![u32::MAX; MR * stride];
-    let mut b = Line::zeroed(kp * NR);
-    for r in 0..MR {
-        for p in 0..kp {
-            a[r * stride + p] = bf16(value(r, 2 * p, 2)) | bf16(value(r, 2 * p + 1, 2)) << 16;
-        }
-    }
-    for p in 0..kp {
-        for c in 0..NR {
-            b.words_mut()[p * NR + c] = bf16(value(2 * p, c, 7)) | bf16(value(2 * p + 1, c, 7)) << 16;
-        }
-    }
-    for (rows, round) in (1..=MR).flat_map(|rows| [(rows, false), (rows, true)]) {
-        for cols in [1, 16, 17, 32] {
-            let ldc = 33;
-            let mut c = vec![f32::NAN; MR * ldc];
-            // SAFETY: buffers of the sizes `tile_from_rows` reads and writes.
-            unsafe {
-                tiles.tile_from_rows(
-                    rows,
-                    (a.as_ptr(), stride),
-                    b.words().as_ptr(),
-                    kp,
-                    (c.as_mut_ptr(), ldc),
-                    cols,
-                    Finish { round, bias: None, mask: None },
-                )
-            };
-            check_stored(&c, ldc, (rows, cols, round), |r, j| (0..2 * kp).map(|d| value(r, d, 2) * value(d, j, 7)).sum());
         }
     }
 }

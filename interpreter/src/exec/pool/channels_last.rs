@@ -166,6 +166,12 @@ fn pixel<const N: usize, T>(xs: &[T], at: usize) -> &[T; N] {
     xs[at..at + N].try_into().expect("N values")
 }
 
+/// The `N` values from `at` of `d` (a pixel's channels of a result), as an array to write.
+#[inline(always)]
+fn pixel_mut<const N: usize>(d: &mut [MaybeUninit<f32>], at: usize) -> &mut [MaybeUninit<f32>; N] {
+    (&mut d[at..at + N]).try_into().expect("N values")
+}
+
 /// The maxima of `N` channels over a window's `taps` pixels (pixel k's at `at(k)` of `xi`), in
 /// `forward_cl`'s order with its `pick`: from the first pixel's value (its -inf start gives that
 /// value: -inf stays -inf, a NaN is picked), written to `out`.
@@ -175,7 +181,7 @@ fn window_max<const N: usize>(xi: &[f32], taps: usize, at: impl Fn(usize) -> usi
     for k in 1..taps {
         best.iter_mut().zip(pixel::<N, f32>(xi, at(k))).for_each(|(b, v)| *b = pick(*b, *v));
     }
-    out[..N].iter_mut().zip(best).for_each(|(o, b)| _ = o.write(b));
+    pixel_mut::<N>(out, 0).iter_mut().zip(best).for_each(|(o, b)| _ = o.write(b));
 }
 
 crate::runtime::cpu::widest! {
@@ -195,12 +201,6 @@ crate::runtime::cpu::widest! {
             }
         }
     }
-}
-
-/// `N` values of `d` from `at`, to be written as one array.
-#[inline(always)]
-fn pixel_mut<const N: usize>(d: &mut [MaybeUninit<f32>], at: usize) -> &mut [MaybeUninit<f32>; N] {
-    (&mut d[at..at + N]).try_into().expect("N values")
 }
 
 /// A window's gradient (see `max_grad_tiling`) for `N` channels whose gradients are `g`: each

@@ -32,6 +32,7 @@ mod sum_axes;
 mod transpose;
 pub mod tune;
 pub mod tune_store;
+mod word_buffers;
 
 use crate::runtime::rng;
 use crate::runtime::tensor::{Data, Tensor};

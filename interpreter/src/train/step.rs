@@ -569,3 +569,11 @@ fn clip_by_global_norm(t: &mut Tracer, grads: &[NodeId], max_norm: f64) -> Resul
         })
         .collect()
 }
+
+impl super::Trainer<'_> {
+    /// The nodes each compiled step (one per batch shape) computes, in `graph`: what the step's
+    /// results need, not every node the passes made on the way (for tests).
+    pub fn step_nodes(&self) -> Vec<Vec<NodeId>> {
+        self.steps.values().map(|s| self.graph().topo(&s.roots())).collect()
+    }
+}

@@ -391,12 +391,14 @@ fn convolutions_run_channels_last_on_the_device_and_train_as_nchw() {
         "{:?}",
         channels_last.channels_last
     );
-    assert!(nchw.channels_last.iter().all(|n| *n == 0), "{:?}", nchw.channels_last);
+    assert!(!nchw.channels_last.is_empty() && nchw.channels_last.iter().all(|n| *n == 0), "{:?}", nchw.channels_last);
     let f32_src = src.replace("PRECISION", "f32");
     let cpu = train(&f32_src, Target::Cpu, |o| o.conv_layout = Some(ConvLayout::Nchw));
     let forced = train(&f32_src, Target::Cpu, |o| o.conv_layout = Some(ConvLayout::ChannelsLast));
     assert!(
-        forced.channels_last.iter().all(|n| *n == 5) && cpu.channels_last.iter().all(|n| *n == 0),
+        [&forced, &cpu].iter().all(|r| !r.channels_last.is_empty())
+            && forced.channels_last.iter().all(|n| *n == 5)
+            && cpu.channels_last.iter().all(|n| *n == 0),
         "{:?} {:?}",
         forced.channels_last,
         cpu.channels_last

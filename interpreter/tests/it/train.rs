@@ -107,6 +107,9 @@ fn diabetes_regression_reaches_the_least_squares_fit() {
 #[test]
 fn resume_equals_uninterrupted() {
     let dir = std::env::temp_dir().join(format!("dlc-resume-{}", std::process::id()));
+    // A directory left by an earlier process with this pid would stop the run (it never
+    // replaces a run): start from none.
+    let _ = std::fs::remove_dir_all(&dir);
     let src = IRIS
         .replace("OPTIMIZER", "adamw(lr: 0.01)")
         .replace("  epochs = 40\n", &format!("  epochs = 4\n  checkpoint \"{}\" every epoch\n", dir.display()));
@@ -197,6 +200,9 @@ fn dropout_masks_per_step() {
 #[test]
 fn batchnorm_running_statistics_are_trained_and_used() {
     let dir = std::env::temp_dir().join(format!("dlc-bn-{}", std::process::id()));
+    // A directory left by an earlier process with this pid would stop the run (it never
+    // replaces a run): start from none.
+    let _ = std::fs::remove_dir_all(&dir);
     let src = format!(
         r#"
 use std.nn

@@ -30,9 +30,7 @@ fn check_summarises_models() {
 
 #[test]
 fn check_reports_errors_with_exit_1() {
-    let dir = std::env::temp_dir().join(format!("dlc-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("cli");
     let f = dir.join("bad.dl");
     std::fs::write(&f, "use std.nn\nlet layer = Linear(512, 10)\nlet x = randn(f32[8, 784], seed: 0)\nprint(layer(x))\n").unwrap();
     let o = dlc(&["check", f.to_str().unwrap()]);
@@ -64,9 +62,7 @@ fn run_prints_and_runs_a_custom_step() {
 
 #[test]
 fn seed_changes_parameter_init_reproducibly() {
-    let dir = std::env::temp_dir().join(format!("dlc-seed-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("seed");
     let f = dir.join("seed.dl");
     std::fs::write(&f, "use std.nn\nprint(Linear(4, 3).weight)\n").unwrap();
     let f = f.to_str().unwrap();
@@ -124,9 +120,7 @@ fn repl_with_piped_input() {
 /// Ctrl-C in the middle of training saves a checkpoint and exits 130; `--resume` continues from it.
 #[test]
 fn ctrl_c_saves_a_checkpoint_that_resumes() {
-    let dir = std::env::temp_dir().join(format!("dlc-sigint-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("sigint");
     let ck = dir.join("ck");
     let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/data/sklearn/iris.csv");
     let src = format!(
@@ -180,9 +174,7 @@ fn ctrl_c_saves_a_checkpoint_that_resumes() {
 /// leaves a checkpoint that loads and resumes: files are written aside and renamed.
 #[test]
 fn sigkill_never_leaves_a_corrupt_checkpoint() {
-    let dir = std::env::temp_dir().join(format!("dlc-sigkill-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("sigkill");
     let ck = dir.join("ck");
     let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/data/sklearn/iris.csv");
     let src = format!(
@@ -233,9 +225,7 @@ fn sigkill_never_leaves_a_corrupt_checkpoint() {
 /// training does not start.
 #[test]
 fn bad_data_points_at_the_source_and_the_row() {
-    let dir = std::env::temp_dir().join(format!("dlc-baddata-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("baddata");
     std::fs::write(dir.join("rows.csv"), "a,b,label\n1.0,2.0,0\n3.0,x,1\n").unwrap();
     let f = dir.join("bad.dl");
     std::fs::write(
@@ -508,9 +498,7 @@ fn explain_shows_the_device_plan_on_a_gpu() {
 /// after which its all-reduce starts.
 #[test]
 fn explain_shows_the_data_parallel_buckets() {
-    let dir = std::env::temp_dir().join(format!("dlc-explain-ddp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = crate::common::scratch("explain-ddp");
     let f = dir.join("ddp.dl");
     std::fs::write(
         &f,
@@ -542,9 +530,7 @@ fn explain_shows_the_data_parallel_buckets() {
 fn a_file_that_is_not_dl_gets_a_bounded_report() {
     // A data file passed by mistake: thousands of invalid characters. The first 200 reports are
     // printed, the rest counted; `--json` has them all.
-    let dir = std::env::temp_dir().join(format!("dlc-notdl-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("notdl");
     let f = dir.join("data.dl");
     std::fs::write(&f, "$?!&`~".repeat(500)).unwrap();
     let o = dlc(&["check", f.to_str().unwrap()]);
@@ -564,9 +550,7 @@ fn a_file_that_is_not_dl_gets_a_bounded_report() {
 /// whole, as before, the file was held twice (its values, then its rows).
 #[test]
 fn a_data_set_larger_than_the_runs_memory_streams_from_disk() {
-    let dir = std::env::temp_dir().join(format!("dlc-big-npy-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("big-npy");
     let (rows, width) = (32_768usize, 1024usize);
     let x: Vec<u8> = (0..rows * width).flat_map(|i| (((i * 7919) % 1000) as f32 / 1000.0 - 0.5).to_le_bytes()).collect();
     std::fs::write(dir.join("x.npy"), dlc::runtime::data::npy::encode("<f4", &[rows, width], &x)).unwrap();

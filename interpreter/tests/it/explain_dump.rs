@@ -74,9 +74,7 @@ fn explain_dumps_the_data_parallel_split() {
         .expect("iris")
         .replace("\"data/", &format!("\"{repo}/examples/data/"))
         .replace("  epochs    = 60", "  parallel = data_parallel()\n  epochs = 60");
-    let dir = std::env::temp_dir().join(format!("dlc-dp-dump-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = crate::common::scratch("dp-dump");
     let file = dir.join("iris_dp.dl");
     std::fs::write(&file, src).expect("written");
     let o = dlc(&["explain", file.to_str().expect("path"), "--dump=data-parallel"]);

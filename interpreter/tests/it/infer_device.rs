@@ -12,9 +12,7 @@ use std::path::Path;
 #[test]
 fn bench_and_run_of_an_infer_block_execute_the_same_plan_on_the_emulated_gpu() {
     // Small: the emulated GPU runs each block's threads for real.
-    let dir = std::env::temp_dir().join(format!("dlc-infer-device-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let dir = crate::common::scratch("infer-device");
     let path = dir.join("softmax.dl");
     std::fs::write(&path, "infer rows {\n  model = softmax\n  input = randn(f32[8, 100], seed: 0)\n}\n").expect("written");
     let file = path.to_str().expect("a UTF-8 path");

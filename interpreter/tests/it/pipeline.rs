@@ -318,9 +318,7 @@ fn text_tokenised_by_a_tokenizer_json_gives_windows_of_its_ids() {
 #[test]
 fn safetensors_rows_batch_as_npy_rows_do() {
     use safetensors::tensor::{Dtype, TensorView};
-    let dir = std::env::temp_dir().join(format!("dlc-st-source-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("st-source");
     let (rows, width) = (40usize, 6usize);
     let x: Vec<u8> = (0..rows * width).flat_map(|i| ((i * 37 % 101) as f32 / 7.0).to_le_bytes()).collect();
     let y: Vec<u8> = (0..rows).flat_map(|i| ((i % 3) as i64).to_le_bytes()).collect();

@@ -106,10 +106,7 @@ fn diabetes_regression_reaches_the_least_squares_fit() {
 /// bit for bit (parameters, optimiser state and data order all restored).
 #[test]
 fn resume_equals_uninterrupted() {
-    let dir = std::env::temp_dir().join(format!("dlc-resume-{}", std::process::id()));
-    // A directory left by an earlier process with this pid would stop the run (it never
-    // replaces a run): start from none.
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = crate::common::scratch("resume");
     let src = IRIS
         .replace("OPTIMIZER", "adamw(lr: 0.01)")
         .replace("  epochs = 40\n", &format!("  epochs = 4\n  checkpoint \"{}\" every epoch\n", dir.display()));
@@ -199,10 +196,7 @@ fn dropout_masks_per_step() {
 /// PyTorch's names) and evaluation normalises with them.
 #[test]
 fn batchnorm_running_statistics_are_trained_and_used() {
-    let dir = std::env::temp_dir().join(format!("dlc-bn-{}", std::process::id()));
-    // A directory left by an earlier process with this pid would stop the run (it never
-    // replaces a run): start from none.
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = crate::common::scratch("bn");
     let src = format!(
         r#"
 use std.nn

@@ -80,9 +80,9 @@ pub fn transpose_batched(src: &[u32], dst: &mut [MaybeUninit<u32>], b: usize, m:
     if b * m * n == 0 {
         return;
     }
+    let task_rows = TASK_ROWS.max(TASK_WORDS / m);
     dst[..b * m * n].par_chunks_mut(n * m).enumerate().for_each(|(bi, mat)| {
         let src = &src[bi * m * n..(bi + 1) * m * n];
-        let task_rows = TASK_ROWS.max(TASK_WORDS / m);
         mat.par_chunks_mut(task_rows * m).enumerate().for_each(|(t, rows)| {
             let c0 = t * task_rows;
             let cols = rows.len() / m;
@@ -121,7 +121,7 @@ mod tests {
     /// The 4×4 blocks and the edges of the transpose.
     #[test]
     fn transposes_every_shape() {
-        for (rows, cols) in [(1, 1), (4, 4), (5, 9), (16, 3), (13, 17)] {
+        for (rows, cols) in [(1, 1), (2, 9), (3, 5), (4, 4), (5, 9), (16, 3), (13, 17)] {
             let stride = cols + 2;
             let src: Vec<u32> = (0..rows * stride).map(|i| i as u32).collect();
             let mut dst = vec![MaybeUninit::new(u32::MAX); cols * (rows + 1)];

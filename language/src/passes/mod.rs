@@ -18,3 +18,4 @@ pub mod prologue;
 pub mod remat;
 pub mod rewrite;
 pub mod rows;
+pub mod sum_factors;
